@@ -1,0 +1,109 @@
+"""Every exception kafkalog raises for bad data, bad arguments or failed storage.
+
+One hierarchy in one place, so callers can catch ``KafkaLogError`` and know nothing else escapes for bad input.
+Names follow Kafka's where a Kafka exception means the same thing (``CorruptRecordException``,
+``KafkaStorageException``, ...). Errors that are also argument errors subclass ``ValueError`` so generic
+callers keep working.
+"""
+
+from __future__ import annotations
+
+
+class KafkaLogError(Exception):
+    """Base of every kafkalog error."""
+
+
+# --- record format -------------------------------------------------------------------------------------------
+
+
+class CorruptRecordError(KafkaLogError):
+    """Bytes that do not form a valid record batch: bad CRC, truncated, impossible lengths, bad varints."""
+
+    def __init__(self, message: str, *, position: int | None = None) -> None:
+        super().__init__(message if position is None else f"{message} (at position {position})")
+        self.position = position
+
+
+class InvalidRecordError(KafkaLogError):
+    """A well-formed batch or record that breaks a rule (e.g. offsets going backwards, bad control record)."""
+
+
+class UnsupportedCompressionError(KafkaLogError):
+    """A compression codec id kafkalog does not know (Kafka knows 0-4)."""
+
+
+class UnsupportedMagicError(CorruptRecordError):
+    """A magic byte other than 0, 1 or 2."""
+
+
+# --- indexes, segments, logs -----------------------------------------------------------------------------------
+
+
+class CorruptIndexError(KafkaLogError):
+    """An index file failing its sanity check (Kafka's ``CorruptIndexException``)."""
+
+
+class IndexFullError(KafkaLogError):
+    """Appending to an index that has no free slot."""
+
+
+class InvalidOffsetError(KafkaLogError):
+    """An index or log append with an offset that does not move forward (Kafka's ``InvalidOffsetException``)."""
+
+
+class OffsetOutOfRangeError(KafkaLogError):
+    """A read or truncation at an offset the log does not hold."""
+
+
+class LogSegmentOffsetOverflowError(KafkaLogError):
+    """A batch whose offsets cannot be stored relative to the segment's base offset (i32)."""
+
+
+class CorruptSnapshotError(KafkaLogError):
+    """A producer-state ``.snapshot`` file that fails its CRC or structure check."""
+
+
+# --- checkpoints and metadata ----------------------------------------------------------------------------------
+
+
+class CorruptCheckpointError(KafkaLogError):
+    """A checkpoint or metadata file (offset checkpoint, leader-epoch, partition.metadata, meta.properties,
+    clean-shutdown marker) whose content is malformed."""
+
+    def __init__(self, message: str, *, path: object | None = None) -> None:
+        super().__init__(message if path is None else f"{path}: {message}")
+        self.path = path
+
+
+class InconsistentMetadataError(KafkaLogError):
+    """Log dirs that disagree on ``cluster.id`` / ``node.id``, or a topic id that does not match."""
+
+
+# --- configuration and names ----------------------------------------------------------------------------------
+
+
+class ConfigError(KafkaLogError, ValueError):
+    """A bad configuration key or value."""
+
+
+class InvalidTopicError(KafkaLogError, ValueError):
+    """A topic name Kafka would refuse (also every name that could escape a log dir)."""
+
+
+class InvalidPartitionDirError(KafkaLogError, ValueError):
+    """A directory name that is not ``<topic>-<partition>`` (with an optional Kafka suffix)."""
+
+
+# --- storage and log dirs --------------------------------------------------------------------------------------
+
+
+class KafkaStorageError(KafkaLogError):
+    """An I/O failure, or an operation on a log dir that is offline (Kafka's ``KafkaStorageException``)."""
+
+
+class LogDirLockedError(KafkaStorageError):
+    """Another process or LogManager holds the log dir's ``.lock``."""
+
+
+class NoLiveLogDirsError(KafkaStorageError):
+    """Every log dir is offline: the manager stops (Kafka halts the broker)."""
