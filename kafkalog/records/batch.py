@@ -1,0 +1,567 @@
+"""Magic 2 record batches (Kafka's DefaultRecordBatch / DefaultRecord): a lazy view and a byte-exact writer.
+
+A ``RecordBatch`` wraps a memoryview of exactly one batch; the 61-byte header is decoded by a single
+``struct.unpack_from`` and the records are only decoded (and decompressed) by ``records()``, so shallow scans of a
+segment cost one unpack per batch.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterable, Sequence
+
+from crc32c import crc32c
+
+from ..errors import CorruptRecordError, InvalidRecordError
+from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, compress, decompress
+from .control import ControlRecordType, EndTransactionMarker
+from .record import Record, TimestampType
+from .varint import encode_varint, encode_varlong
+
+__all__ = [
+    "RecordBatch",
+    "build_batch",
+    "build_end_txn_marker_batch",
+    "HEADER",
+    "RECORD_BATCH_OVERHEAD",
+    "LOG_OVERHEAD",
+]
+
+#: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
+#: maxTimestamp, producerId, producerEpoch, baseSequence, recordCount.
+HEADER = struct.Struct(">qiibIhiqqqhii")
+RECORD_BATCH_OVERHEAD = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + length
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+_CRC = struct.Struct(">I")
+_INT_MAX = (1 << 31) - 1
+
+_COMPRESSION_MASK = 0x07
+_TIMESTAMP_TYPE_MASK = 0x08
+_TRANSACTIONAL_MASK = 0x10
+_CONTROL_MASK = 0x20
+_DELETE_HORIZON_MASK = 0x40
+
+_CODECS = tuple(CompressionType) + (None, None, None)
+_TS_TYPES = (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
+
+
+def _increment_sequence(base: int, delta: int) -> int:
+    """Kafka's DefaultRecordBatch.incrementSequence: sequences wrap from Integer.MAX_VALUE to 0."""
+    if base > _INT_MAX - delta:
+        return base - (_INT_MAX - delta) - 1
+    return base + delta
+
+
+class RecordBatch:
+    """A magic 2 batch over ``raw`` (a memoryview of exactly ``size_in_bytes`` bytes)."""
+
+    __slots__ = ("raw", "position", "_h")
+
+    magic = 2
+
+    def __init__(self, raw: memoryview | bytes | bytearray, position: int | None = None) -> None:
+        if not isinstance(raw, memoryview):
+            raw = memoryview(raw)
+        if len(raw) < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch of {len(raw)} bytes is shorter than the {RECORD_BATCH_OVERHEAD}-byte header",
+                position=position,
+            )
+        h = HEADER.unpack_from(raw, 0)
+        if h[1] + LOG_OVERHEAD != len(raw):
+            raise CorruptRecordError(
+                f"batch length field {h[1]} does not match the {len(raw)} bytes given", position=position
+            )
+        self.raw = raw
+        self.position = position
+        self._h = h
+
+    @classmethod
+    def _from_header(cls, raw: memoryview, position: int | None, h: tuple) -> RecordBatch:
+        """Fast constructor for the reader, which has already unpacked and checked the header."""
+        b = object.__new__(cls)
+        b.raw = raw
+        b.position = position
+        b._h = h
+        return b
+
+    # --- header fields ---------------------------------------------------------------------------------------
+    @property
+    def base_offset(self) -> int:
+        return self._h[0]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._h[1] + LOG_OVERHEAD
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return self._h[2]
+
+    @property
+    def crc(self) -> int:
+        return self._h[4]
+
+    @property
+    def attributes(self) -> int:
+        return self._h[5]
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self._h[6]
+
+    @property
+    def last_offset(self) -> int:
+        return self._h[0] + self._h[6]
+
+    @property
+    def next_offset(self) -> int:
+        return self._h[0] + self._h[6] + 1
+
+    @property
+    def base_timestamp(self) -> int:
+        return self._h[7]
+
+    @property
+    def max_timestamp(self) -> int:
+        return self._h[8]
+
+    @property
+    def producer_id(self) -> int:
+        return self._h[9]
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._h[10]
+
+    @property
+    def base_sequence(self) -> int:
+        return self._h[11]
+
+    @property
+    def last_sequence(self) -> int:
+        base = self._h[11]
+        return -1 if base == -1 else _increment_sequence(base, self._h[6])
+
+    @property
+    def record_count(self) -> int:
+        return self._h[12]
+
+    @property
+    def count(self) -> int:
+        return self._h[12]
+
+    @property
+    def compression(self) -> CompressionType:
+        codec = _CODECS[self._h[5] & _COMPRESSION_MASK]
+        if codec is None:
+            return CompressionType.from_id(self._h[5] & _COMPRESSION_MASK)  # raises
+        return codec
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return _TS_TYPES[(self._h[5] & _TIMESTAMP_TYPE_MASK) >> 3]
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self._h[5] & _TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self._h[5] & _CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self._h[5] & _DELETE_HORIZON_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The cleaner's delete horizon (stored in baseTimestamp when attribute bit 6 is set), else None."""
+        return self._h[7] if self._h[5] & _DELETE_HORIZON_MASK else None
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """Kafka uses the batch's last offset for v2 batches (time index entries)."""
+        return self._h[0] + self._h[6]
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self._h[9] >= 0
+
+    # --- integrity -------------------------------------------------------------------------------------------
+    def compute_checksum(self) -> int:
+        """CRC32C over attributes .. end of batch, as Kafka."""
+        return crc32c(self.raw[ATTRIBUTES_OFFSET:])
+
+    def is_valid(self) -> bool:
+        """True when the size is sane and the stored CRC matches (Kafka's DefaultRecordBatch.isValid)."""
+        return crc32c(self.raw[ATTRIBUTES_OFFSET:]) == self._h[4]
+
+    def ensure_valid(self) -> None:
+        """Raise CorruptRecordError when the CRC does not match, like Kafka's ensureValid."""
+        computed = crc32c(self.raw[ATTRIBUTES_OFFSET:])
+        if computed != self._h[4]:
+            raise CorruptRecordError(
+                f"record batch is corrupt (stored crc = {self._h[4]}, computed crc = {computed})",
+                position=self.position,
+            )
+        if self._h[12] < 0:
+            raise CorruptRecordError(f"negative record count {self._h[12]}", position=self.position)
+
+    # --- records ---------------------------------------------------------------------------------------------
+    def records_payload(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes | memoryview:
+        """The records section, decompressed when the batch is compressed."""
+        codec = self._h[5] & _COMPRESSION_MASK
+        body = self.raw[RECORD_BATCH_OVERHEAD:]
+        if codec == 0:
+            return body
+        try:
+            return decompress(self.compression, body, max_size=max_size)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(str(exc), position=self.position) from None
+
+    def records(self, *, stored_timestamps: bool = False, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> list[Record]:
+        """Decode every record (absolute offsets, effective timestamps); CorruptRecordError on a bad payload.
+
+        For LogAppendTime batches Kafka reports the batch's max timestamp for every record; with
+        ``stored_timestamps=True`` the timestamps written in the records (base + delta) are returned instead,
+        which is what a rewrite needs to reproduce the bytes.
+        """
+        h = self._h
+        count = h[12]
+        if count < 0:
+            raise CorruptRecordError(f"negative record count {count}", position=self.position)
+        payload = self.records_payload(max_size=max_size)
+        log_append = None
+        if (h[5] & _TIMESTAMP_TYPE_MASK) and not stored_timestamps:
+            log_append = h[8]
+        try:
+            return _decode_records(payload, count, h[0], h[7], h[11], log_append)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(str(exc), position=self.position) from None
+
+    def __iter__(self):
+        return iter(self.records())
+
+    def control_marker(self) -> EndTransactionMarker | None:
+        """The end-transaction marker of a control batch (None for data batches and other control types)."""
+        if not self._h[5] & _CONTROL_MASK:
+            return None
+        recs = self.records()
+        if len(recs) != 1:
+            raise InvalidRecordError(f"control batch must hold exactly one record, found {len(recs)}")
+        from .control import parse_control_type
+
+        ctype = parse_control_type(recs[0].key)
+        if ctype not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return None
+        return EndTransactionMarker.from_key_value(recs[0].key, recs[0].value)
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.record_count}, size={self.size_in_bytes}, position={self.position}, "
+            f"compression={self.compression.kafka_name}, crc={self.crc})"
+        )
+
+
+def _decode_records(
+    buf: bytes | memoryview,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    base_seq: int,
+    log_append_time: int | None,
+) -> list[Record]:
+    """Decode ``count`` DefaultRecords from ``buf`` (the whole records section; leftovers are an error).
+
+    Inlined varint decoding: the common one-byte case costs a single comparison.
+    """
+    if isinstance(buf, memoryview):
+        buf = bytes(buf)  # bytes indexing and slicing are much faster than memoryview's
+    end = len(buf)
+    pos = 0
+    out = []
+    append = out.append
+    new_record = Record
+    decode_utf8 = bytes.decode
+    for _ in range(count):
+        # varint size
+        try:
+            b = buf[pos]
+            pos += 1
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+            else:
+                size, pos = _slow_varint(buf, pos - 1, 5)
+            start = pos
+            if size < 0 or pos + size > end:
+                raise CorruptRecordError(
+                    f"record size {size} at offset {pos} does not fit the {end - pos} bytes left in the batch"
+                )
+            rec_end = pos + size
+            pos += 1  # attributes
+            b = buf[pos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                ts_delta, pos = _slow_varint(buf, pos, 10)
+            b = buf[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = _slow_varint(buf, pos, 5)
+            b = buf[pos]
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                n, pos = _slow_varint(buf, pos, 5)
+            if n < 0:
+                key = None
+            else:
+                key = buf[pos : pos + n]
+                pos += n
+            b = buf[pos]
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                n, pos = _slow_varint(buf, pos, 5)
+            if n < 0:
+                value = None
+            else:
+                value = buf[pos : pos + n]
+                pos += n
+            b = buf[pos]
+            if b < 0x80:
+                nh = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                nh, pos = _slow_varint(buf, pos, 5)
+            if nh == 0:
+                headers: tuple = ()
+            else:
+                if nh < 0:
+                    raise CorruptRecordError(f"invalid negative header count {nh}")
+                if nh > rec_end - pos:
+                    raise CorruptRecordError(f"header count {nh} exceeds the record's remaining bytes")
+                hl = []
+                for _h in range(nh):
+                    n, pos = _slow_varint(buf, pos, 5)
+                    if n < 0:
+                        raise CorruptRecordError(f"invalid negative header key size {n}")
+                    if pos + n > rec_end:
+                        raise CorruptRecordError("header key runs past the record")
+                    try:
+                        hkey = decode_utf8(buf[pos : pos + n], "utf-8")
+                    except UnicodeDecodeError:
+                        raise CorruptRecordError("header key is not valid UTF-8") from None
+                    pos += n
+                    n, pos = _slow_varint(buf, pos, 5)
+                    if n < 0:
+                        hval = None
+                    else:
+                        hval = buf[pos : pos + n]
+                        pos += n
+                    hl.append((hkey, hval))
+                headers = tuple(hl)
+        except IndexError:
+            raise CorruptRecordError("record runs past the end of the batch") from None
+        if pos != rec_end:
+            raise CorruptRecordError(
+                f"invalid record size: expected to read {size} bytes but read {pos - start}"
+            )
+        seq = -1 if base_seq < 0 else _increment_sequence(base_seq, off_delta)
+        append(
+            new_record(
+                base_offset + off_delta,
+                base_ts + ts_delta if log_append_time is None else log_append_time,
+                key,
+                value,
+                headers,
+                seq,
+            )
+        )
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record of the batch")
+    return out
+
+
+def _slow_varint(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+    """Multi-byte zig-zag varint (max_bytes 5 for int, 10 for long); IndexError propagates to the caller."""
+    result = 0
+    shift = 0
+    limit = pos + max_bytes
+    while True:
+        if pos >= limit:
+            raise CorruptRecordError(f"varint is longer than {max_bytes} bytes")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+    if max_bytes == 5:
+        result &= 0xFFFFFFFF
+    return (result >> 1) ^ -(result & 1), pos
+
+
+# --- writer ------------------------------------------------------------------------------------------------------
+
+
+def _encode_bytes(data: bytes | None, out: list) -> None:
+    if data is None:
+        out.append(b"\x01")  # zig-zag -1
+    else:
+        out.append(encode_varint(len(data)))
+        out.append(data)
+
+
+def _encode_record(offset_delta: int, ts_delta: int, key, value, headers) -> bytes:
+    parts: list = [b"\x00", encode_varlong(ts_delta), encode_varint(offset_delta)]
+    _encode_bytes(None if key is None else bytes(key), parts)
+    _encode_bytes(None if value is None else bytes(value), parts)
+    parts.append(encode_varint(len(headers)))
+    for hkey, hval in headers:
+        if hkey is None:
+            raise InvalidRecordError("header key must not be null")
+        hk = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
+        parts.append(encode_varint(len(hk)))
+        parts.append(hk)
+        _encode_bytes(None if hval is None else bytes(hval), parts)
+    body = b"".join(parts)
+    return encode_varint(len(body)) + body
+
+
+def build_batch(
+    records: Iterable[Record | Sequence],
+    *,
+    base_offset: int = 0,
+    compression: CompressionType | int = CompressionType.NONE,
+    timestamp_type: TimestampType | int = TimestampType.CREATE_TIME,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    max_timestamp: int | None = None,
+    log_append_time: int | None = None,
+    delete_horizon_ms: int | None = None,
+    timestamp: int | None = None,
+) -> bytes:
+    """Encode a magic 2 batch exactly as Kafka's MemoryRecordsBuilder does.
+
+    ``records`` are ``Record`` objects (absolute offsets; deltas taken from ``base_offset``) or ``(key, value)`` /
+    ``(key, value, headers)`` tuples numbered from ``base_offset`` and stamped with ``timestamp`` (default: now).
+    baseTimestamp is the first record's timestamp (or ``delete_horizon_ms``, setting attribute bit 6);
+    maxTimestamp is the largest record timestamp for CreateTime and ``log_append_time`` for LogAppendTime,
+    unless ``max_timestamp`` is given.
+    """
+    codec = CompressionType.from_id(int(compression))
+    ts_type = TimestampType(int(timestamp_type))
+    if ts_type == TimestampType.NO_TIMESTAMP_TYPE:
+        raise InvalidRecordError("magic 2 batches need CreateTime or LogAppendTime")
+    now = None
+    items: list[tuple[int, int, object, object, object]] = []
+    next_offset = base_offset
+    for r in records:
+        if isinstance(r, Record):
+            items.append((r.offset, r.timestamp, r.key, r.value, r.headers))
+            next_offset = r.offset + 1
+        else:
+            if len(r) == 2:
+                key, value = r
+                headers = ()
+            elif len(r) == 3:
+                key, value, headers = r
+            else:
+                raise InvalidRecordError(f"record tuple must be (key, value) or (key, value, headers), got {len(r)} items")
+            if timestamp is None and now is None:
+                now = int(time.time() * 1000)
+            items.append((next_offset, timestamp if timestamp is not None else now, key, value, headers or ()))
+            next_offset += 1
+    if not items:
+        raise InvalidRecordError("cannot build a record batch with no records")
+    if delete_horizon_ms is not None:
+        base_ts = delete_horizon_ms
+    else:
+        base_ts = items[0][1]
+    parts = []
+    max_ts = -1
+    last_delta = 0
+    for offset, ts, key, value, headers in items:
+        delta = offset - base_offset
+        if delta < 0 or delta > _INT_MAX:
+            raise InvalidRecordError(f"record offset {offset} cannot be stored relative to base offset {base_offset}")
+        if delta < last_delta:
+            raise InvalidRecordError(f"record offsets must increase (got {offset} after {base_offset + last_delta})")
+        last_delta = delta
+        if ts > max_ts:
+            max_ts = ts
+        parts.append(_encode_record(delta, ts - base_ts, key, value, headers))
+    body = b"".join(parts)
+    if codec is not CompressionType.NONE:
+        body = compress(codec, body)
+    attributes = int(codec)
+    if ts_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= _TIMESTAMP_TYPE_MASK
+        if log_append_time is not None:
+            max_ts = log_append_time
+    if is_transactional:
+        attributes |= _TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= _CONTROL_MASK
+    if delete_horizon_ms is not None:
+        attributes |= _DELETE_HORIZON_MASK
+    if max_timestamp is not None:
+        max_ts = max_timestamp
+    length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body)
+    header = bytearray(
+        HEADER.pack(
+            base_offset,
+            length,
+            partition_leader_epoch,
+            2,
+            0,
+            attributes,
+            last_delta,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(items),
+        )
+    )
+    crc = crc32c(body, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    _CRC.pack_into(header, CRC_OFFSET, crc)
+    return bytes(header) + body
+
+
+def build_end_txn_marker_batch(
+    marker: EndTransactionMarker,
+    *,
+    offset: int,
+    timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A transactional control batch holding one commit/abort marker, as Kafka's coordinator writes it."""
+    rec = Record(offset, timestamp, marker.key_bytes(), marker.value_bytes())
+    return build_batch(
+        [rec],
+        base_offset=offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        partition_leader_epoch=partition_leader_epoch,
+        is_transactional=True,
+        is_control=True,
+    )

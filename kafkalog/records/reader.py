@@ -1,0 +1,170 @@
+"""Walk a buffer or file of record batches in file order, as Kafka's FileLogInputStream does.
+
+Iteration never raises for bad bytes: it stops at the first truncated or structurally impossible batch (and, with
+``validate=True``, at the first CRC failure) and records where, so callers (segment recovery, verify, dump) can
+report "valid up to X, then N invalid bytes". A length field is always compared with the bytes present before it
+is used, so a lying length never leads to an allocation or a read beyond the source.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+
+from crc32c import crc32c
+
+from ..errors import CorruptRecordError, UnsupportedMagicError
+from .batch import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
+
+__all__ = ["BatchReader", "read_batches", "open_source", "HEADER_SIZE_UP_TO_MAGIC"]
+
+HEADER_SIZE_UP_TO_MAGIC = 17  # baseOffset, length, partitionLeaderEpoch/crc, magic
+LEGACY_RECORD_OVERHEAD_V0 = 14  # crc, magic, attributes, key length, value length
+LEGACY_RECORD_OVERHEAD_V1 = 22  # + timestamp
+
+_PREFIX = struct.Struct(">qiib")
+_unpack_prefix = _PREFIX.unpack_from
+_unpack_header = HEADER.unpack_from
+
+
+def open_source(source) -> tuple[memoryview, object | None]:
+    """A read-only memoryview over ``source`` (path, bytes, bytearray, memoryview, mmap) and the object to keep
+    alive (the mmap) if one was created."""
+    if isinstance(source, memoryview):
+        return (source if source.format == "B" and source.ndim == 1 else source.cast("B")), None
+    if isinstance(source, (bytes, bytearray, mmap.mmap)):
+        return memoryview(source), None
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return memoryview(b""), None
+            try:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):  # e.g. a filesystem without mmap: fall back to reading
+                return memoryview(f.read()), None
+        return memoryview(mm), mm
+    raise TypeError(f"cannot read record batches from {type(source).__name__}")
+
+
+class BatchReader:
+    """Iterate once over the batches of a source; afterwards ``valid_bytes``/``invalid_bytes``/``error`` tell
+    where and why iteration stopped. ``valid_bytes`` is the absolute end position of the last good batch."""
+
+    __slots__ = ("buffer", "_keep", "start", "end", "validate", "valid_bytes", "invalid_bytes", "error", "_used")
+
+    def __init__(self, source, *, position: int = 0, end: int | None = None, validate: bool = False) -> None:
+        buf, keep = open_source(source)
+        total = len(buf)
+        if end is None or end > total:
+            end = total
+        if position < 0 or position > end:
+            raise ValueError(f"position {position} outside the source (0..{end})")
+        self.buffer = buf
+        self._keep = keep
+        self.start = position
+        self.end = end
+        self.validate = validate
+        self.valid_bytes = position
+        self.invalid_bytes = 0
+        self.error: CorruptRecordError | None = None
+        self._used = False
+
+    def __iter__(self) -> Iterator[RecordBatch]:
+        if self._used:
+            raise RuntimeError("a BatchReader can be iterated only once")
+        self._used = True
+        return self._iterate()
+
+    def _stop(self, pos: int, error: CorruptRecordError) -> None:
+        self.valid_bytes = pos
+        self.invalid_bytes = self.end - pos
+        self.error = error
+
+    def _iterate(self) -> Iterator[RecordBatch]:
+        buf = self.buffer
+        end = self.end
+        pos = self.start
+        validate = self.validate
+        from_header = RecordBatch._from_header
+        while pos < end:
+            if end - pos < HEADER_SIZE_UP_TO_MAGIC:
+                self._stop(pos, CorruptRecordError(f"truncated batch header: {end - pos} bytes left", position=pos))
+                return
+            _, size, _, magic = _unpack_prefix(buf, pos)
+            stop = pos + LOG_OVERHEAD + size
+            if magic == 2:
+                if size < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+                    self._stop(pos, CorruptRecordError(f"batch length {size} is smaller than the v2 header", position=pos))
+                    return
+                if stop > end:
+                    self._stop(
+                        pos,
+                        CorruptRecordError(
+                            f"truncated batch: length says {size + LOG_OVERHEAD} bytes, {end - pos} present", position=pos
+                        ),
+                    )
+                    return
+                raw = buf[pos:stop]
+                if validate:
+                    h = _unpack_header(buf, pos)
+                    if crc32c(raw[21:]) != h[4]:
+                        self._stop(pos, CorruptRecordError("record batch CRC mismatch", position=pos))
+                        return
+                    batch = from_header(raw, pos, h)
+                else:
+                    batch = from_header(raw, pos, _unpack_header(buf, pos))
+            elif magic == 0 or magic == 1:
+                minimum = LEGACY_RECORD_OVERHEAD_V0 if magic == 0 else LEGACY_RECORD_OVERHEAD_V1
+                if size < minimum:
+                    self._stop(pos, CorruptRecordError(f"message size {size} is smaller than the minimum {minimum}", position=pos))
+                    return
+                if stop > end:
+                    self._stop(
+                        pos,
+                        CorruptRecordError(
+                            f"truncated message: size says {size + LOG_OVERHEAD} bytes, {end - pos} present", position=pos
+                        ),
+                    )
+                    return
+                from .legacy import LegacyBatch
+
+                try:
+                    batch = LegacyBatch(buf[pos:stop], pos)
+                except CorruptRecordError as exc:
+                    self._stop(pos, exc)
+                    return
+                if validate and not batch.is_valid():
+                    self._stop(pos, CorruptRecordError("message CRC mismatch", position=pos))
+                    return
+            else:
+                self._stop(pos, UnsupportedMagicError(f"unknown magic byte {magic}", position=pos))
+                return
+            pos = stop
+            self.valid_bytes = pos
+            yield batch
+        self.valid_bytes = pos
+        self.invalid_bytes = 0
+
+    def close(self) -> None:
+        """Release the mmap when no batch view is still alive (otherwise the GC releases it later)."""
+        if self._keep is not None:
+            try:
+                self.buffer.release()
+                self._keep.close()
+            except BufferError:
+                return
+            self._keep = None
+
+    def __enter__(self) -> BatchReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_batches(source, *, position: int = 0, end: int | None = None, validate: bool = False) -> BatchReader:
+    """Batches of ``source`` (path, bytes, bytearray or memoryview) from ``position`` to ``end``, shallowly."""
+    return BatchReader(source, position=position, end=end, validate=validate)

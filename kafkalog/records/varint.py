@@ -1,0 +1,116 @@
+"""Zig-zag varints as Kafka's record format v2 uses them (protobuf style, ByteUtils.readVarint/readVarlong).
+
+Decoding is bounded: an int varint may use at most 5 bytes and a long at most 10; anything longer, or a
+varint running off the end of the buffer, is corrupt data rather than a reason to loop or over-allocate.
+"""
+
+from __future__ import annotations
+
+from ..errors import CorruptRecordError
+
+__all__ = [
+    "decode_varint",
+    "decode_varlong",
+    "encode_varint",
+    "encode_varlong",
+    "size_of_varint",
+    "size_of_varlong",
+]
+
+_INT_MIN = -(1 << 31)
+_INT_MAX = (1 << 31) - 1
+_LONG_MIN = -(1 << 63)
+_LONG_MAX = (1 << 63) - 1
+
+
+def _encode_unsigned(u: int) -> bytes:
+    if u < 0x80:
+        return bytes((u,))
+    out = bytearray()
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
+def encode_varint(value: int) -> bytes:
+    """Zig-zag encode a signed 32-bit value."""
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise ValueError(f"varint out of int32 range: {value}")
+    return _encode_unsigned(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+
+
+def encode_varlong(value: int) -> bytes:
+    """Zig-zag encode a signed 64-bit value."""
+    if not _LONG_MIN <= value <= _LONG_MAX:
+        raise ValueError(f"varlong out of int64 range: {value}")
+    return _encode_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def size_of_varint(value: int) -> int:
+    """Encoded size in bytes of ``value`` as a zig-zag varint."""
+    u = ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF
+    n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+
+def size_of_varlong(value: int) -> int:
+    """Encoded size in bytes of ``value`` as a zig-zag varlong."""
+    u = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+
+def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Decode a zig-zag varint at ``pos``; return (value, next position). At most 5 bytes, as Kafka."""
+    try:
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+        result = b & 0x7F
+        shift = 7
+        pos += 1
+        while True:
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+            if shift > 28:
+                raise CorruptRecordError("varint is longer than 5 bytes")
+    except IndexError:
+        raise CorruptRecordError("varint runs past the end of the buffer") from None
+    result &= 0xFFFFFFFF
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def decode_varlong(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Decode a zig-zag varlong at ``pos``; return (value, next position). At most 10 bytes, as Kafka."""
+    try:
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+        result = b & 0x7F
+        shift = 7
+        pos += 1
+        while True:
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+            if shift > 63:
+                raise CorruptRecordError("varlong is longer than 10 bytes")
+    except IndexError:
+        raise CorruptRecordError("varlong runs past the end of the buffer") from None
+    result &= 0xFFFFFFFFFFFFFFFF
+    return (result >> 1) ^ -(result & 1), pos
