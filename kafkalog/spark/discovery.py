@@ -1,0 +1,177 @@
+"""Find every segment under archive roots, cheaply, on the driver: names and ``stat`` only, no file contents.
+
+A root may be a Kafka log dir, a partition dir, a single ``.log`` file, or any tree of those (backups of several
+brokers, dated snapshots). Three layouts are recognised:
+
+* ``local``: a broker's partition dir ``<topic>-<partition>`` (optionally ``.<uuid>-future|-delete|-stray``) holding
+  ``<20-digit base offset>.log`` with sibling ``.index``/``.timeindex``/``.txnindex``.
+* ``tiered``: Kafka's LocalTieredStorage (the reference RemoteStorageManager used by Kafka's tiered-storage tests):
+  ``<topic>-<partition>-<topic id, 22 base64url chars>/<20 digits>-<segment id, 22 chars>.log`` with the same
+  sibling suffixes plus ``.leader_epoch_checkpoint`` and ``.snapshot``.
+* ``tiered-aiven``: Aiven's tiered-storage-for-apache-kafka object layout copied to disk:
+  ``<topic>-<topic id>/<partition>/<20 digits>-<segment id>.log`` with ``.indexes`` (all indexes in one blob,
+  described by ``.rsm-manifest``). The ``.log`` is validated when it is stored untransformed; indexes are not.
+
+Only local paths (and ``file://`` URLs) are supported: validation maps files with mmap, which needs a local or
+mounted file system (NFS, FUSE mounts of object stores work).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+
+from kafkalog.errors import KafkaLogError
+
+#: Temporary suffixes Kafka leaves behind (async delete, cleaner, segment split); never live data.
+TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap")
+
+_TOPIC = r"[a-zA-Z0-9._-]{1,249}"
+_LOCAL_DIR = re.compile(rf"^(?P<topic>{_TOPIC})-(?P<partition>\d+)(?:\.(?P<uuid>[0-9a-f]{{32}})-(?P<state>future|delete|stray))?$")
+_TIERED_DIR = re.compile(rf"^(?P<topic>{_TOPIC})-(?P<partition>\d+)-(?P<topic_id>[A-Za-z0-9_-]{{22}})$")
+_AIVEN_TOPIC_DIR = re.compile(rf"^(?P<topic>{_TOPIC})-(?P<topic_id>[A-Za-z0-9_-]{{22}})$")
+_LOCAL_LOG = re.compile(r"^(?P<offset>\d{20})\.log$")
+_TIERED_LOG = re.compile(r"^(?P<offset>\d{20})-(?P<segment_id>[A-Za-z0-9_-]{22})\.log$")
+
+
+@dataclass(frozen=True)
+class SegmentItem:
+    """One unit of work: a segment and the facts about its siblings that a task needs without listing the dir."""
+
+    path: str
+    partition_dir: str
+    topic: str
+    partition: int
+    base_offset: int
+    size_bytes: int
+    layout: str = "local"  # local | tiered | tiered-aiven
+    dir_state: str = "live"  # live | future | delete | stray
+    index_size: int = -1  # -1: file absent
+    timeindex_size: int = -1
+    txnindex_size: int = -1
+    extra_files: tuple[str, ...] = field(default=())  # e.g. ".indexes", ".rsm-manifest" for tiered-aiven
+
+    def sibling(self, suffix: str) -> str:
+        """Path of a sibling file (``.index``, ``.timeindex``, ``.txnindex``, ...)."""
+        return self.path[: -len(".log")] + suffix
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _strip_url(root: str) -> str:
+    if root.startswith("file://"):
+        return root[len("file://") :]
+    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", root):
+        raise KafkaLogError(f"only local paths and file:// URLs are supported (mount the store first): {root}")
+    return root
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return -1
+
+
+def _classify_dir(dirpath: str) -> tuple[str, str, int, str] | None:
+    """(layout, topic, partition, state) for a partition dir name, or None when the dir is not one."""
+    name = os.path.basename(os.path.normpath(dirpath))
+    m = _TIERED_DIR.match(name)
+    if m and not _LOCAL_DIR.match(name):
+        return "tiered", m["topic"], int(m["partition"]), "live"
+    m = _LOCAL_DIR.match(name)
+    if m:
+        return "local", m["topic"], int(m["partition"]), m["state"] or "live"
+    if name.isdigit():
+        parent = os.path.basename(os.path.dirname(os.path.normpath(dirpath)))
+        pm = _AIVEN_TOPIC_DIR.match(parent)
+        if pm:
+            return "tiered-aiven", pm["topic"], int(name), "live"
+    return None
+
+
+def _segments_in_dir(dirpath: str, filenames: Iterable[str]) -> Iterator[SegmentItem]:
+    names = set(filenames)
+    classified = _classify_dir(dirpath)
+    for name in sorted(names):
+        local = _LOCAL_LOG.match(name)
+        tiered = None if local else _TIERED_LOG.match(name)
+        if not (local or tiered):
+            continue
+        path = os.path.join(dirpath, name)
+        stem = name[: -len(".log")]
+        if classified is None:
+            layout, topic, partition, state = ("local" if local else "tiered"), "", -1, "live"
+        else:
+            layout, topic, partition, state = classified
+            if local and layout != "local":
+                layout = "local"
+        extra = tuple(s for s in (".indexes", ".rsm-manifest") if stem + s in names)
+        if tiered and extra:
+            layout = "tiered-aiven"
+        yield SegmentItem(
+            path=path,
+            partition_dir=dirpath,
+            topic=topic,
+            partition=partition,
+            base_offset=int((local or tiered)["offset"]),
+            size_bytes=_size(path),
+            layout=layout,
+            dir_state=state,
+            index_size=_size(os.path.join(dirpath, stem + ".index")) if stem + ".index" in names else -1,
+            timeindex_size=_size(os.path.join(dirpath, stem + ".timeindex")) if stem + ".timeindex" in names else -1,
+            txnindex_size=_size(os.path.join(dirpath, stem + ".txnindex")) if stem + ".txnindex" in names else -1,
+            extra_files=extra,
+        )
+
+
+def discover_segments(roots: str | os.PathLike | Iterable[str | os.PathLike]) -> list[SegmentItem]:
+    """Every segment under ``roots``, sorted by (partition dir, base offset); duplicates (overlapping roots) once.
+
+    Symlinked dirs are not followed (archives often link back to their parents); a root given as a symlink is.
+    Raises KafkaLogError for a root that does not exist or is a remote URL.
+    """
+    if isinstance(roots, (str, os.PathLike)):
+        roots = [roots]
+    seen: set[str] = set()
+    items: list[SegmentItem] = []
+    for raw in roots:
+        root = os.path.realpath(_strip_url(os.fspath(raw)))
+        if os.path.isfile(root):
+            dirpath, name = os.path.split(root)
+            found = list(_segments_in_dir(dirpath, os.listdir(dirpath)))
+            found = [s for s in found if os.path.basename(s.path) == name]
+            if not found:
+                raise KafkaLogError(f"not a segment file: {raw}")
+        elif os.path.isdir(root):
+            found = []
+            for dirpath, dirnames, filenames in os.walk(root, onerror=None, followlinks=False):
+                dirnames.sort()
+                found.extend(_segments_in_dir(dirpath, filenames))
+        else:
+            raise KafkaLogError(f"no such file or directory: {raw}")
+        for item in found:
+            if item.path not in seen:
+                seen.add(item.path)
+                items.append(item)
+    items.sort(key=lambda s: (s.partition_dir, s.base_offset))
+    return items
+
+
+def group_for_tasks(items: list[SegmentItem], n_groups: int) -> list[list[SegmentItem]]:
+    """Split segments into ``n_groups`` groups of similar total size (longest-processing-time-first).
+
+    Segments stay the unit of work (a group never splits one, a dir may span groups); grouping only amortises
+    per-task overhead when an archive has many small segments.
+    """
+    n_groups = max(1, min(n_groups, len(items)))
+    bins: list[list[SegmentItem]] = [[] for _ in range(n_groups)]
+    loads = [0] * n_groups
+    for item in sorted(items, key=lambda s: -max(s.size_bytes, 0)):
+        i = loads.index(min(loads))
+        bins[i].append(item)
+        loads[i] += max(item.size_bytes, 0) + 4096  # a fixed cost per segment: open, mmap, index checks
+    return [b for b in bins if b]
