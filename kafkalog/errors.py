@@ -59,6 +59,17 @@ class LogSegmentOffsetOverflowError(KafkaLogError):
     """A batch whose offsets cannot be stored relative to the segment's base offset (i32)."""
 
 
+class IndexOffsetOverflowError(LogSegmentOffsetOverflowError):
+    """An index entry whose offset cannot be stored relative to the index's base offset (Kafka's
+    ``IndexOffsetOverflowException``)."""
+
+
+class IndexStateError(KafkaLogError, ValueError):
+    """An index operation its current state forbids: writing a read-only index, shrinking it below its entries,
+    reading a slot past the last entry, or a time-index timestamp going backwards (Kafka's
+    ``IllegalArgumentException`` / ``IllegalStateException`` in the index classes)."""
+
+
 class CorruptSnapshotError(KafkaLogError):
     """A producer-state ``.snapshot`` file that fails its CRC or structure check."""
 

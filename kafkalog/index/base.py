@@ -1,0 +1,453 @@
+"""Shared machinery for Kafka's fixed-size, big-endian index files (``.index``, ``.timeindex``).
+
+Kafka keeps these files memory-mapped and preallocated to ``segment.index.bytes`` (rounded down to a whole entry)
+while a segment is active, trims them to the used size on roll/close, and takes an existing file as full
+(entries = length // entry size). ``AbstractIndex`` reproduces that, with three choices of its own:
+
+* **Lazy** (Kafka's ``LazyIndex``, KIP-263): the constructor touches no file; the file is opened, created or mapped
+  on first use, so loading thousands of segments costs nothing until an index is needed.
+* **Fallback**: where ``mmap`` is impossible (pyfakefs, some network filesystems) the file is read into a
+  ``bytearray`` and entries are written through ordinary file writes, with identical results on disk.
+* **Search**: single lookups run Kafka's exact warm/cold binary search over the raw bytes (``struct``), which beats
+  per-call numpy overhead; batches go through ``numpy.searchsorted`` over a cached native copy of the keys, and
+  fall back to the exact per-target search when the keys are not strictly increasing (a damaged file), so answers
+  are always the ones Kafka would give.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import struct
+import threading
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from kafkalog.errors import ConfigError, IndexOffsetOverflowError, IndexStateError
+
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # Kafka's segment.index.bytes default
+WARM_SECTION_BYTES = 8192  # Kafka's warm section: the last 8 KiB of entries stay in page cache
+_INT32_MAX = 2**31 - 1
+
+# Field selectors for the slot search: the key (what lookups search) or the value (what truncation may search).
+KEY = 0
+VALUE = 1
+
+
+def _is_real_file(fh: object) -> bool:
+    """True for a file object backed by a real OS descriptor.
+
+    pyfakefs hands out fake descriptors that can equal a real, unrelated descriptor of this process; calling
+    ``mmap.mmap`` on one could map the wrong file. Only real ``io`` objects are ever mapped.
+    """
+    return isinstance(fh, (io.BufferedRandom, io.BufferedReader, io.FileIO))
+
+
+class AbstractIndex:
+    """A file of fixed-size big-endian entries, searched by Kafka's rules. Subclasses define the entry layout."""
+
+    ENTRY_SIZE: ClassVar[int]
+    DTYPE: ClassVar[np.dtype]  # big-endian structured dtype of one entry
+    KEY_FIELD: ClassVar[str]
+    VALUE_FIELD: ClassVar[str]
+    _FIELD_STRUCTS: ClassVar[tuple[struct.Struct, struct.Struct]]  # key, value
+    _FIELD_OFFSETS: ClassVar[tuple[int, int]]  # byte offset of key, value inside an entry
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        base_offset: int,
+        *,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        writable: bool = True,
+        use_mmap: bool = True,
+    ) -> None:
+        # Nothing here may touch the file system: see the module docstring (lazy loading).
+        self._path = Path(path)
+        self._base_offset = int(base_offset)
+        self._max_index_size = int(max_index_size)
+        self._writable = writable
+        self._use_mmap = use_mmap
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._buf: mmap.mmap | bytearray = bytearray()
+        self._mm: mmap.mmap | None = None
+        self._fh: io.BufferedRandom | None = None  # only in fallback mode, for writes
+        self._length = 0
+        self._entries = 0
+        self._max_entries = 0
+        self._generation = 0  # bumped on every change, invalidates the key cache
+        self._key_cache: tuple[int, np.ndarray, bool] | None = None
+        self._warm_entries = WARM_SECTION_BYTES // self.ENTRY_SIZE
+
+    # ------------------------------------------------------------------------------------------------ properties
+
+    @property
+    def file(self) -> Path:
+        return self._path
+
+    path = file
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def max_index_size(self) -> int:
+        return self._max_index_size
+
+    @property
+    def writable(self) -> bool:
+        return self._writable
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the file has been opened (Kafka's ``LazyIndex`` holding an index rather than a file name)."""
+        return self._loaded
+
+    @property
+    def is_mmapped(self) -> bool:
+        return self._mm is not None
+
+    @property
+    def entries(self) -> int:
+        """Number of entries in use (loads the index)."""
+        self._ensure_loaded()
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        self._ensure_loaded()
+        return self._max_entries
+
+    @property
+    def length(self) -> int:
+        """Current file length in bytes (the preallocated size while writable)."""
+        self._ensure_loaded()
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes actually used by entries."""
+        self._ensure_loaded()
+        return self._entries * self.ENTRY_SIZE
+
+    def __len__(self) -> int:
+        return self.entries
+
+    def is_full(self) -> bool:
+        self._ensure_loaded()
+        return self._entries >= self._max_entries
+
+    def __repr__(self) -> str:
+        state = f"entries={self._entries}/{self._max_entries}" if self._loaded else "not loaded"
+        return f"{type(self).__name__}({str(self._path)!r}, base_offset={self._base_offset}, {state})"
+
+    # ------------------------------------------------------------------------------------------------ loading
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            with self._lock:
+                if not self._loaded:
+                    self._load()
+
+    def _load(self) -> None:
+        es = self.ENTRY_SIZE
+        newly_created = False
+        if not self._path.exists():
+            if not self._writable:
+                # A reader never creates files: a missing read-only index is simply empty.
+                self._install(bytearray(), None, None, 0, 0)
+                return
+            if self._max_index_size < es:
+                raise ConfigError(f"Invalid max index size {self._max_index_size} for {self._path}")
+            newly_created = True
+            with open(self._path, "xb") as fh:
+                fh.truncate(es * (self._max_index_size // es))
+        fh = open(self._path, "r+b" if self._writable else "rb")  # noqa: SIM115 - kept open in fallback mode
+        try:
+            length = os.fstat(fh.fileno()).st_size
+            entries = 0 if newly_created else length // es
+            self._map(fh, length, entries)
+        except BaseException:
+            fh.close()
+            raise
+
+    def _map(self, fh: io.BufferedRandom, length: int, entries: int) -> None:
+        """Map ``fh`` (taking ownership of it) or fall back to an in-memory copy plus file writes."""
+        if length == 0 and self._use_mmap and _is_real_file(fh):
+            # Nothing to map (a trimmed empty index); a later resize maps the grown file.
+            fh.close()
+            self._install(bytearray(), None, None, 0, entries)
+            return
+        if length > 0 and self._use_mmap and _is_real_file(fh):
+            access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
+            try:
+                mm = mmap.mmap(fh.fileno(), length, access=access)
+            except (OSError, ValueError):
+                mm = None
+            if mm is not None:
+                fh.close()  # the mapping outlives the descriptor, as in Kafka
+                self._install(mm, mm, None, length, entries)
+                return
+        fh.seek(0)
+        data = bytearray(fh.read(length))
+        if self._writable:
+            self._install(data, None, fh, length, entries)
+        else:
+            fh.close()
+            self._install(data, None, None, length, entries)
+
+    def _install(
+        self,
+        buf: mmap.mmap | bytearray,
+        mm: mmap.mmap | None,
+        fh: io.BufferedRandom | None,
+        length: int,
+        entries: int,
+    ) -> None:
+        self._buf, self._mm, self._fh = buf, mm, fh
+        self._length = length
+        self._max_entries = length // self.ENTRY_SIZE
+        self._entries = entries
+        self._loaded = True
+        self._changed()
+
+    def _release(self) -> None:
+        """Drop the mapping / file handle and go back to the not-loaded state (the file stays as it is)."""
+        mm, fh = self._mm, self._fh
+        self._buf, self._mm, self._fh = bytearray(), None, None
+        self._key_cache = None
+        self._loaded = False
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                pass  # a numpy view is still alive somewhere; the mapping goes when it does
+        if fh is not None:
+            fh.close()
+
+    def _changed(self) -> None:
+        """Called after entries change; subclasses refresh their cached last entry."""
+        self._generation += 1
+        self._key_cache = None
+
+    # ------------------------------------------------------------------------------------------------ writing
+
+    def _check_writable(self) -> None:
+        if not self._writable:
+            raise IndexStateError(f"Index {self._path} is read-only")
+
+    def relative_offset(self, offset: int) -> int:
+        """``offset`` relative to the base offset; raises if it does not fit in an i32 (Kafka's rule)."""
+        rel = offset - self._base_offset
+        if rel < 0 or rel > _INT32_MAX:
+            raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self._path})")
+        return rel
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self._base_offset <= _INT32_MAX
+
+    def _write_entry(self, packed: bytes) -> None:
+        """Write one packed entry into the next free slot (caller holds the lock and checked for room)."""
+        pos = self._entries * self.ENTRY_SIZE
+        self._buf[pos : pos + len(packed)] = packed
+        if self._fh is not None:
+            self._fh.seek(pos)
+            self._fh.write(packed)
+        self._entries += 1
+        self._changed()
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        # Like Kafka, only the entry count moves back; stale bytes stay until overwritten or trimmed.
+        self._entries = max(0, min(entries, self._entries))
+        self._changed()
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file (and mapping) to ``new_size`` rounded down to whole entries; True if it changed.
+
+        Used to trim on roll/close and to grow back to the max size when a segment becomes active again.
+        """
+        self._check_writable()
+        with self._lock:
+            self._ensure_loaded()
+            es = self.ENTRY_SIZE
+            rounded = es * (max(0, int(new_size)) // es)
+            if rounded == self._length:
+                return False
+            if rounded < self._entries * es:
+                raise IndexStateError(
+                    f"Cannot resize {self._path} to {rounded} bytes: it holds {self._entries} entries"
+                )
+            entries = self._entries
+            if self._fh is not None:  # fallback: resize the file through the open handle
+                self._fh.truncate(rounded)
+                self._fh.flush()
+                data = bytearray(rounded)
+                keep = min(rounded, self._length)
+                data[:keep] = self._buf[:keep]
+                self._buf = data  # a new object: numpy views of the old one may still be alive
+                self._length = rounded
+                self._max_entries = rounded // es
+                self._changed()
+                return True
+            self._release()
+            with open(self._path, "r+b") as fh:
+                fh.truncate(rounded)
+            fh = open(self._path, "r+b")  # noqa: SIM115 - ownership passes to _map
+            try:
+                self._map(fh, rounded, entries)
+            except BaseException:
+                fh.close()
+                raise
+            return True
+
+    def trim_to_valid_size(self) -> None:
+        """Cut the file to the bytes in use (on roll and close). A never-loaded index is left untouched."""
+        if self._loaded and self._writable:
+            self.resize(self._entries * self.ENTRY_SIZE)
+
+    def reset(self) -> None:
+        """Remove every entry and grow back to the max size."""
+        self.truncate()
+        self.resize(self._max_index_size)
+
+    def truncate(self) -> None:
+        """Remove every entry."""
+        with self._lock:
+            self._ensure_loaded()
+            self._truncate_to_entries(0)
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._loaded:
+                return
+            if self._mm is not None and self._writable:
+                self._mm.flush()
+            elif self._fh is not None:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        """Trim to the valid size (writable indexes) and release the mapping and file handle.
+
+        A later call on this object reopens the file lazily (as an existing, hence full, index).
+        """
+        with self._lock:
+            if not self._loaded:
+                return
+            try:
+                self.trim_to_valid_size()
+            finally:
+                self._release()
+
+    def close_handler(self) -> None:
+        """Release the mapping and file handle without trimming (Kafka's ``closeHandler``)."""
+        with self._lock:
+            self._release()
+
+    def delete(self) -> bool:
+        """Release and delete the file; False if it did not exist."""
+        with self._lock:
+            self._release()
+            try:
+                self._path.unlink()
+            except FileNotFoundError:
+                return False
+            return True
+
+    delete_if_exists = delete
+
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
+        """Rename the backing file (if it exists yet) and follow it."""
+        new = Path(path)
+        with self._lock:
+            try:
+                os.replace(self._path, new)
+            except FileNotFoundError:
+                if self._path.exists():
+                    raise
+            finally:
+                self._path = new
+
+    def update_parent_dir(self, parent: str | os.PathLike[str]) -> None:
+        self._path = Path(parent) / self._path.name
+
+    def __enter__(self) -> AbstractIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------------------------ reading
+
+    def _view(self) -> np.ndarray:
+        """A big-endian structured view of the used entries (valid until the next resize/close: keep it local)."""
+        n = self._entries
+        if n == 0:
+            return np.empty(0, dtype=self.DTYPE)
+        return np.frombuffer(self._buf, dtype=self.DTYPE, count=n)
+
+    def _slot_for(self, target: int, field: int, upper: bool = False) -> int:
+        """Kafka's ``indexSlotRangeFor``: the slot of the largest entry <= target (``upper``: the smallest >=).
+
+        The warm section (the last 8 KiB of entries) is tried first, then the rest; the binary search stops at
+        an exact match, so even on a damaged, unsorted file the slot is the one Kafka would pick.
+        Returns -1 when there is no such entry. Caller holds the lock.
+        """
+        n = self._entries
+        if n == 0:
+            return -1
+        unpack = self._FIELD_STRUCTS[field].unpack_from
+        off = self._FIELD_OFFSETS[field]
+        es = self.ENTRY_SIZE
+        buf = self._buf
+        first_hot = n - 1 - self._warm_entries
+        if first_hot < 0:
+            first_hot = 0
+        if unpack(buf, first_hot * es + off)[0] < target:
+            lo, hi = first_hot, n - 1
+        else:
+            if unpack(buf, off)[0] > target:
+                return 0 if upper else -1
+            lo, hi = 0, first_hot
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            v = unpack(buf, mid * es + off)[0]
+            if v > target:
+                hi = mid - 1
+            elif v < target:
+                lo = mid
+            else:
+                return mid
+        if not upper:
+            return lo
+        return -1 if lo == n - 1 else lo + 1
+
+    def _native_keys(self) -> tuple[np.ndarray, bool]:
+        """The keys as a native int64 array plus whether they strictly increase; cached until the next change."""
+        cache = self._key_cache
+        if cache is not None and cache[0] == self._generation:
+            return cache[1], cache[2]
+        view = self._view()
+        keys = view[self.KEY_FIELD].astype(np.int64)
+        del view
+        increasing = bool(keys.size < 2 or np.all(keys[1:] > keys[:-1]))
+        self._key_cache = (self._generation, keys, increasing)
+        return keys, increasing
+
+    def _slots_for_many(self, targets: np.ndarray) -> np.ndarray:
+        """Vectorised ``_slot_for(target, KEY)`` for many targets (keys in stored form). Caller holds the lock."""
+        targets = np.asarray(targets, dtype=np.int64)
+        keys, increasing = self._native_keys()
+        if increasing:
+            # With strictly increasing keys "largest entry <= target" is unique, so this equals Kafka's answer.
+            return np.searchsorted(keys, targets, side="right").astype(np.int64) - 1
+        out = np.empty(targets.shape, dtype=np.int64)
+        flat = out.reshape(-1)
+        for i, t in enumerate(targets.reshape(-1).tolist()):
+            flat[i] = self._slot_for(t, KEY)
+        return out

@@ -1,0 +1,219 @@
+"""``.index`` files: a sparse map from offset to byte position in the segment's ``.log`` (Kafka's ``OffsetIndex``).
+
+Each 8-byte entry is (i32 offset relative to the base offset, i32 position), big-endian. Lookups answer with the
+largest indexed offset <= the target, or (base offset, 0) below the first entry, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from kafkalog.errors import CorruptIndexError, IndexFullError, IndexStateError, InvalidOffsetError
+from kafkalog.index.base import KEY, VALUE, AbstractIndex
+
+_ENTRY = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
+
+#: dtype of :meth:`OffsetIndex.entries_array` (native, absolute offsets)
+OFFSET_ENTRY_DTYPE = np.dtype([("offset", np.int64), ("position", np.int64)])
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class OffsetIndex(AbstractIndex):
+    """Kafka's offset index over one segment; see :class:`AbstractIndex` for laziness, mmap and fallback."""
+
+    ENTRY_SIZE = 8
+    DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
+    KEY_FIELD = "relative_offset"
+    VALUE_FIELD = "position"
+    _FIELD_STRUCTS = (_I32, _I32)
+    _FIELD_OFFSETS = (0, 4)
+
+    _last_offset: int
+
+    def _changed(self) -> None:
+        super()._changed()
+        n = self._entries if self._loaded else 0
+        self._last_offset = (
+            self._base_offset + _I32.unpack_from(self._buf, (n - 1) * 8)[0] if n else self._base_offset
+        )
+
+    @property
+    def last_offset(self) -> int:
+        """The last indexed offset (the base offset when empty)."""
+        self._ensure_loaded()
+        return self._last_offset
+
+    # ---------------------------------------------------------------------------------------------- writing
+
+    def append(self, offset: int, position: int) -> None:
+        """Add (offset, position); the offset must exceed the last one (Kafka's ``InvalidOffsetException``)."""
+        self._check_writable()
+        with self._lock:
+            self._ensure_loaded()
+            if self._entries >= self._max_entries:
+                raise IndexFullError(f"Attempt to append to a full index {self._path} (size = {self._entries}).")
+            if self._entries and offset <= self._last_offset:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset {offset} to position {self._entries} no larger than the last "
+                    f"offset appended ({self._last_offset}) to {self._path}."
+                )
+            if not 0 <= position <= 2**31 - 1:
+                raise IndexStateError(f"Position {position} does not fit an index entry of {self._path}")
+            self._write_entry(_ENTRY.pack(self.relative_offset(offset), position))
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset`` (no effect past the last entry)."""
+        with self._lock:
+            self._ensure_loaded()
+            rel = offset - self._base_offset
+            slot = self._slot_for(rel, KEY)
+            if slot < 0:
+                n = 0
+            elif _I32.unpack_from(self._buf, slot * 8)[0] == rel:
+                n = slot
+            else:
+                n = slot + 1
+            self._truncate_to_entries(n)
+
+    # ---------------------------------------------------------------------------------------------- reading
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the largest offset <= ``target_offset``; (base offset, 0) when there is none."""
+        if not self._loaded:
+            self._ensure_loaded()
+        with self._lock:
+            slot = self._slot_for(target_offset - self._base_offset, KEY)
+            if slot < 0:
+                return OffsetPosition(self._base_offset, 0)
+            rel, pos = _ENTRY.unpack_from(self._buf, slot * 8)
+            return OffsetPosition(self._base_offset + rel, pos)
+
+    def lookup_many(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised :meth:`lookup`: (offsets, positions) arrays shaped like ``targets``."""
+        self._ensure_loaded()
+        with self._lock:
+            t = np.asarray(targets, dtype=np.int64) - self._base_offset
+            slots = self._slots_for_many(t)
+            view = self._view()
+            found = slots >= 0
+            safe = np.where(found, slots, 0)
+            if view.size:
+                offsets = np.where(found, view["relative_offset"][safe].astype(np.int64) + self._base_offset,
+                                   self._base_offset)
+                positions = np.where(found, view["position"][safe].astype(np.int64), 0)
+            else:
+                offsets = np.full(t.shape, self._base_offset, dtype=np.int64)
+                positions = np.zeros(t.shape, dtype=np.int64)
+            del view
+            return offsets, positions
+
+    def fetch_upper_bound_offset(self, fetch_offset: OffsetPosition, fetch_size: int) -> OffsetPosition | None:
+        """An entry surely past a fetch of ``fetch_size`` bytes from ``fetch_offset`` (Kafka's rule), or None."""
+        self._ensure_loaded()
+        with self._lock:
+            slot = self._slot_for(fetch_offset.position + fetch_size, VALUE, upper=True)
+            if slot < 0:
+                return None
+            rel, pos = _ENTRY.unpack_from(self._buf, slot * 8)
+            return OffsetPosition(self._base_offset + rel, pos)
+
+    def entry(self, n: int) -> OffsetPosition:
+        """The n-th entry (absolute offset)."""
+        self._ensure_loaded()
+        with self._lock:
+            if not 0 <= n < self._entries:
+                raise IndexStateError(
+                    f"Attempt to fetch the {n}th entry from index {self._path}, which has size {self._entries}."
+                )
+            rel, pos = _ENTRY.unpack_from(self._buf, n * 8)
+            return OffsetPosition(self._base_offset + rel, pos)
+
+    def entries_array(self) -> np.ndarray:
+        """Every entry as a native structured array (``offset`` absolute, ``position``): a copy."""
+        self._ensure_loaded()
+        with self._lock:
+            view = self._view()
+            out = np.empty(view.size, dtype=OFFSET_ENTRY_DTYPE)
+            out["offset"] = view["relative_offset"].astype(np.int64) + self._base_offset
+            out["position"] = view["position"]
+            del view
+            return out
+
+    # ---------------------------------------------------------------------------------------------- checks
+
+    def sanity_check(self) -> None:
+        """Kafka's check: entries with a last offset below the base offset, or a length not a multiple of 8."""
+        self._ensure_loaded()
+        if self._entries and self._last_offset < self._base_offset:
+            raise CorruptIndexError(
+                f"Corrupt index found, index file {self._path} has non-zero size but the last offset is "
+                f"{self._last_offset} which is less than the base offset {self._base_offset}"
+            )
+        if self._length % self.ENTRY_SIZE:
+            raise CorruptIndexError(
+                f"Index file {self._path} is corrupt, found {self._length} bytes which is neither positive nor a "
+                f"multiple of {self.ENTRY_SIZE}"
+            )
+
+    def strict_check(
+        self,
+        log_size: int,
+        batch_starts: np.ndarray | None = None,
+        batch_last_offsets: np.ndarray | None = None,
+    ) -> None:
+        """kafkalog's stricter check, vectorised: Kafka's sanity check, then offsets >= base and strictly
+        increasing, positions strictly increasing and inside the ``.log`` (< ``log_size``), and, given the
+        ``.log``'s batch start positions (sorted) and their last offsets, every entry pointing at a batch start
+        whose last offset is the entry's offset (how Kafka writes entries for magic 2 batches; legacy
+        uncompressed message sets were indexed per append, so pass no last offsets for those).
+        """
+        self.sanity_check()
+        with self._lock:
+            view = self._view()
+            rel = view["relative_offset"].astype(np.int64)
+            pos = view["position"].astype(np.int64)
+            del view
+        if rel.size == 0:
+            return
+        base = self._base_offset
+
+        def fail(i: int, why: str) -> None:
+            raise CorruptIndexError(
+                f"Index file {self._path}: entry {i} (offset {base + int(rel[i])}, position {int(pos[i])}) {why}"
+            )
+
+        bad = np.flatnonzero(rel < 0)
+        if bad.size:
+            fail(int(bad[0]), f"is below the base offset {base}")
+        bad = np.flatnonzero(rel[1:] <= rel[:-1])
+        if bad.size:
+            fail(int(bad[0]) + 1, "does not increase the offset")
+        bad = np.flatnonzero((pos < 0) | (pos >= log_size))
+        if bad.size:
+            fail(int(bad[0]), f"points outside the log (size {log_size})")
+        bad = np.flatnonzero(pos[1:] <= pos[:-1])
+        if bad.size:
+            fail(int(bad[0]) + 1, "does not increase the position")
+        if batch_starts is None:
+            return
+        starts = np.asarray(batch_starts, dtype=np.int64)
+        at = np.searchsorted(starts, pos)
+        at_c = np.minimum(at, max(starts.size - 1, 0))
+        hit = (at < starts.size) & (starts[at_c] == pos) if starts.size else np.zeros(pos.shape, dtype=bool)
+        bad = np.flatnonzero(~hit)
+        if bad.size:
+            fail(int(bad[0]), "does not point at a batch start")
+        if batch_last_offsets is not None:
+            last = np.asarray(batch_last_offsets, dtype=np.int64)
+            bad = np.flatnonzero(last[at_c] != rel + base)
+            if bad.size:
+                i = int(bad[0])
+                fail(i, f"points at a batch whose last offset is {int(last[at_c[i]])}")

@@ -1,0 +1,239 @@
+"""``.timeindex`` files: timestamp -> offset for one segment (Kafka's ``TimeIndex``).
+
+Each 12-byte entry is (i64 timestamp, i32 offset relative to the base offset), big-endian. An entry (T, O) says
+the largest timestamp seen up to offset O is T, so timestamps strictly increase. One slot is kept free for the
+entry a segment writes when it is rolled or closed.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from kafkalog.errors import CorruptIndexError, IndexFullError, IndexStateError, InvalidOffsetError
+from kafkalog.index.base import KEY, VALUE, AbstractIndex
+
+_ENTRY = struct.Struct(">qi")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+
+NO_TIMESTAMP = -1
+
+#: dtype of :meth:`TimeIndex.entries_array` (native, absolute offsets)
+TIME_ENTRY_DTYPE = np.dtype([("timestamp", np.int64), ("offset", np.int64)])
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class TimeIndex(AbstractIndex):
+    """Kafka's time index over one segment; see :class:`AbstractIndex` for laziness, mmap and fallback."""
+
+    ENTRY_SIZE = 12
+    DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+    KEY_FIELD = "timestamp"
+    VALUE_FIELD = "relative_offset"
+    _FIELD_STRUCTS = (_I64, _I32)
+    _FIELD_OFFSETS = (0, 8)
+
+    _last_entry: TimestampOffset
+
+    def _changed(self) -> None:
+        super()._changed()
+        n = self._entries if self._loaded else 0
+        if n:
+            ts, rel = _ENTRY.unpack_from(self._buf, (n - 1) * 12)
+            self._last_entry = TimestampOffset(ts, self._base_offset + rel)
+        else:
+            self._last_entry = TimestampOffset(NO_TIMESTAMP, self._base_offset)
+
+    def is_full(self) -> bool:
+        """Full one slot early: the last slot is reserved for the entry written on roll/close."""
+        self._ensure_loaded()
+        return self._entries >= self._max_entries - 1
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or (-1, base offset) when empty."""
+        self._ensure_loaded()
+        return self._last_entry
+
+    # ---------------------------------------------------------------------------------------------- writing
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append (timestamp, offset) if the timestamp exceeds the last entry's (Kafka's ``maybeAppend``).
+
+        The same entry again is silently ignored (it happens on roll and close); an offset or timestamp going
+        backwards is an error. ``skip_full_check`` lets the roll/close entry use the reserved slot.
+        """
+        self._check_writable()
+        with self._lock:
+            self._ensure_loaded()
+            n = self._entries
+            if not skip_full_check and n >= self._max_entries - 1:
+                raise IndexFullError(f"Attempt to append to a full time index {self._path} (size = {n}).")
+            last = self._last_entry
+            if n and offset < last.offset:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset ({offset}) to slot {n} no larger than the last offset appended "
+                    f"({last.offset}) to {self._path}."
+                )
+            if n and timestamp < last.timestamp:
+                raise IndexStateError(
+                    f"Attempt to append a timestamp ({timestamp}) to slot {n} no larger than the last timestamp "
+                    f"appended ({last.timestamp}) to {self._path}."
+                )
+            if timestamp > last.timestamp:
+                if n >= self._max_entries:
+                    raise IndexFullError(f"Attempt to append to a full time index {self._path} (size = {n}).")
+                self._write_entry(_ENTRY.pack(timestamp, self.relative_offset(offset)))
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset`` (no effect past the last entry)."""
+        with self._lock:
+            self._ensure_loaded()
+            rel = offset - self._base_offset
+            slot = self._slot_for(rel, VALUE)
+            if slot < 0:
+                n = 0
+            elif _I32.unpack_from(self._buf, slot * 12 + 8)[0] == rel:
+                n = slot
+            else:
+                n = slot + 1
+            self._truncate_to_entries(n)
+
+    # ---------------------------------------------------------------------------------------------- reading
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= target; (-1, base offset) when there is none."""
+        if not self._loaded:
+            self._ensure_loaded()
+        with self._lock:
+            slot = self._slot_for(target_timestamp, KEY)
+            if slot < 0:
+                return TimestampOffset(NO_TIMESTAMP, self._base_offset)
+            ts, rel = _ENTRY.unpack_from(self._buf, slot * 12)
+            return TimestampOffset(ts, self._base_offset + rel)
+
+    def lookup_many(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised :meth:`lookup`: (timestamps, offsets) arrays shaped like ``targets``."""
+        self._ensure_loaded()
+        with self._lock:
+            t = np.asarray(targets, dtype=np.int64)
+            slots = self._slots_for_many(t)
+            view = self._view()
+            found = slots >= 0
+            safe = np.where(found, slots, 0)
+            if view.size:
+                timestamps = np.where(found, view["timestamp"][safe].astype(np.int64), NO_TIMESTAMP)
+                offsets = np.where(found, view["relative_offset"][safe].astype(np.int64) + self._base_offset,
+                                   self._base_offset)
+            else:
+                timestamps = np.full(t.shape, NO_TIMESTAMP, dtype=np.int64)
+                offsets = np.full(t.shape, self._base_offset, dtype=np.int64)
+            del view
+            return timestamps, offsets
+
+    def entry(self, n: int) -> TimestampOffset:
+        self._ensure_loaded()
+        with self._lock:
+            if not 0 <= n < self._entries:
+                raise IndexStateError(
+                    f"Attempt to fetch the {n}th entry from time index {self._path} which has size {self._entries}."
+                )
+            ts, rel = _ENTRY.unpack_from(self._buf, n * 12)
+            return TimestampOffset(ts, self._base_offset + rel)
+
+    def entries_array(self) -> np.ndarray:
+        """Every entry as a native structured array (``timestamp``, ``offset`` absolute): a copy."""
+        self._ensure_loaded()
+        with self._lock:
+            view = self._view()
+            out = np.empty(view.size, dtype=TIME_ENTRY_DTYPE)
+            out["timestamp"] = view["timestamp"]
+            out["offset"] = view["relative_offset"].astype(np.int64) + self._base_offset
+            del view
+            return out
+
+    # ---------------------------------------------------------------------------------------------- checks
+
+    def sanity_check(self) -> None:
+        """Kafka's check: last timestamp < first, last offset < base offset, or length not a multiple of 12."""
+        self._ensure_loaded()
+        with self._lock:
+            last = self._last_entry
+            if self._entries:
+                first_ts = _I64.unpack_from(self._buf, 0)[0]
+                if last.timestamp < first_ts:
+                    raise CorruptIndexError(
+                        f"Corrupt time index found, time index file ({self._path}) has non-zero size but the last "
+                        f"timestamp is {last.timestamp} which is less than the first timestamp {first_ts}"
+                    )
+                if last.offset < self._base_offset:
+                    raise CorruptIndexError(
+                        f"Corrupt time index found, time index file ({self._path}) has non-zero size but the last "
+                        f"offset is {last.offset} which is less than the first offset {self._base_offset}"
+                    )
+            if self._length % self.ENTRY_SIZE:
+                raise CorruptIndexError(
+                    f"Time index file {self._path} is corrupt, found {self._length} bytes which is neither "
+                    f"positive nor a multiple of {self.ENTRY_SIZE}"
+                )
+
+    def strict_check(
+        self,
+        next_offset: int | None = None,
+        batch_last_offsets: np.ndarray | None = None,
+        batch_max_timestamps: np.ndarray | None = None,
+    ) -> None:
+        """kafkalog's stricter check, vectorised: Kafka's sanity check, then timestamps strictly increasing (as
+        ``maybe_append`` guarantees), offsets >= base and non-decreasing, offsets < ``next_offset`` (the
+        segment's next offset) when given, and, given the ``.log``'s batch last offsets (sorted) and max
+        timestamps, every entry naming a batch's last offset whose max timestamp is the entry's timestamp.
+        """
+        self.sanity_check()
+        with self._lock:
+            view = self._view()
+            ts = view["timestamp"].astype(np.int64)
+            off = view["relative_offset"].astype(np.int64) + self._base_offset
+            del view
+        if ts.size == 0:
+            return
+
+        def fail(i: int, why: str) -> None:
+            raise CorruptIndexError(
+                f"Time index file {self._path}: entry {i} (timestamp {int(ts[i])}, offset {int(off[i])}) {why}"
+            )
+
+        bad = np.flatnonzero(ts[1:] <= ts[:-1])
+        if bad.size:
+            fail(int(bad[0]) + 1, "does not increase the timestamp")
+        bad = np.flatnonzero(off < self._base_offset)
+        if bad.size:
+            fail(int(bad[0]), f"is below the base offset {self._base_offset}")
+        bad = np.flatnonzero(off[1:] < off[:-1])
+        if bad.size:
+            fail(int(bad[0]) + 1, "moves the offset backwards")
+        if next_offset is not None:
+            bad = np.flatnonzero(off >= next_offset)
+            if bad.size:
+                fail(int(bad[0]), f"is at or past the segment's next offset {next_offset}")
+        if batch_last_offsets is None:
+            return
+        last = np.asarray(batch_last_offsets, dtype=np.int64)
+        at = np.searchsorted(last, off)
+        at_c = np.minimum(at, max(last.size - 1, 0))
+        hit = (at < last.size) & (last[at_c] == off) if last.size else np.zeros(off.shape, dtype=bool)
+        bad = np.flatnonzero(~hit)
+        if bad.size:
+            fail(int(bad[0]), "does not name a batch's last offset")
+        if batch_max_timestamps is not None:
+            mx = np.asarray(batch_max_timestamps, dtype=np.int64)
+            bad = np.flatnonzero(mx[at_c] != ts)
+            if bad.size:
+                i = int(bad[0])
+                fail(i, f"names a batch whose max timestamp is {int(mx[at_c[i]])}")
