@@ -175,3 +175,21 @@ def group_for_tasks(items: list[SegmentItem], n_groups: int) -> list[list[Segmen
         bins[i].append(item)
         loads[i] += max(item.size_bytes, 0) + 4096  # a fixed cost per segment: open, mmap, index checks
     return [b for b in bins if b]
+
+
+_INDEX_MODULES = {
+    "OffsetIndex": "kafkalog.index.offset_index",
+    "TimeIndex": "kafkalog.index.time_index",
+    "TransactionIndex": "kafkalog.index.txn_index",
+}
+
+
+def index_class(name: str) -> type:
+    """``kafkalog.index.<name>``, also when the package does not re-export it (raises ImportError if absent)."""
+    import importlib
+
+    pkg = importlib.import_module("kafkalog.index")
+    cls = getattr(pkg, name, None)
+    if cls is None:
+        cls = getattr(importlib.import_module(_INDEX_MODULES[name]), name)
+    return cls

@@ -1,0 +1,450 @@
+"""The ``kafkalog`` Spark DataSource: ``spark.read.format("kafkalog").load(root)`` reads archived partition logs.
+
+One input partition per segment (planned on the driver from file names only). Filters on ``topic``,
+``partition``, ``offset`` and ``timestamp`` are pushed down (Spark 4.1+ ``pushFilters``; needs
+``spark.sql.python.filterPushdown.enabled``, which :func:`register` and ``get_session`` switch on):
+
+* topic/partition filters and offset bounds drop whole segments at planning time (a segment holds offsets from its
+  base offset up to the next segment's base offset);
+* inside a segment, a lower offset bound is turned into a start position with the ``.index`` lookup and a lower
+  timestamp bound with the ``.timeindex`` then ``.index`` lookups (Kafka's ``ListOffsets`` path), so the batches
+  before it are never touched; an upper offset bound stops the scan.
+
+Every pushed filter is also applied exactly to each record, so results equal an unfiltered scan plus Spark's filter.
+
+Options:
+  ``isolation``: ``read_uncommitted`` (default: every record, control records included) or ``read_committed``
+    (drops control batches and records of aborted transactions, found via the ``.txnindex`` files of the partition).
+    Transactions still open at the end of the archive are returned; Kafka's consumer would hold them back at the LSO.
+  ``verifyCrc`` (default true): stop at a batch whose CRC fails; ``onCorrupt``: ``fail`` (default, the task
+    raises ``CorruptRecordError``) or ``stop`` (return the segment's records up to the bad batch).
+  ``includeDirStates`` (default ``live``): comma list of partition-dir states to read (``live,future,delete,stray``).
+  ``metricsDir``: a local dir where each task writes a JSON line of what it read (segments, batches, bytes), which
+    :func:`read_scan_metrics` sums up; tests and benchmarks use it to prove pushdown skips batches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.types import StructType
+
+from kafkalog.errors import CorruptRecordError, KafkaLogError
+from kafkalog.spark.discovery import SegmentItem, discover_segments, index_class
+
+SCHEMA = (
+    "topic string, partition int, offset long, timestamp long, timestamp_type string, key binary, value binary, "
+    "headers array<struct<key:string,value:binary>>, producer_id long, leader_epoch int, "
+    "is_transactional boolean, is_control boolean"
+)
+
+_NO_UPPER = 1 << 63
+_TS_NAMES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
+
+
+@dataclass
+class Bounds:
+    """What the pushed filters allow; applied at planning (segments), at seek (indexes) and per record."""
+
+    topics: set[str] | None = None
+    partitions: set[int] | None = None
+    offset_lo: int = -(1 << 63)
+    offset_hi: int = _NO_UPPER  # inclusive
+    offset_in: set[int] | None = None
+    ts_lo: int = -(1 << 63)
+    ts_hi: int = _NO_UPPER  # inclusive
+
+    def add(self, f: Filter) -> bool:
+        """Take filter ``f`` into account; False when the filter is not one we can apply."""
+        if len(f.attribute) != 1:
+            return False
+        col = f.attribute[0].lower()
+        value = getattr(f, "value", None)
+        if col == "topic":
+            if isinstance(f, EqualTo) and isinstance(value, str):
+                self.topics = {value} if self.topics is None else self.topics & {value}
+                return True
+            if isinstance(f, In) and all(isinstance(v, str) for v in value):
+                self.topics = set(value) if self.topics is None else self.topics & set(value)
+                return True
+            return False
+        if col not in ("partition", "offset", "timestamp") or not _all_ints(value):
+            return False
+        if isinstance(f, In):
+            values = {int(v) for v in value}
+            if col == "partition":
+                self.partitions = values if self.partitions is None else self.partitions & values
+            elif col == "offset":
+                self.offset_in = values if self.offset_in is None else self.offset_in & values
+            else:
+                return False
+            return True
+        if col == "partition":
+            if isinstance(f, EqualTo):
+                self.partitions = {value} if self.partitions is None else self.partitions & {value}
+                return True
+            return False
+        lo_attr, hi_attr = ("offset_lo", "offset_hi") if col == "offset" else ("ts_lo", "ts_hi")
+        lo, hi = getattr(self, lo_attr), getattr(self, hi_attr)
+        if isinstance(f, EqualTo):
+            lo, hi = max(lo, value), min(hi, value)
+        elif isinstance(f, GreaterThan):
+            lo = max(lo, value + 1)
+        elif isinstance(f, GreaterThanOrEqual):
+            lo = max(lo, value)
+        elif isinstance(f, LessThan):
+            hi = min(hi, value - 1)
+        elif isinstance(f, LessThanOrEqual):
+            hi = min(hi, value)
+        else:
+            return False
+        setattr(self, lo_attr, lo)
+        setattr(self, hi_attr, hi)
+        return True
+
+    def effective_offsets(self) -> tuple[int, int]:
+        lo, hi = self.offset_lo, self.offset_hi
+        if self.offset_in is not None:
+            if not self.offset_in:
+                return 0, -1
+            lo, hi = max(lo, min(self.offset_in)), min(hi, max(self.offset_in))
+        return lo, hi
+
+    def record_ok(self, offset: int, timestamp: int) -> bool:
+        return (
+            self.offset_lo <= offset <= self.offset_hi
+            and self.ts_lo <= timestamp <= self.ts_hi
+            and (self.offset_in is None or offset in self.offset_in)
+        )
+
+
+def _all_ints(value: object) -> bool:
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+
+
+@dataclass
+class SegmentPartition(InputPartition):
+    """One segment to read, with everything the executor needs (no directory listing on executors)."""
+
+    item: SegmentItem
+    next_base_offset: int  # exclusive upper bound of offsets in this segment (next segment's base), or _NO_UPPER
+    aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (producer_id, first, last) overlapping us
+
+    def __post_init__(self) -> None:
+        self.value = self.item.path
+
+
+@dataclass
+class ScanMetrics:
+    """What one segment scan touched; written to ``metricsDir`` when set."""
+
+    segment: str
+    start_position: int = 0
+    batches_read: int = 0  # batch headers visited
+    batches_decoded: int = 0  # batches whose records were decoded
+    bytes_read: int = 0  # bytes spanned by the visited batches
+    records_returned: int = 0
+    stopped_at_corruption: int = -1  # file position of the bad batch, when onCorrupt=stop
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class KafkaLogDataSource(DataSource):
+    """``spark.read.format("kafkalog")``: records of archived Kafka partition logs."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> KafkaLogReader:
+        return KafkaLogReader(dict(self.options))
+
+
+class KafkaLogReader(DataSourceReader):
+    """Plans one input partition per segment, seeks with the indexes, decodes batches into Arrow batches."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        opts = {k.lower(): v for k, v in options.items()}
+        self.roots = _roots(opts)
+        self.isolation = opts.get("isolation", "read_uncommitted").lower()
+        if self.isolation not in ("read_uncommitted", "read_committed"):
+            raise KafkaLogError(f"isolation must be read_uncommitted or read_committed, not {self.isolation!r}")
+        self.verify_crc = opts.get("verifycrc", "true").lower() != "false"
+        self.on_corrupt = opts.get("oncorrupt", "fail").lower()
+        self.dir_states = {s.strip() for s in opts.get("includedirstates", "live").split(",") if s.strip()}
+        self.metrics_dir = opts.get("metricsdir")
+        self.arrow_batch_rows = int(opts.get("arrowbatchrows", "8192"))
+        self.bounds = Bounds()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        for f in filters:
+            if not self.bounds.add(f):
+                yield f
+
+    def partitions(self) -> list[SegmentPartition]:
+        b = self.bounds
+        lo, hi = b.effective_offsets()
+        by_dir: dict[str, list[SegmentItem]] = {}
+        for item in discover_segments(self.roots):
+            if item.dir_state in self.dir_states:
+                by_dir.setdefault(item.partition_dir, []).append(item)
+        out: list[SegmentPartition] = []
+        for items in by_dir.values():
+            first = items[0]
+            if b.topics is not None and first.topic not in b.topics:
+                continue
+            if b.partitions is not None and first.partition not in b.partitions:
+                continue
+            aborted = _aborted_txns(items) if self.isolation == "read_committed" else []
+            for i, item in enumerate(items):
+                nxt = items[i + 1].base_offset if i + 1 < len(items) else _NO_UPPER
+                if lo > hi or item.base_offset > hi or nxt <= lo or item.size_bytes <= 0:
+                    continue
+                mine = [a for a in aborted if a[1] < nxt and a[2] >= item.base_offset]
+                out.append(SegmentPartition(item, nxt, mine))
+        return out
+
+    def read(self, partition: SegmentPartition):
+        import pyarrow as pa
+
+        metrics = ScanMetrics(partition.item.path)
+        rows = _Columns()
+        try:
+            for row in _scan_segment(self, partition, metrics):
+                rows.append(row)
+                if len(rows) >= self.arrow_batch_rows:
+                    yield rows.to_arrow(pa)
+                    rows = _Columns()
+            if len(rows):
+                yield rows.to_arrow(pa)
+        finally:
+            if self.metrics_dir:
+                _write_metrics(self.metrics_dir, metrics)
+
+
+def _roots(opts: dict[str, str]) -> list[str]:
+    if opts.get("paths"):
+        raw = opts["paths"]
+        try:
+            paths = json.loads(raw)
+        except ValueError:
+            paths = [raw]
+        if isinstance(paths, str):
+            paths = [paths]
+        return [str(p) for p in paths]
+    if opts.get("path"):
+        return [opts["path"]]
+    raise KafkaLogError('kafkalog needs a root: spark.read.format("kafkalog").load(root)')
+
+
+def _aborted_txns(items: list[SegmentItem]) -> list[tuple[int, int, int]]:
+    """(producer_id, first_offset, last_offset) of every aborted transaction recorded in the partition's txn indexes."""
+    TransactionIndex = index_class("TransactionIndex")
+    out: list[tuple[int, int, int]] = []
+    for item in items:
+        if item.txnindex_size <= 0:
+            continue
+        idx = TransactionIndex(item.sibling(".txnindex"), item.base_offset, writable=False)
+        try:
+            for txn in idx.all_aborted_txns():
+                out.append((int(txn.producer_id), int(txn.first_offset), int(txn.last_offset)))
+        finally:
+            idx.close()
+    return out
+
+
+def _start_position(item: SegmentItem, offset_lo: int, ts_lo: int) -> tuple[int, int]:
+    """(file position to start at, offset to start from) given the lower bounds, via the segment's indexes.
+
+    Missing or unusable indexes just mean starting at 0: pushdown is an optimisation, never a correctness risk
+    beyond trusting Kafka's own index semantics.
+    """
+    OffsetIndex = index_class("OffsetIndex")
+    start_offset = max(offset_lo, item.base_offset)
+    if ts_lo > -(1 << 63) and item.timeindex_size > 0:
+        try:
+            TimeIndex = index_class("TimeIndex")
+            tidx = TimeIndex(item.sibling(".timeindex"), item.base_offset, writable=False)
+            try:
+                tidx.sanity_check()
+                _, ts_offset = tidx.lookup(ts_lo)
+            finally:
+                tidx.close()
+            start_offset = max(start_offset, int(ts_offset))
+        except (KafkaLogError, OSError, ImportError):
+            pass
+    if start_offset <= item.base_offset or item.index_size <= 0:
+        return 0, start_offset
+    try:
+        oidx = OffsetIndex(item.sibling(".index"), item.base_offset, writable=False)
+        try:
+            oidx.sanity_check()
+            _, position = oidx.lookup(start_offset)
+        finally:
+            oidx.close()
+    except (KafkaLogError, OSError):
+        return 0, start_offset
+    position = int(position)
+    return (position if 0 <= position < item.size_bytes else 0), start_offset
+
+
+def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics) -> Iterator[tuple]:
+    """Yield record tuples of one segment that satisfy the pushed bounds and the isolation level."""
+    from kafkalog.records import read_batches
+
+    item, b = part.item, reader.bounds
+    lo, hi = b.effective_offsets()
+    position, start_offset = _start_position(item, lo, b.ts_lo)
+    m.start_position = position
+    committed = reader.isolation == "read_committed"
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for pid, first, last in part.aborted:
+        aborted.setdefault(pid, []).append((first, last))
+    topic, partition = item.topic, item.partition
+    br = read_batches(item.path, position=position, validate=reader.verify_crc)
+    try:
+        for batch in br:
+            m.batches_read += 1
+            m.bytes_read += batch.size_in_bytes
+            if batch.last_offset < start_offset:
+                continue
+            if batch.base_offset > hi:
+                break
+            if committed and batch.is_control:
+                continue
+            if batch.max_timestamp < b.ts_lo and batch.magic >= 1:
+                continue  # every record's timestamp is <= the batch's max timestamp
+            pid = batch.producer_id
+            if committed and batch.is_transactional and pid in aborted:
+                if any(first <= batch.base_offset <= last for first, last in aborted[pid]):
+                    continue
+            m.batches_decoded += 1
+            ts_type = _TS_NAMES.get(int(batch.timestamp_type), "CreateTime")
+            epoch = batch.partition_leader_epoch
+            txn, ctrl = batch.is_transactional, batch.is_control
+            for r in batch.records():
+                if not b.record_ok(r.offset, r.timestamp):
+                    continue
+                m.records_returned += 1
+                yield (
+                    topic,
+                    partition,
+                    r.offset,
+                    r.timestamp,
+                    ts_type,
+                    r.key,
+                    r.value,
+                    [(k, v) for k, v in r.headers],
+                    pid,
+                    epoch,
+                    txn,
+                    ctrl,
+                )
+        if br.error is not None:
+            if reader.on_corrupt == "stop":
+                m.stopped_at_corruption = br.valid_bytes
+            else:
+                raise CorruptRecordError(f"{item.path}: {br.error}", position=br.valid_bytes)
+    finally:
+        br.close()
+
+
+class _Columns:
+    """Column buffers for one Arrow batch (columnar output avoids Spark's per-row pickling)."""
+
+    __slots__ = ("cols",)
+
+    def __init__(self) -> None:
+        self.cols: list[list] = [[] for _ in range(12)]
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+    def append(self, row: tuple) -> None:
+        for col, v in zip(self.cols, row, strict=True):
+            col.append(v)
+
+    def to_arrow(self, pa):
+        return pa.RecordBatch.from_arrays(
+            [pa.array(c, type=t) for c, t in zip(self.cols, _arrow_types(pa), strict=True)], schema=_arrow_schema(pa)
+        )
+
+
+_ARROW: dict[str, object] = {}
+
+
+def _arrow_types(pa) -> list:
+    return list(_arrow_schema(pa).types)
+
+
+def _arrow_schema(pa):
+    if "schema" not in _ARROW:
+        header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+        _ARROW["schema"] = pa.schema(
+            [
+                ("topic", pa.string()),
+                ("partition", pa.int32()),
+                ("offset", pa.int64()),
+                ("timestamp", pa.int64()),
+                ("timestamp_type", pa.string()),
+                ("key", pa.binary()),
+                ("value", pa.binary()),
+                ("headers", pa.list_(header)),
+                ("producer_id", pa.int64()),
+                ("leader_epoch", pa.int32()),
+                ("is_transactional", pa.bool_()),
+                ("is_control", pa.bool_()),
+            ]
+        )
+    return _ARROW["schema"]
+
+
+def _write_metrics(metrics_dir: str, m: ScanMetrics) -> None:
+    os.makedirs(metrics_dir, exist_ok=True)
+    path = os.path.join(metrics_dir, f"scan-{uuid.uuid4().hex}.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(m.to_dict(), f)
+
+
+def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
+    """Totals over every task's metrics in ``metrics_dir``: segments, batches_read, batches_decoded, bytes_read,
+    records_returned."""
+    totals = {"segments": 0, "batches_read": 0, "batches_decoded": 0, "bytes_read": 0, "records_returned": 0}
+    if not os.path.isdir(metrics_dir):
+        return totals
+    for name in os.listdir(metrics_dir):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(metrics_dir, name), encoding="utf-8") as f:
+            d = json.load(f)
+        totals["segments"] += 1
+        for k in ("batches_read", "batches_decoded", "bytes_read", "records_returned"):
+            totals[k] += int(d.get(k, 0))
+    return totals
+
+
+def register(spark) -> None:
+    """Register the ``kafkalog`` format with ``spark`` and switch on Python DataSource filter pushdown."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(KafkaLogDataSource)
