@@ -4,12 +4,16 @@
 from kafkalog.index.base import DEFAULT_MAX_INDEX_SIZE, AbstractIndex
 from kafkalog.index.offset_index import OffsetIndex, OffsetPosition
 from kafkalog.index.time_index import TimeIndex, TimestampOffset
+from kafkalog.index.txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
 __all__ = [
     "DEFAULT_MAX_INDEX_SIZE",
+    "AbortedTxn",
     "AbstractIndex",
     "OffsetIndex",
     "OffsetPosition",
     "TimeIndex",
     "TimestampOffset",
+    "TransactionIndex",
+    "TxnIndexSearchResult",
 ]

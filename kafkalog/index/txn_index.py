@@ -1,0 +1,335 @@
+"""``.txnindex`` files: the aborted transactions whose abort markers sit in one segment (Kafka's
+``TransactionIndex``).
+
+Unlike the offset and time indexes this file is append-only, never preallocated and not memory-mapped; it is
+created only when the first aborted transaction is appended. Each 34-byte entry is (i16 version 0, i64 producerId,
+i64 firstOffset, i64 lastOffset, i64 lastStableOffset), big-endian. Files are tiny, so once loaded the content is
+kept in memory and every write goes to the file too.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from kafkalog.errors import CorruptIndexError, IndexStateError, InvalidOffsetError
+
+_ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = _ENTRY.size  # 34
+CURRENT_VERSION = 0
+
+#: big-endian on-disk layout of one entry
+TXN_DTYPE = np.dtype(
+    [
+        ("version", ">i2"),
+        ("producer_id", ">i8"),
+        ("first_offset", ">i8"),
+        ("last_offset", ">i8"),
+        ("last_stable_offset", ">i8"),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """One aborted transaction: its producer, first and last offsets, and the LSO when it was aborted."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    version: int = CURRENT_VERSION
+
+    def to_bytes(self) -> bytes:
+        return _ENTRY.pack(self.version, self.producer_id, self.first_offset, self.last_offset,
+                           self.last_stable_offset)
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> AbortedTxn:
+        version, pid, first, last, lso = _ENTRY.unpack_from(data, offset)
+        return cls(pid, first, last, lso, version)
+
+
+class TxnIndexSearchResult(NamedTuple):
+    """Aborted transactions overlapping a fetch, and whether no later segment can add more (Kafka's
+    ``TxnIndexSearchResult.isComplete``)."""
+
+    aborted_transactions: list[AbortedTxn]
+    is_complete: bool
+
+
+class TransactionIndex:
+    """Kafka's transaction index for the segment starting at ``base_offset``. The constructor touches no file."""
+
+    def __init__(self, path: str | os.PathLike[str], base_offset: int, *, writable: bool = True) -> None:
+        self._path = Path(path)
+        self._base_offset = int(base_offset)
+        self._writable = writable
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._data = bytearray()
+        self._fh = None  # opened on first write
+        self._last_offset: int | None = None
+
+    @property
+    def file(self) -> Path:
+        return self._path
+
+    path = file
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    start_offset = base_offset
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def entries(self) -> int:
+        """Number of whole entries (a partial tail, which Kafka also skips, is not counted)."""
+        self._ensure_loaded()
+        return len(self._data) // ENTRY_SIZE
+
+    @property
+    def size_in_bytes(self) -> int:
+        self._ensure_loaded()
+        return len(self._data)
+
+    @property
+    def last_offset(self) -> int | None:
+        """Last offset of the last entry, None when empty."""
+        self._ensure_loaded()
+        return self._last_offset
+
+    def __repr__(self) -> str:
+        state = f"entries={len(self._data) // ENTRY_SIZE}" if self._loaded else "not loaded"
+        return f"TransactionIndex({str(self._path)!r}, base_offset={self._base_offset}, {state})"
+
+    # ------------------------------------------------------------------------------------------------ loading
+
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded:
+                return
+            try:
+                with open(self._path, "rb") as fh:
+                    data = bytearray(fh.read())
+            except FileNotFoundError:
+                data = bytearray()
+            self._data = data
+            self._loaded = True
+            self._refresh_last_offset()
+
+    def _refresh_last_offset(self) -> None:
+        # Kafka forgets the last offset when it reopens a file; kafkalog reads it back, so appends after a reopen
+        # are checked against what is already on disk.
+        n = len(self._data) // ENTRY_SIZE
+        self._last_offset = AbortedTxn.from_bytes(self._data, (n - 1) * ENTRY_SIZE).last_offset if n else None
+
+    def _view(self) -> np.ndarray:
+        n = len(self._data) // ENTRY_SIZE
+        if n == 0:
+            return np.empty(0, dtype=TXN_DTYPE)
+        return np.frombuffer(bytes(self._data[: n * ENTRY_SIZE]), dtype=TXN_DTYPE, count=n)
+
+    def _entry(self, i: int) -> AbortedTxn:
+        txn = AbortedTxn.from_bytes(self._data, i * ENTRY_SIZE)
+        if txn.version > CURRENT_VERSION:
+            raise CorruptIndexError(
+                f"Unexpected aborted transaction version {txn.version} in transaction index {self._path}, current "
+                f"version is {CURRENT_VERSION}"
+            )
+        return txn
+
+    # ------------------------------------------------------------------------------------------------ writing
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Append an aborted transaction; last offsets must strictly increase (creates the file if needed)."""
+        with self._lock:
+            self._ensure_loaded()
+            if self._last_offset is not None and self._last_offset >= txn.last_offset:
+                raise InvalidOffsetError(
+                    f"The last offset of appended transactions must increase sequentially, but {txn.last_offset} is "
+                    f"not greater than current last offset {self._last_offset} of index {self._path}"
+                )
+            fh = self._handle()
+            data = txn.to_bytes()
+            fh.seek(len(self._data))
+            fh.write(data)
+            fh.flush()
+            self._data += data
+            self._last_offset = txn.last_offset
+
+    def _handle(self):  # noqa: ANN202 - a binary file object
+        if self._fh is None:
+            if not self._writable:
+                raise IndexStateError(f"Transaction index {self._path} is read-only")
+            mode = "r+b" if self._path.exists() else "w+b"
+            self._fh = open(self._path, mode)  # noqa: SIM115 - kept open until close()
+        return self._fh
+
+    def _truncate_bytes(self, size: int) -> None:
+        if size >= len(self._data):
+            return
+        if self._fh is not None or self._path.exists():
+            fh = self._handle()
+            fh.truncate(size)
+            fh.flush()
+        del self._data[size:]
+        self._refresh_last_offset()
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the first entry whose last offset is >= ``offset`` and everything after it."""
+        with self._lock:
+            self._ensure_loaded()
+            view = self._view()
+            hit = np.flatnonzero(view["last_offset"] >= offset)
+            if hit.size:
+                self._truncate_bytes(int(hit[0]) * ENTRY_SIZE)
+
+    def reset(self) -> None:
+        """Remove every entry (the file, if any, is cut to zero bytes)."""
+        with self._lock:
+            self._ensure_loaded()
+            self._truncate_bytes(0)
+            self._last_offset = None
+
+    # ------------------------------------------------------------------------------------------------ reading
+
+    def all_entries(self) -> list[AbortedTxn]:
+        """Every aborted transaction, in file order."""
+        with self._lock:
+            self._ensure_loaded()
+            return [self._entry(i) for i in range(len(self._data) // ENTRY_SIZE)]
+
+    all_aborted_txns = all_entries
+
+    def entries_array(self) -> np.ndarray:
+        """Every entry as a native-endian structured array (a copy)."""
+        with self._lock:
+            self._ensure_loaded()
+            return self._view().astype(TXN_DTYPE.newbyteorder("="))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        """Aborted transactions overlapping [fetch_offset, upper_bound_offset), in file order (Kafka's rule:
+        last offset >= fetch offset and first offset < upper bound); complete once an entry's last stable offset
+        reaches the upper bound, at which point no later segment can hold an overlapping one."""
+        with self._lock:
+            self._ensure_loaded()
+            view = self._view()
+            if view.size == 0:
+                return TxnIndexSearchResult([], False)
+            stop = np.flatnonzero(view["last_stable_offset"] >= upper_bound_offset)
+            complete = bool(stop.size)
+            end = int(stop[0]) + 1 if complete else view.size
+            part = view[:end]
+            bad = np.flatnonzero(part["version"] > CURRENT_VERSION)
+            if bad.size:
+                self._entry(int(bad[0]))  # raises with Kafka's message
+            hits = np.flatnonzero((part["last_offset"] >= fetch_offset) & (part["first_offset"] < upper_bound_offset))
+            return TxnIndexSearchResult([self._entry(int(i)) for i in hits], complete)
+
+    # ------------------------------------------------------------------------------------------------ checks
+
+    def sanity_check(self) -> None:
+        """Kafka's check: an entry whose last offset is below the segment's base offset is corrupt."""
+        with self._lock:
+            self._ensure_loaded()
+            view = self._view()
+        bad = np.flatnonzero(view["version"] > CURRENT_VERSION)
+        if bad.size:
+            with self._lock:
+                self._entry(int(bad[0]))
+        bad = np.flatnonzero(view["last_offset"] < self._base_offset)
+        if bad.size:
+            txn = AbortedTxn.from_bytes(self._data, int(bad[0]) * ENTRY_SIZE)
+            raise CorruptIndexError(
+                f"Last offset of aborted transaction {txn} in index {self._path} is less than start offset "
+                f"{self._base_offset}"
+            )
+
+    def strict_check(self, next_offset: int | None = None) -> None:
+        """kafkalog's stricter check: Kafka's, plus a whole number of entries, version 0, first offset <= last
+        offset, last offsets strictly increasing and (given the segment's next offset) below it."""
+        self.sanity_check()
+        with self._lock:
+            size = len(self._data)
+            view = self._view()
+        if size % ENTRY_SIZE:
+            raise CorruptIndexError(f"Transaction index {self._path} has {size} bytes, not a multiple of {ENTRY_SIZE}")
+        checks = [
+            (view["version"] != CURRENT_VERSION, "has an unknown version"),
+            (view["first_offset"] > view["last_offset"], "starts after it ends"),
+            (np.concatenate([[False], view["last_offset"][1:] <= view["last_offset"][:-1]]),
+             "does not increase the last offset"),
+        ]
+        if next_offset is not None:
+            checks.append((view["last_offset"] >= next_offset, f"ends at or past the next offset {next_offset}"))
+        for mask, why in checks:
+            bad = np.flatnonzero(mask)
+            if bad.size:
+                i = int(bad[0])
+                raise CorruptIndexError(
+                    f"Transaction index {self._path}: entry {i} "
+                    f"{AbortedTxn.from_bytes(self._data, i * ENTRY_SIZE)} {why}"
+                )
+
+    # ------------------------------------------------------------------------------------------------ lifecycle
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        """Close the file handle; a later call reloads lazily."""
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+            self._loaded = False
+            self._data = bytearray()
+            self._last_offset = None
+
+    def delete(self) -> bool:
+        """Close and delete the file; False if it did not exist."""
+        with self._lock:
+            self.close()
+            try:
+                self._path.unlink()
+            except FileNotFoundError:
+                return False
+            return True
+
+    delete_if_exists = delete
+
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
+        """Rename the file (if it exists yet) and follow it."""
+        new = Path(path)
+        with self._lock:
+            try:
+                if self._path.exists():
+                    os.replace(self._path, new)
+            finally:
+                self._path = new
+
+    def update_parent_dir(self, parent: str | os.PathLike[str]) -> None:
+        self._path = Path(parent) / self._path.name
+
+    def __enter__(self) -> TransactionIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
