@@ -1,0 +1,7 @@
+"""placeholder"""
+import click
+
+
+@click.group()
+def checkpoints() -> None:
+    """Not yet."""

@@ -1,0 +1,7 @@
+"""placeholder"""
+import click
+
+
+@click.group()
+def spark() -> None:
+    """Not yet."""

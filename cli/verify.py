@@ -1,0 +1,7 @@
+"""placeholder"""
+import click
+
+
+@click.group()
+def verify() -> None:
+    """Not yet."""
