@@ -364,7 +364,9 @@ class DumpState:
 )
 @click.option("--skip-record-metadata", is_flag=True, help="Print record contents without their metadata.")
 @click.option("--key-decoder", type=click.Choice(DECODERS), default=None, help="How to print keys (default string).")
-@click.option("--value-decoder", type=click.Choice(DECODERS), default=None, help="How to print values (default string).")
+@click.option(
+    "--value-decoder", type=click.Choice(DECODERS), default=None, help="How to print values (default string)."
+)
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per line instead of Kafka's text lines.")
 @click.pass_obj
 def dump(
@@ -607,7 +609,13 @@ def _dump_index(path: str, base: str, st: DumpState) -> None:
                     if found != offset:
                         mismatches.append((offset, found))
                 if not st.opts.verify_only:
-                    st.emit(Simple(f"offset: {offset} position: {position}", {"offset": offset, "position": position}, type="index"))
+                    st.emit(
+                        Simple(
+                            f"offset: {offset} position: {position}",
+                            {"offset": offset, "position": position},
+                            type="index",
+                        )
+                    )
         finally:
             if log is not None:
                 log.close()
@@ -681,7 +689,11 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
                         if prev_ts >= ts:
                             st.time_out_of_order.setdefault(key, []).append((ts, prev_ts))
                 if not st.opts.verify_only:
-                    st.emit(Simple(f"timestamp: {ts} offset: {offset}", {"timestamp": ts, "offset": offset}, type="timeindex"))
+                    st.emit(
+                        Simple(
+                            f"timestamp: {ts} offset: {offset}", {"timestamp": ts, "offset": offset}, type="timeindex"
+                        )
+                    )
                 prev_ts = ts
         finally:
             if log is not None:
@@ -884,4 +896,3 @@ def _print_findings(st: DumpState) -> None:
                 type="non_consecutive_offsets",
             )
         )
-

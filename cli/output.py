@@ -136,7 +136,8 @@ class Output(ABC):
             yield Progress()
             return
         from rich.console import Console
-        from rich.progress import BarColumn, Progress as RichProgress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeRemainingColumn
+        from rich.progress import Progress as RichProgress
 
         console = Console(file=self.stderr)
         columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())

@@ -1,4 +1,5 @@
 """placeholder"""
+
 import click
 
 
