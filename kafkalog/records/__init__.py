@@ -3,20 +3,27 @@
 from .batch import RecordBatch, build_batch, build_end_txn_marker_batch
 from .compression import CompressionType, compress, decompress
 from .control import ControlRecordType, EndTransactionMarker
+from .legacy import LegacyBatch, LegacyMessage, build_legacy_batch
 from .reader import BatchReader, read_batches
 from .record import Record, TimestampType
+from .scan import ScanResult, scan_batches
 
 __all__ = [
     "BatchReader",
     "CompressionType",
     "ControlRecordType",
     "EndTransactionMarker",
+    "LegacyBatch",
+    "LegacyMessage",
     "Record",
     "RecordBatch",
+    "ScanResult",
     "TimestampType",
     "build_batch",
     "build_end_txn_marker_batch",
+    "build_legacy_batch",
     "compress",
     "decompress",
     "read_batches",
+    "scan_batches",
 ]

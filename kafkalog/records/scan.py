@@ -1,0 +1,211 @@
+"""Fast shallow scan of a batch file: every header as a numpy column, CRCs checked in bulk.
+
+Verifying a segment needs each batch's header and CRC but no per-batch Python object. The only per-batch Python
+work here is following the length chain (one ``unpack_from``); headers are then copied out with one ``join`` and
+decoded as a numpy structured array, and CRCs are computed with ``map`` over memoryview slices (C-level loops,
+no copies). Legacy (magic 0/1) messages, rare in practice, fall back to ``LegacyBatch`` objects.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+from crc32c import crc32c
+
+from ..errors import CorruptRecordError, UnsupportedMagicError
+from .batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from .reader import HEADER_SIZE_UP_TO_MAGIC, LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1, open_source
+
+__all__ = ["ScanResult", "scan_batches", "HEADER_DTYPE"]
+
+#: The 61-byte v2 header as a packed big-endian numpy record (legacy rows are filled in from LegacyBatch).
+HEADER_DTYPE = np.dtype(
+    [
+        ("base_offset", ">i8"),
+        ("length", ">i4"),
+        ("partition_leader_epoch", ">i4"),
+        ("magic", "i1"),
+        ("crc", ">u4"),
+        ("attributes", ">i2"),
+        ("last_offset_delta", ">i4"),
+        ("base_timestamp", ">i8"),
+        ("max_timestamp", ">i8"),
+        ("producer_id", ">i8"),
+        ("producer_epoch", ">i2"),
+        ("base_sequence", ">i4"),
+        ("record_count", ">i4"),
+    ]
+)
+assert HEADER_DTYPE.itemsize == RECORD_BATCH_OVERHEAD
+
+_SIZE_MAGIC = struct.Struct(">8xi4xb").unpack_from
+
+
+@dataclass
+class ScanResult:
+    """Columns for the batches found (file order) and where the valid region ends.
+
+    ``headers`` holds the v2 header fields for every batch (legacy rows: base offset = first inner offset,
+    last_offset_delta from the wrapper, max_timestamp = wrapper timestamp, record_count = inner count,
+    producer fields -1). ``crc_ok`` is all True when ``check_crc`` was False.
+    """
+
+    positions: np.ndarray
+    sizes: np.ndarray
+    headers: np.ndarray
+    crc_ok: np.ndarray
+    valid_bytes: int
+    invalid_bytes: int
+    error: CorruptRecordError | None = None
+    start: int = 0
+    end: int = 0
+    legacy_rows: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @property
+    def last_offsets(self) -> np.ndarray:
+        return self.headers["base_offset"].astype(np.int64) + self.headers["last_offset_delta"]
+
+    @property
+    def all_crc_ok(self) -> bool:
+        return bool(self.crc_ok.all())
+
+    @property
+    def first_bad_crc(self) -> int | None:
+        """Index of the first batch whose CRC fails, or None."""
+        bad = np.flatnonzero(~self.crc_ok)
+        return int(bad[0]) if len(bad) else None
+
+
+def _walk(buf, pos: int, end: int) -> tuple[list[int], list[int], bool, CorruptRecordError | None, int]:
+    """Follow the length chain; returns starts, stops, any-legacy flag, stop error, stop position."""
+    starts: list[int] = []
+    stops: list[int] = []
+    add_start = starts.append
+    add_stop = stops.append
+    legacy = False
+    error = None
+    v2_min = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+    while pos < end:
+        if end - pos < HEADER_SIZE_UP_TO_MAGIC:
+            error = CorruptRecordError(f"truncated batch header: {end - pos} bytes left", position=pos)
+            break
+        size, magic = _SIZE_MAGIC(buf, pos)
+        stop = pos + LOG_OVERHEAD + size
+        if magic == 2:
+            if size < v2_min:
+                error = CorruptRecordError(f"batch length {size} is smaller than the v2 header", position=pos)
+                break
+        elif magic == 0 or magic == 1:
+            minimum = LEGACY_RECORD_OVERHEAD_V0 if magic == 0 else LEGACY_RECORD_OVERHEAD_V1
+            if size < minimum:
+                error = CorruptRecordError(f"message size {size} is smaller than the minimum {minimum}", position=pos)
+                break
+            legacy = True
+        else:
+            error = UnsupportedMagicError(f"unknown magic byte {magic}", position=pos)
+            break
+        if stop > end:
+            error = CorruptRecordError(
+                f"truncated batch: length says {size + LOG_OVERHEAD} bytes, {end - pos} present", position=pos
+            )
+            break
+        add_start(pos)
+        add_stop(stop)
+        pos = stop
+    return starts, stops, legacy, error, pos
+
+
+def scan_batches(
+    source, *, position: int = 0, end: int | None = None, check_crc: bool = True, stop_at_bad_crc: bool = False
+) -> ScanResult:
+    """Scan every batch header of ``source`` (path, bytes, memoryview) and optionally check every CRC.
+
+    Stops (never raises) at a truncated or structurally impossible batch, like ``read_batches``; with
+    ``stop_at_bad_crc`` the valid region also ends before the first batch whose CRC fails (Kafka's recovery rule).
+    """
+    buf, keep = open_source(source)
+    total = len(buf)
+    if end is None or end > total:
+        end = total
+    if position < 0 or position > end:
+        raise ValueError(f"position {position} outside the source (0..{end})")
+    starts, stops, legacy, error, stop_pos = _walk(buf, position, end)
+    n = len(starts)
+    getitem = buf.__getitem__
+    if n:
+        if not legacy:
+            hdr_bytes = b"".join(map(getitem, map(slice, starts, [s + RECORD_BATCH_OVERHEAD for s in starts])))
+        else:
+            # legacy messages can be shorter than 61 bytes: pad each header slice to a fixed width
+            hdr_bytes = b"".join(
+                bytes(buf[s : min(s + RECORD_BATCH_OVERHEAD, e)]).ljust(RECORD_BATCH_OVERHEAD, b"\0")
+                for s, e in zip(starts, stops, strict=True)
+            )
+        headers = np.frombuffer(hdr_bytes, dtype=HEADER_DTYPE).copy() if legacy else np.frombuffer(hdr_bytes, HEADER_DTYPE)
+    else:
+        headers = np.zeros(0, dtype=HEADER_DTYPE)
+    legacy_rows: list[int] = []
+    if legacy:
+        from .legacy import LegacyBatch
+
+        for i in np.flatnonzero(headers["magic"] != 2).tolist():
+            b = LegacyBatch(buf[starts[i] : stops[i]], starts[i])
+            row = headers[i]
+            try:
+                base = b.base_offset
+                count = b.record_count
+            except CorruptRecordError:
+                base, count = b.last_offset, -1
+            row["base_offset"] = base
+            row["last_offset_delta"] = b.last_offset - base
+            row["partition_leader_epoch"] = -1
+            row["crc"] = b.crc
+            row["attributes"] = b.attributes
+            row["base_timestamp"] = b.max_timestamp
+            row["max_timestamp"] = b.max_timestamp
+            row["producer_id"] = -1
+            row["producer_epoch"] = -1
+            row["base_sequence"] = -1
+            row["record_count"] = count
+            legacy_rows.append(i)
+    if check_crc and n:
+        if legacy:
+            ok = []
+            for i, (s, e) in enumerate(zip(starts, stops, strict=True)):
+                if headers["magic"][i] == 2:
+                    ok.append(crc32c(buf[s + 21 : e]) == int(headers["crc"][i]))
+                else:
+                    ok.append(zlib.crc32(buf[s + 16 : e]) == int(headers["crc"][i]))
+            crc_ok = np.array(ok, dtype=bool)
+        else:
+            crcs = np.fromiter(map(crc32c, map(getitem, map(slice, [s + 21 for s in starts], stops))), np.uint32, n)
+            crc_ok = crcs == headers["crc"]
+    else:
+        crc_ok = np.ones(n, dtype=bool)
+    positions = np.array(starts, dtype=np.int64)
+    sizes = np.array(stops, dtype=np.int64) - positions
+    valid_bytes = stop_pos
+    if stop_at_bad_crc and n and not crc_ok.all():
+        first = int(np.flatnonzero(~crc_ok)[0])
+        valid_bytes = starts[first]
+        error = CorruptRecordError("record batch CRC mismatch", position=valid_bytes)
+        positions, sizes, headers, crc_ok = positions[:first], sizes[:first], headers[:first], crc_ok[:first]
+        legacy_rows = [i for i in legacy_rows if i < first]
+    return ScanResult(
+        positions=positions,
+        sizes=sizes,
+        headers=headers,
+        crc_ok=crc_ok,
+        valid_bytes=valid_bytes,
+        invalid_bytes=end - valid_bytes,
+        error=error,
+        start=position,
+        end=end,
+        legacy_rows=legacy_rows,
+    )
