@@ -1,0 +1,700 @@
+"""Per-producer idempotence/transaction state of a partition, and its ``<offset>.snapshot`` files.
+
+A port of the behaviour of Kafka's ``ProducerStateManager`` / ``ProducerAppendInfo`` / ``ProducerStateEntry``.
+Two details matter for byte-identical output:
+
+* a snapshot lists producers in the iteration order of Kafka's ``java.util.HashMap<Long, ...>``; that order
+  (bucket of the spread Long hash, then insertion order, table doubling past 75% load and never shrinking) is
+  reproduced by ``_JavaLongHashOrder`` so our snapshots equal Kafka's byte for byte;
+* which snapshot files exist after load/roll/truncation/retention follows Kafka's rules exactly
+  (``truncate_and_reload``, ``remove_stray_snapshots``, ``take_snapshot`` only past the last snapshot).
+
+The snapshot file format itself lives in ``kafkalog.log.producer_snapshot``; this module only decides *what*
+goes in it and *when*.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from kafkalog.errors import CorruptSnapshotError, InvalidRecordError, KafkaLogError
+
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+INT32_MAX = 2**31 - 1
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
+SNAPSHOT_SUFFIX = ".snapshot"
+DELETED_SUFFIX = ".deleted"
+
+_SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
+
+
+class AppendOrigin(enum.Enum):
+    """Where an append comes from: how much validation it gets (Kafka's ``AppendOrigin``)."""
+
+    CLIENT = "client"  # full epoch + sequence validation
+    COORDINATOR = "coordinator"  # epoch validation only
+    REPLICATION = "replication"  # trusted: already validated by the leader
+
+
+class ProducerFencedError(InvalidRecordError):
+    """An append with a producer epoch older than the one already seen (Kafka's InvalidProducerEpochException)."""
+
+
+class OutOfOrderSequenceError(InvalidRecordError):
+    """An idempotent append whose first sequence does not follow the last one (Kafka's OutOfOrderSequenceException)."""
+
+
+class InvalidTxnStateError(InvalidRecordError):
+    """A non-transactional write by a producer with an open transaction."""
+
+
+class TransactionCoordinatorFencedError(InvalidRecordError):
+    """A transaction marker from an older coordinator epoch than already seen."""
+
+
+def snapshot_file_name(offset: int) -> str:
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def _decrement_sequence(seq: int, delta: int) -> int:
+    """Kafka's ``DefaultRecordBatch.decrementSequence`` (sequences wrap at Integer.MAX_VALUE)."""
+    if seq < delta:
+        return INT32_MAX - (delta - seq) + 1
+    return seq - delta
+
+
+@dataclass(slots=True)
+class BatchMetadata:
+    """What is remembered about one of a producer's recent batches (for duplicate detection)."""
+
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return _decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    """Kafka's ``ProducerStateEntry``: epoch, coordinator epoch, open txn and up to 5 recent batches."""
+
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    coordinator_epoch: int = -1
+    last_timestamp: int = NO_TIMESTAMP
+    current_txn_first_offset: int | None = None
+    batch_metadata: deque[BatchMetadata] = field(default_factory=deque)
+
+    @classmethod
+    def empty(cls, producer_id: int) -> ProducerStateEntry:
+        return cls(producer_id)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.batch_metadata
+
+    @property
+    def first_seq(self) -> int:
+        return self.batch_metadata[0].first_seq if self.batch_metadata else NO_SEQUENCE
+
+    @property
+    def last_seq(self) -> int:
+        return self.batch_metadata[-1].last_seq if self.batch_metadata else NO_SEQUENCE
+
+    @property
+    def first_data_offset(self) -> int:
+        return self.batch_metadata[0].first_offset if self.batch_metadata else -1
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batch_metadata[-1].last_offset if self.batch_metadata else -1
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self.batch_metadata[-1].offset_delta if self.batch_metadata else 0
+
+    def with_producer_id(self, producer_id: int) -> ProducerStateEntry:
+        """A copy without batch metadata: what a ``ProducerAppendInfo`` starts accumulating into."""
+        return ProducerStateEntry(
+            producer_id, self.producer_epoch, self.coordinator_epoch, self.last_timestamp,
+            self.current_txn_first_offset,
+        )
+
+    def maybe_update_producer_epoch(self, epoch: int) -> bool:
+        if self.producer_epoch != epoch:
+            self.batch_metadata.clear()
+            self.producer_epoch = epoch
+            return True
+        return False
+
+    def _add_batch_metadata(self, batch: BatchMetadata) -> None:
+        if len(self.batch_metadata) == NUM_BATCHES_TO_RETAIN:
+            self.batch_metadata.popleft()
+        self.batch_metadata.append(batch)
+
+    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int) -> None:
+        self.maybe_update_producer_epoch(epoch)
+        self._add_batch_metadata(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+    def update(self, other: ProducerStateEntry) -> None:
+        """Merge the state accumulated by an append into this (stored) entry."""
+        self.maybe_update_producer_epoch(other.producer_epoch)
+        for b in other.batch_metadata:
+            self._add_batch_metadata(b)
+        self.coordinator_epoch = other.coordinator_epoch
+        self.current_txn_first_offset = other.current_txn_first_offset
+        self.last_timestamp = other.last_timestamp
+
+    def end_txn(self, epoch: int, coordinator_epoch: int, timestamp: int) -> None:
+        self.maybe_update_producer_epoch(epoch)
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_first_offset = None
+        self.last_timestamp = timestamp
+
+    def find_duplicate_batch(self, producer_epoch: int, base_seq: int, last_seq: int) -> BatchMetadata | None:
+        if producer_epoch != self.producer_epoch:
+            return None
+        for b in self.batch_metadata:
+            if b.first_seq == base_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+@dataclass(slots=True)
+class TxnMetadata:
+    producer_id: int
+    first_offset: int
+    last_offset: int | None = None
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a control batch at ``last_offset``."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+class ProducerAppendInfo:
+    """Validates and accumulates one producer's batches of one append before they reach the state map."""
+
+    def __init__(self, producer_id: int, current: ProducerStateEntry, origin: AppendOrigin) -> None:
+        self.producer_id = producer_id
+        self.current_entry = current
+        self.origin = origin
+        self.updated_entry = current.with_producer_id(producer_id)
+        self.started_transactions: list[TxnMetadata] = []
+
+    # -- validation (Kafka: checkProducerEpoch / checkSequence)
+    def _check_producer_epoch(self, epoch: int, offset: int) -> None:
+        if epoch < self.updated_entry.producer_epoch and self.origin is not AppendOrigin.REPLICATION:
+            raise ProducerFencedError(
+                f"epoch of producer {self.producer_id} at offset {offset} is {epoch}, "
+                f"older than the last seen epoch {self.updated_entry.producer_epoch}"
+            )
+
+    def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
+        upd, cur = self.updated_entry, self.current_entry
+        if epoch != upd.producer_epoch:
+            if first_seq != 0 and upd.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"invalid sequence {first_seq} for new epoch {epoch} of producer {self.producer_id} at {offset}"
+                )
+            return
+        if not upd.is_empty:
+            last = upd.last_seq
+        elif epoch == cur.producer_epoch:
+            last = cur.last_seq
+        else:
+            last = NO_SEQUENCE
+        in_seq = first_seq == last + 1 or (first_seq == 0 and last == INT32_MAX)
+        if not (cur.producer_epoch == NO_PRODUCER_EPOCH or in_seq):
+            raise OutOfOrderSequenceError(
+                f"out of order sequence {first_seq} for producer {self.producer_id} at {offset} "
+                f"(last sequence {last})"
+            )
+
+    def append_data_batch(
+        self, epoch: int, first_seq: int, last_seq: int, last_timestamp: int, first_offset: int,
+        last_offset: int, is_transactional: bool,
+    ) -> None:
+        self._check_producer_epoch(epoch, first_offset)
+        if self.origin is AppendOrigin.CLIENT:
+            self._check_sequence(epoch, first_seq, first_offset)
+        self.updated_entry.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp)
+        txn = self.updated_entry.current_txn_first_offset
+        if txn is not None and not is_transactional:
+            if self.origin is not AppendOrigin.REPLICATION:
+                raise InvalidTxnStateError(
+                    f"expected a transactional write from producer {self.producer_id} at offset {first_offset}"
+                )
+            # Kafka throws here on every path; a follower cannot refuse what the leader wrote, so keep going.
+        elif txn is None and is_transactional:
+            self.updated_entry.current_txn_first_offset = first_offset
+            self.started_transactions.append(TxnMetadata(self.producer_id, first_offset))
+
+    def append_end_txn_marker(
+        self, is_commit: bool, coordinator_epoch: int, epoch: int, offset: int, timestamp: int
+    ) -> CompletedTxn | None:
+        self._check_producer_epoch(epoch, offset)
+        if self.updated_entry.coordinator_epoch > coordinator_epoch and self.origin is not AppendOrigin.REPLICATION:
+            raise TransactionCoordinatorFencedError(
+                f"coordinator epoch {coordinator_epoch} of producer {self.producer_id} at {offset} is older than "
+                f"{self.updated_entry.coordinator_epoch}"
+            )
+        first = self.updated_entry.current_txn_first_offset
+        completed = None if first is None else CompletedTxn(self.producer_id, first, offset, not is_commit)
+        self.updated_entry.end_txn(epoch, coordinator_epoch, timestamp)
+        return completed
+
+    def append(self, batch: Any) -> CompletedTxn | None:
+        """Fold one batch (a ``RecordBatch``) into this producer's pending state."""
+        if batch.is_control:
+            marker = _control_marker(batch)
+            if marker is None:
+                return None  # an empty control batch: its transaction was cleaned away
+            is_commit, coordinator_epoch, timestamp = marker
+            return self.append_end_txn_marker(
+                is_commit, coordinator_epoch, batch.producer_epoch, batch.base_offset, timestamp
+            )
+        self.append_data_batch(
+            batch.producer_epoch, batch.base_sequence, _last_sequence(batch), batch.max_timestamp,
+            batch.base_offset, batch.last_offset, batch.is_transactional,
+        )
+        return None
+
+    def to_entry(self) -> ProducerStateEntry:
+        return self.updated_entry
+
+
+def _last_sequence(batch: Any) -> int:
+    seq = getattr(batch, "last_sequence", None)
+    if seq is not None:
+        return int(seq)
+    base = batch.base_sequence
+    if base == NO_SEQUENCE:
+        return NO_SEQUENCE
+    delta = batch.last_offset - batch.base_offset
+    return (base + delta) % (INT32_MAX + 1) if base + delta > INT32_MAX else base + delta
+
+
+def _control_marker(batch: Any) -> tuple[bool, int, int] | None:
+    """(is_commit, coordinator_epoch, record timestamp) of a control batch; None when it holds no txn marker."""
+    records = batch.records()
+    if not records:
+        return None  # an empty control batch: the cleaner removed its transaction
+    marker = batch.control_marker()
+    if marker is None:
+        return None  # another control type (e.g. leader change): no producer-state effect
+    return marker.is_commit, int(marker.coordinator_epoch), records[0].timestamp
+
+
+class _JavaLongHashOrder:
+    """Iteration order of a ``java.util.HashMap<Long, V>``: the order Kafka writes snapshot entries in."""
+
+    def __init__(self) -> None:
+        self.capacity = 16
+
+    def note_size(self, size: int) -> None:
+        while size > self.capacity * 3 // 4:
+            self.capacity *= 2
+
+    @staticmethod
+    def _bucket_hash(key: int) -> int:
+        k = key & 0xFFFFFFFFFFFFFFFF
+        h = (k ^ (k >> 32)) & 0xFFFFFFFF
+        return h ^ (h >> 16)
+
+    def order(self, keys_in_insertion_order: Iterable[int]) -> list[int]:
+        mask = self.capacity - 1
+        return sorted(keys_in_insertion_order, key=lambda k: self._bucket_hash(k) & mask)
+
+
+class ProducerStateManager:
+    """Producer id -> state for one partition, plus the partition's producer snapshot files.
+
+    ``clock`` returns ms; it decides producer expiry (``producer.id.expiration.ms``) when loading snapshots, so
+    replays of old logs must pass the clock of the time they model (as Kafka's tests do).
+    """
+
+    def __init__(
+        self,
+        log_dir: str | Path,
+        *,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+        clock: Callable[[], int] | None = None,
+        snapshot_reader: Callable[[Path], list[ProducerStateEntry]] | None = None,
+        snapshot_writer: Callable[[Path, list[ProducerStateEntry]], None] | None = None,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.max_transaction_timeout_ms = max_transaction_timeout_ms
+        self._clock = clock or _wall_clock_ms
+        self._read = snapshot_reader or read_snapshot
+        self._write = snapshot_writer or write_snapshot
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self._hash_order = _JavaLongHashOrder()
+        self.ongoing_txns: dict[int, TxnMetadata] = {}  # first offset -> txn (kept sorted on read)
+        self.unreplicated_txns: dict[int, TxnMetadata] = {}
+        self._snapshots: dict[int, Path] = self._load_snapshots()
+        self.last_map_offset = 0
+        self.last_snap_offset = 0
+
+    # ------------------------------------------------------------------ snapshot files
+
+    def _load_snapshots(self) -> dict[int, Path]:
+        found: dict[int, Path] = {}
+        if self.log_dir.is_dir():
+            for name in os.listdir(self.log_dir):
+                m = _SNAPSHOT_RE.match(name)
+                if m and (self.log_dir / name).is_file():
+                    found[int(m.group(1))] = self.log_dir / name
+        return dict(sorted(found.items()))
+
+    def snapshot_offsets(self) -> list[int]:
+        return sorted(self._snapshots)
+
+    @property
+    def latest_snapshot_offset(self) -> int | None:
+        return max(self._snapshots) if self._snapshots else None
+
+    @property
+    def oldest_snapshot_offset(self) -> int | None:
+        return min(self._snapshots) if self._snapshots else None
+
+    def snapshot_file_for_offset(self, offset: int) -> Path | None:
+        return self._snapshots.get(offset)
+
+    def _remove_and_delete_snapshot(self, offset: int) -> None:
+        path = self._snapshots.pop(offset, None)
+        if path is not None:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+    def remove_and_mark_snapshot_for_deletion(self, offset: int) -> Path | None:
+        """Forget the snapshot at ``offset`` and rename it ``.snapshot.deleted``; returns the new path."""
+        path = self._snapshots.pop(offset, None)
+        if path is None:
+            return None
+        target = path.with_name(path.name + DELETED_SUFFIX)
+        try:
+            path.rename(target)
+        except FileNotFoundError:
+            return None  # already deleted by an intermediate (recovery) manager
+        return target
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for off in [o for o in self._snapshots if o < offset]:
+            self._remove_and_delete_snapshot(off)
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        for off in [o for o in self._snapshots if o > offset]:
+            self._remove_and_delete_snapshot(off)
+
+    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
+        """Drop snapshots that match no segment, except the newest one past the last segment (clean close)."""
+        bases = set(segment_base_offsets)
+        max_base = max(bases) if bases else None
+        snapshots = self._load_snapshots()
+        latest_stray: int | None = None
+        for off in sorted(snapshots):
+            if off in bases:
+                continue
+            if latest_stray is not None:
+                _unlink_quiet(snapshots.pop(latest_stray))
+            latest_stray = off
+        if latest_stray is not None and max_base is not None and latest_stray < max_base:
+            _unlink_quiet(snapshots.pop(latest_stray))
+        self._snapshots = snapshots
+
+    def take_snapshot(self) -> Path | None:
+        """Write ``<map end offset>.snapshot`` unless a snapshot at or past that offset was already taken."""
+        if self.last_map_offset <= self.last_snap_offset:
+            return None
+        path = self.log_dir / snapshot_file_name(self.last_map_offset)
+        order = self._hash_order.order(self.producers)
+        self._write(path, [self.producers[pid] for pid in order])
+        self._snapshots[self.last_map_offset] = path
+        self._snapshots = dict(sorted(self._snapshots.items()))
+        self.last_snap_offset = self.last_map_offset
+        return path
+
+    def update_parent_dir(self, new_dir: str | Path) -> None:
+        self.log_dir = Path(new_dir)
+        self._snapshots = {o: self.log_dir / p.name for o, p in self._snapshots.items()}
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def map_end_offset(self) -> int:
+        return self.last_map_offset
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self.last_map_offset = offset
+
+    def is_empty(self) -> bool:
+        return not self.producers and not self.unreplicated_txns
+
+    @property
+    def active_producers(self) -> dict[int, ProducerStateEntry]:
+        return dict(self.producers)
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def _add_producer(self, producer_id: int, entry: ProducerStateEntry) -> None:
+        self.producers[producer_id] = entry
+        self._hash_order.note_size(len(self.producers))
+
+    def _clear_producers(self) -> None:
+        self.producers.clear()  # a Java HashMap keeps its table size on clear(): so does _hash_order
+
+    def _is_expired(self, now: int, entry: ProducerStateEntry) -> bool:
+        return entry.current_txn_first_offset is None and now - entry.last_timestamp >= self.producer_id_expiration_ms
+
+    def remove_expired_producers(self, now: int | None = None) -> list[int]:
+        now = self._clock() if now is None else now
+        expired = [pid for pid, e in self.producers.items() if self._is_expired(now, e)]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
+
+    def load_producer_entry(self, entry: ProducerStateEntry) -> None:
+        self._add_producer(entry.producer_id, entry)
+        if entry.current_txn_first_offset is not None:
+            self.ongoing_txns[entry.current_txn_first_offset] = TxnMetadata(
+                entry.producer_id, entry.current_txn_first_offset
+            )
+
+    def _load_from_snapshot(self, log_start_offset: int, now: int) -> None:
+        """Load the newest readable snapshot; a corrupt one is deleted and the next older one tried."""
+        while self._snapshots:
+            offset = max(self._snapshots)
+            path = self._snapshots[offset]
+            try:
+                entries = self._read(path)
+            except CorruptSnapshotError:
+                self._remove_and_delete_snapshot(offset)
+                continue
+            for e in entries:
+                if not self._is_expired(now, e):
+                    self.load_producer_entry(e)
+            self.last_snap_offset = offset
+            self.last_map_offset = offset
+            return
+        self.last_snap_offset = log_start_offset
+        self.last_map_offset = log_start_offset
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now: int | None = None) -> None:
+        """Drop snapshots outside (log start, log end] and, if needed, reload state from the newest left."""
+        now = self._clock() if now is None else now
+        for off in list(self._snapshots):
+            if off > log_end_offset or off <= log_start_offset:
+                self._remove_and_delete_snapshot(off)
+        if log_end_offset != self.last_map_offset:
+            self._clear_producers()
+            self.ongoing_txns.clear()
+            self.unreplicated_txns.clear()
+            self._load_from_snapshot(log_start_offset, now)
+        else:
+            self.on_log_start_offset_incremented(log_start_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._clear_producers()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
+        for off in list(self._snapshots):
+            self._remove_and_delete_snapshot(off)
+        self.last_snap_offset = 0
+        self.last_map_offset = offset
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        self._remove_unreplicated(log_start_offset)
+        if self.last_map_offset < log_start_offset:
+            self.last_map_offset = log_start_offset
+        latest = self.latest_snapshot_offset
+        self.last_snap_offset = log_start_offset if latest is None else latest
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        self._remove_unreplicated(high_watermark)
+
+    def _remove_unreplicated(self, offset: int) -> None:
+        for first, txn in list(self.unreplicated_txns.items()):
+            if txn.last_offset is not None and txn.last_offset < offset:
+                del self.unreplicated_txns[first]
+
+    def prepare_update(self, producer_id: int, origin: AppendOrigin = AppendOrigin.REPLICATION) -> ProducerAppendInfo:
+        current = self.producers.get(producer_id) or ProducerStateEntry.empty(producer_id)
+        return ProducerAppendInfo(producer_id, current, origin)
+
+    def update(self, info: ProducerAppendInfo) -> None:
+        if info.producer_id == NO_PRODUCER_ID:
+            raise ValueError("invalid producer id -1 passed to update")
+        updated = info.to_entry()
+        current = self.producers.get(info.producer_id)
+        if current is not None:
+            current.update(updated)
+        else:
+            self._add_producer(info.producer_id, updated)
+        for txn in info.started_transactions:
+            self.ongoing_txns[txn.first_offset] = txn
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO to store in the txn index entry for ``completed`` (Kafka: first other open txn, else end+1)."""
+        for first in sorted(self.ongoing_txns):
+            txn = self.ongoing_txns[first]
+            if txn.producer_id != completed.producer_id:
+                return txn.first_offset
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        txn = self.ongoing_txns.pop(completed.first_offset, None)
+        if txn is None:
+            raise KafkaLogError(f"attempted to complete transaction {completed} which was not started")
+        txn.last_offset = completed.last_offset
+        self.unreplicated_txns[completed.first_offset] = txn
+
+    @property
+    def first_undecided_offset(self) -> int | None:
+        return min(self.ongoing_txns) if self.ongoing_txns else None
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        candidates = [*self.ongoing_txns, *self.unreplicated_txns]
+        return min(candidates) if candidates else None
+
+    def apply_batch(self, batch: Any, origin: AppendOrigin = AppendOrigin.REPLICATION) -> tuple[CompletedTxn, int] | None:
+        """Kafka's ``LogSegment.updateProducerState`` for one batch: returns (completed txn, its LSO) if one ended.
+
+        The caller writes an aborted txn to the segment's ``.txnindex`` (with the returned LSO) before the
+        transaction is marked complete here; that is why completion happens inside, after the LSO is computed.
+        """
+        result = None
+        if batch.producer_id != NO_PRODUCER_ID:
+            info = self.prepare_update(batch.producer_id, origin)
+            completed = info.append(batch)
+            self.update(info)
+            if completed is not None:
+                lso = self.last_stable_offset(completed)
+                self.complete_txn(completed)
+                result = (completed, lso)
+        self.update_map_end_offset(batch.last_offset + 1)
+        return result
+
+    def recover_batch(self, batch: Any, segment: Any) -> None:
+        """Hook for ``LogSegment.recover``: apply a batch and put an aborted txn into the segment's txn index."""
+        done = self.apply_batch(batch)
+        if done is not None and done[0].is_aborted:
+            from kafkalog.index.txn_index import AbortedTxn
+
+            txn, lso = done
+            segment.append_aborted_txn(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+
+    def load_producers_from_batches(self, batches: Iterable[Any]) -> None:
+        """Kafka's ``loadProducersFromRecords``: one append-info per producer over many batches, then commit."""
+        pending: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for batch in batches:
+            if batch.producer_id == NO_PRODUCER_ID:
+                continue
+            info = pending.get(batch.producer_id)
+            if info is None:
+                info = pending[batch.producer_id] = self.prepare_update(batch.producer_id, AppendOrigin.REPLICATION)
+            done = info.append(batch)
+            if done is not None:
+                completed.append(done)
+        for info in pending.values():
+            self.update(info)
+        for txn in completed:
+            self.complete_txn(txn)
+
+
+def _unlink_quiet(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _wall_clock_ms() -> int:
+    import time
+
+    return time.time_ns() // 1_000_000
+
+
+# ---------------------------------------------------------------------- snapshot file adapters
+
+
+def _get(obj: Any, *names: str) -> Any:
+    for n in names:
+        if hasattr(obj, n):
+            return getattr(obj, n)
+    raise AttributeError(f"{type(obj).__name__} has none of {names}")
+
+
+def read_snapshot(path: Path) -> list[ProducerStateEntry]:
+    """Read a ``.snapshot`` through ``kafkalog.log.producer_snapshot`` into state entries (CorruptSnapshotError)."""
+    from kafkalog.log.producer_snapshot import read_producer_snapshot
+
+    out = []
+    for e in read_producer_snapshot(path):
+        last_offset = int(_get(e, "last_offset"))
+        ts = int(_get(e, "timestamp", "last_timestamp"))
+        txn = int(_get(e, "current_txn_first_offset"))
+        entry = ProducerStateEntry(
+            int(_get(e, "producer_id")),
+            int(_get(e, "producer_epoch", "epoch")),
+            int(_get(e, "coordinator_epoch")),
+            ts,
+            txn if txn >= 0 else None,
+        )
+        if last_offset >= 0:
+            entry.batch_metadata.append(
+                BatchMetadata(int(_get(e, "last_sequence", "last_seq")), last_offset, int(_get(e, "offset_delta")), ts)
+            )
+        out.append(entry)
+    return out
+
+
+def write_snapshot(path: Path, entries: list[ProducerStateEntry]) -> None:
+    """Write entries (already in Kafka's order) through ``kafkalog.log.producer_snapshot``."""
+    from kafkalog.log.producer_snapshot import ProducerSnapshotEntry, write_producer_snapshot
+
+    rows = [
+        ProducerSnapshotEntry(
+            e.producer_id,
+            e.producer_epoch,
+            e.last_seq,
+            e.last_data_offset,
+            e.last_offset_delta,
+            e.last_timestamp,
+            e.coordinator_epoch,
+            -1 if e.current_txn_first_offset is None else e.current_txn_first_offset,
+        )
+        for e in entries
+    ]
+    write_producer_snapshot(path, rows)
