@@ -1,0 +1,143 @@
+"""LogSegments: a partition's segments ordered by base offset (Kafka's ``LogSegments``).
+
+A sorted list of base offsets plus a dict, searched with ``bisect``: floor/lower/higher lookups are O(log n) and
+iteration is in offset order. Mutations take a lock; readers work on snapshots so a concurrent roll never breaks
+an iteration in progress.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from kafkalog.segment import LogSegment
+
+
+class LogSegments:
+    """The segments of one partition, keyed and ordered by base offset."""
+
+    def __init__(self) -> None:
+        self._offsets: list[int] = []
+        self._segments: dict[int, LogSegment] = {}
+        self._lock = threading.Lock()
+
+    # --- mutation ------------------------------------------------------------------------------------------------
+
+    def add(self, segment: LogSegment) -> LogSegment | None:
+        """Insert (or replace) the segment at its base offset; returns the segment it replaced, if any."""
+        with self._lock:
+            base = segment.base_offset
+            previous = self._segments.get(base)
+            if previous is None:
+                bisect.insort(self._offsets, base)
+            self._segments[base] = segment
+            return previous
+
+    def remove(self, base_offset: int) -> LogSegment | None:
+        with self._lock:
+            seg = self._segments.pop(base_offset, None)
+            if seg is not None:
+                del self._offsets[bisect.bisect_left(self._offsets, base_offset)]
+            return seg
+
+    def clear(self) -> list[LogSegment]:
+        with self._lock:
+            segs = [self._segments[o] for o in self._offsets]
+            self._offsets.clear()
+            self._segments.clear()
+            return segs
+
+    # --- queries -------------------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __bool__(self) -> bool:
+        return bool(self._offsets)
+
+    def __iter__(self) -> Iterator[LogSegment]:
+        return iter(self.values())
+
+    def __contains__(self, base_offset: int) -> bool:
+        return base_offset in self._segments
+
+    def get(self, base_offset: int) -> LogSegment | None:
+        return self._segments.get(base_offset)
+
+    def base_offsets(self) -> list[int]:
+        with self._lock:
+            return list(self._offsets)
+
+    def values(self, from_offset: int | None = None, to_offset: int | None = None) -> list[LogSegment]:
+        """Segments in order; with bounds, those whose base offset is in ``[floor(from), to)`` as Kafka's
+        ``values(from, to)`` (the segment holding ``from`` is included)."""
+        with self._lock:
+            offsets = self._offsets
+            lo = 0
+            if from_offset is not None:
+                lo = max(0, bisect.bisect_right(offsets, from_offset) - 1)
+            hi = len(offsets) if to_offset is None else bisect.bisect_left(offsets, to_offset)
+            return [self._segments[o] for o in offsets[lo:hi]]
+
+    @property
+    def first(self) -> LogSegment | None:
+        with self._lock:
+            return self._segments[self._offsets[0]] if self._offsets else None
+
+    @property
+    def last(self) -> LogSegment | None:
+        """The active segment."""
+        with self._lock:
+            return self._segments[self._offsets[-1]] if self._offsets else None
+
+    active = last
+
+    def floor(self, offset: int) -> LogSegment | None:
+        """The segment with the largest base offset <= ``offset``."""
+        with self._lock:
+            i = bisect.bisect_right(self._offsets, offset)
+            return self._segments[self._offsets[i - 1]] if i else None
+
+    def lower(self, offset: int) -> LogSegment | None:
+        """The segment with the largest base offset < ``offset``."""
+        with self._lock:
+            i = bisect.bisect_left(self._offsets, offset)
+            return self._segments[self._offsets[i - 1]] if i else None
+
+    def higher(self, offset: int) -> LogSegment | None:
+        """The segment with the smallest base offset > ``offset``."""
+        with self._lock:
+            i = bisect.bisect_right(self._offsets, offset)
+            return self._segments[self._offsets[i]] if i < len(self._offsets) else None
+
+    def higher_segments(self, offset: int) -> list[LogSegment]:
+        """Every segment whose base offset > the base of the segment holding ``offset``."""
+        with self._lock:
+            i = bisect.bisect_right(self._offsets, offset)
+            floor_base = self._offsets[i - 1] if i else None
+            start = bisect.bisect_right(self._offsets, floor_base) if floor_base is not None else 0
+            return [self._segments[o] for o in self._offsets[start:]]
+
+    def inactive(self) -> list[LogSegment]:
+        """Every segment but the active one."""
+        with self._lock:
+            return [self._segments[o] for o in self._offsets[:-1]]
+
+    def size_in_bytes(self) -> int:
+        return sum(seg.size for seg in self.values())
+
+    # --- bulk lifecycle ------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for seg in self.values():
+            seg.close()
+
+    def close_handlers(self) -> None:
+        for seg in self.values():
+            seg.close_handlers()
+
+    def update_parent_dir(self, new_dir: str | Path) -> None:
+        for seg in self.values():
+            seg.update_parent_dir(new_dir)

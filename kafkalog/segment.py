@@ -1,0 +1,632 @@
+"""LogSegment: one ``.log`` file with its offset, time and transaction indexes.
+
+Mirrors Kafka's ``LogSegment``: the same index-interval rule, the same time-index max-timestamp rule, the same
+recovery (rebuild every index from the batches, cut the file at the first invalid byte) and the same roll test.
+Everything is lazy (KIP-263): opening a segment touches no file beyond creating an absent ``.log``; the ``.log``
+handle and the index mmaps are made on first use, so a broker with many inactive segments starts fast.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from kafkalog.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidRecordError,
+    LogSegmentOffsetOverflowError,
+)
+from kafkalog.index.offset_index import OffsetIndex
+from kafkalog.index.time_index import TimeIndex
+from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.names import file_name
+from kafkalog.records.reader import read_batches
+
+_I32_MAX = 2**31 - 1
+_DEFAULT_INDEX_INTERVAL = 4096
+_DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+_FALLBACK_CHUNK = 1 << 20
+
+
+class OffsetPosition(NamedTuple):
+    """Where a batch lives: its last offset and its byte position in the ``.log`` (Kafka's LogOffsetPosition)."""
+
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class TimestampAndOffset(NamedTuple):
+    """Kafka's ListOffsets answer: the record found, and its batch's leader epoch (None for magic < 2)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None = None
+
+
+def _wall_clock_ms() -> int:
+    import time
+
+    return time.time_ns() // 1_000_000
+
+
+class LogSegment:
+    """A ``.log`` plus its three indexes. Not thread-safe by itself: the owning Log serialises writers."""
+
+    def __init__(
+        self,
+        dir: str | os.PathLike,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = _DEFAULT_INDEX_INTERVAL,
+        max_index_size: int = _DEFAULT_MAX_INDEX_SIZE,
+        roll_jitter_ms: int = 0,
+        file_suffix: str = "",
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self._dir = Path(dir)
+        self._base_offset = int(base_offset)
+        self._suffix = file_suffix
+        self.index_interval_bytes = int(index_interval_bytes)
+        self.max_index_size = int(max_index_size)
+        self.roll_jitter_ms = int(roll_jitter_ms)
+        self._clock = clock or _wall_clock_ms
+        self._log_path = Path(file_name(self._dir, self._base_offset, ".log" + file_suffix))
+        self._offset_index = OffsetIndex(
+            file_name(self._dir, self._base_offset, ".index" + file_suffix), self._base_offset,
+            max_index_size=self.max_index_size,
+        )
+        self._time_index = TimeIndex(
+            file_name(self._dir, self._base_offset, ".timeindex" + file_suffix), self._base_offset,
+            max_index_size=self.max_index_size,
+        )
+        self._txn_index = TransactionIndex(
+            file_name(self._dir, self._base_offset, ".txnindex" + file_suffix), self._base_offset
+        )
+        self._file = None  # opened on first use
+        self._size: int | None = None  # known once the file is opened
+        self._lock = threading.RLock()  # guards the lazy open only
+        self.created_ms = self._clock()
+        self._bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+        self._max_ts_and_offset: TimestampOffset | None = None  # None = not loaded from the time index yet
+
+    # --- construction --------------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        dir: str | os.PathLike,
+        base_offset: int,
+        *,
+        config=None,
+        file_suffix: str = "",
+        clock: Callable[[], int] | None = None,
+    ) -> LogSegment:
+        """Open the segment at ``base_offset`` in ``dir``, creating an empty ``.log`` if absent.
+
+        ``config`` is a ``LogConfig`` (or None for Kafka's defaults); only the index settings and jitter are used.
+        """
+        kwargs = {}
+        if config is not None:
+            kwargs = dict(
+                index_interval_bytes=config.index_interval_bytes,
+                max_index_size=config.segment_index_bytes,
+                roll_jitter_ms=config.random_segment_jitter(),
+            )
+        seg = cls(dir, base_offset, file_suffix=file_suffix, clock=clock, **kwargs)
+        if not seg._log_path.exists():
+            seg._open_file()
+        return seg
+
+    def _open_file(self):
+        with self._lock:
+            if self._file is None:
+                flags = os.O_RDWR | os.O_CREAT
+                fd = os.open(self._log_path, flags, 0o644)
+                self._file = os.fdopen(fd, "r+b", buffering=0)
+                self._size = os.fstat(fd).st_size
+            return self._file
+
+    # --- properties ----------------------------------------------------------------------------------------------
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    @property
+    def log_path(self) -> Path:
+        return self._log_path
+
+    @property
+    def size(self) -> int:
+        """Bytes in the ``.log`` (stat, not open, when the file was not touched yet)."""
+        if self._size is None:
+            if self._file is None:
+                return os.stat(self._log_path).st_size
+            self._open_file()
+        return self._size  # type: ignore[return-value]
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        return self._time_index
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        return self._txn_index
+
+    @property
+    def file_suffix(self) -> str:
+        return self._suffix
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self._base_offset}, path={str(self._log_path)!r})"
+
+    # --- reading batches -----------------------------------------------------------------------------------------
+
+    def batches(self, start: int = 0, end: int | None = None, *, validate: bool = False) -> Iterator:
+        """Whole batches in ``[start, end)`` of the ``.log``, with absolute positions, stopping at bad bytes.
+
+        Uses an mmap when the filesystem allows it, else chunked reads (pyfakefs, some network filesystems).
+        The iterator's ``reader`` attribute is not exposed; callers that need the stop position use
+        :meth:`scan`.
+        """
+        yield from self.scan(start, end, validate=validate)[0]
+
+    def scan(self, start: int = 0, end: int | None = None, *, validate: bool = False):
+        """Return ``(iterator of batches, state)``; after iteration ``state['valid_end']`` is the end of the last
+        whole batch and ``state['error']`` why iteration stopped early (or None)."""
+        f = self._open_file()
+        end = self.size if end is None else min(end, self.size)
+        state: dict = {"valid_end": start, "error": None}
+        if end <= start:
+            return iter(()), state
+        try:
+            mm = mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return self._scan_chunked(start, end, validate, state), state
+        return self._scan_buffer(memoryview(mm), start, end, validate, state), state
+
+    @staticmethod
+    def _scan_buffer(buf, start, end, validate, state):
+        reader = read_batches(buf, position=start, end=end, validate=validate)
+        for batch in reader:
+            state["valid_end"] = batch.position + batch.size_in_bytes
+            yield batch
+        state["valid_end"] = reader.valid_bytes if reader.valid_bytes else state["valid_end"]
+        state["error"] = reader.error
+
+    def _scan_chunked(self, start, end, validate, state):
+        """Fallback without mmap: one pread per batch, never more than the bytes present in the file."""
+        fd = self._file.fileno()
+        pos = start
+        while pos + 12 <= end:
+            length = int.from_bytes(os.pread(fd, 12, pos)[8:12], "big", signed=True)
+            total = 12 + length
+            if length <= 0 or pos + total > end:
+                break
+            reader = read_batches(os.pread(fd, total, pos), validate=validate)
+            got = None
+            for batch in reader:
+                batch.position = pos  # the buffer starts at the batch; report the file position
+                got = batch
+            if got is None or got.size_in_bytes != total:
+                state["error"] = reader.error
+                return
+            state["valid_end"] = pos + total
+            yield got
+            pos += total
+        if pos < end and state["error"] is None:
+            state["error"] = CorruptRecordError(f"{end - pos} trailing bytes do not form a batch", position=pos)
+
+    # --- append --------------------------------------------------------------------------------------------------
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        rel = offset - self._base_offset
+        return 0 <= rel <= _I32_MAX
+
+    def append(self, batch_bytes: bytes | bytearray | memoryview) -> int:
+        """Append one or more whole batches (offsets already assigned); returns the bytes written.
+
+        Index entries follow Kafka: an offset-index entry (last offset of the batch, its start position) when the
+        bytes since the last entry exceed ``index.interval.bytes`` (checked before counting this batch), with a
+        time-index entry for the max timestamp so far at the same moment.
+        """
+        data = memoryview(batch_bytes)
+        if len(data) == 0:
+            return 0
+        reader = read_batches(data)
+        batches = list(reader)
+        if reader.invalid_bytes:
+            raise CorruptRecordError(
+                f"append of {len(data)} bytes holds {reader.invalid_bytes} bytes that are not whole batches",
+                position=reader.valid_bytes,
+            )
+        if not self.can_convert_to_relative_offset(batches[-1].last_offset) or not self.can_convert_to_relative_offset(
+            batches[0].base_offset
+        ):
+            raise LogSegmentOffsetOverflowError(
+                f"offsets {batches[0].base_offset}..{batches[-1].last_offset} do not fit segment {self._base_offset}"
+            )
+        # Kafka materialises both indexes on every append (offset range check, max-timestamp read), so their files
+        # exist from the first append on; do the same so a closed segment always has its .index and .timeindex.
+        self._offset_index.is_full()
+        self._time_index.is_full()
+        f = self._open_file()
+        physical = self._size
+        if physical == 0 and self._rolling_based_timestamp is None:
+            self._rolling_based_timestamp = batches[0].max_timestamp
+        f.seek(physical)
+        written = 0
+        view = data
+        while written < len(view):
+            n = f.write(view[written:])
+            written += n
+        self._size = physical + len(data)
+        max_ts = self.max_timestamp_so_far
+        for batch in batches:
+            if batch.max_timestamp > max_ts:
+                max_ts = batch.max_timestamp
+                self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.offset_of_max_timestamp)
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                self._offset_index.append(batch.last_offset, physical)
+                mt = self._max_ts_and_offset or TimestampOffset(-1, self._base_offset)
+                self._time_index.maybe_append(mt.timestamp, mt.offset)
+                self._bytes_since_last_index_entry = 0
+            physical += batch.size_in_bytes
+            self._bytes_since_last_index_entry += batch.size_in_bytes
+        return len(data)
+
+    def append_aborted_txn(self, aborted: AbortedTxn) -> None:
+        self._txn_index.append(aborted)
+
+    # --- max timestamp bookkeeping -------------------------------------------------------------------------------
+
+    def _read_max_ts_and_offset(self) -> TimestampOffset:
+        if self._max_ts_and_offset is None:
+            ts, off = self._time_index.last_entry
+            self._max_ts_and_offset = TimestampOffset(ts, off)
+        return self._max_ts_and_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._read_max_ts_and_offset().timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._read_max_ts_and_offset().offset
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The segment's largest record timestamp, or the file's mtime when it has none (Kafka's rule)."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(os.stat(self._log_path).st_mtime * 1000)
+
+    # --- lookups -------------------------------------------------------------------------------------------------
+
+    def _search_for_offset(self, offset: int, start_position: int):
+        """First batch at or after ``start_position`` whose last offset >= ``offset`` (Kafka's
+        searchForOffsetWithSize): returns (batch last offset, position, size) or None."""
+        it, _ = self.scan(start_position)
+        for batch in it:
+            if batch.last_offset >= offset:
+                return batch.last_offset, batch.position, batch.size_in_bytes
+        return None
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:
+        """Position of the batch holding the first offset >= ``offset``; None when past the end."""
+        mapping = self._offset_index.lookup(offset)
+        found = self._search_for_offset(offset, max(mapping[1], starting_position))
+        return None if found is None else OffsetPosition(found[0], found[1])
+
+    def read(self, offset: int, max_bytes: int, *, max_position: int | None = None, min_one_batch: bool = True):
+        """Whole batches starting with the one holding ``offset``, up to ``max_bytes`` (at least one batch when
+        ``min_one_batch``, as Kafka's fetch with minOneMessage). Returns a list of batches, or None when
+        ``offset`` is past this segment's end."""
+        if max_bytes < 0:
+            raise ValueError(f"invalid max_bytes {max_bytes}")
+        mapping = self._offset_index.lookup(offset)
+        found = self._search_for_offset(offset, mapping[1])
+        if found is None:
+            return None
+        _, start, first_size = found
+        limit = self.size if max_position is None else max_position
+        budget = max(max_bytes, first_size) if min_one_batch else max_bytes
+        end = min(limit, start + budget)
+        it, _ = self.scan(start, end)
+        return list(it)
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampAndOffset | None:
+        """First record with timestamp >= ``timestamp`` and offset >= ``starting_offset`` (Kafka's rule)."""
+        start_off = self._base_offset if starting_offset is None else starting_offset
+        ts_entry = self._time_index.lookup(timestamp)
+        position = self._offset_index.lookup(max(ts_entry[1], start_off))[1]
+        it, _ = self.scan(position)
+        for batch in it:
+            if batch.max_timestamp >= timestamp:
+                for rec in batch.records():
+                    if rec.timestamp >= timestamp and rec.offset >= start_off:
+                        epoch = batch.partition_leader_epoch if batch.magic >= 2 else None
+                        return TimestampAndOffset(rec.timestamp, rec.offset, epoch if epoch is None or epoch >= 0 else None)
+        return None
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (reads from the last offset-index entry onward)."""
+        start = self._offset_index.lookup(self._offset_index.last_offset)[1] if self._offset_index.entries else 0
+        last = None
+        it, _ = self.scan(start)
+        for batch in it:
+            last = batch
+        return self._base_offset if last is None else last.last_offset + 1
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int):
+        return self._txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    # --- roll ----------------------------------------------------------------------------------------------------
+
+    def _load_first_batch_timestamp(self) -> None:
+        if self._rolling_based_timestamp is None:
+            it, _ = self.scan(0)
+            for batch in it:
+                self._rolling_based_timestamp = batch.max_timestamp
+                break
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Age used by the time-based roll: from the first batch's timestamp if it has one, else since creation."""
+        self._load_first_batch_timestamp()
+        ts = -1 if self._rolling_based_timestamp is None else self._rolling_based_timestamp
+        return message_timestamp - ts if ts >= 0 else now_ms - self.created_ms
+
+    @property
+    def first_batch_timestamp(self) -> int:
+        self._load_first_batch_timestamp()
+        ts = self._rolling_based_timestamp
+        return ts if ts is not None and ts >= 0 else 2**63 - 1
+
+    def should_roll(
+        self,
+        *,
+        max_segment_bytes: int,
+        max_segment_ms: int,
+        messages_size: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        now_ms: int,
+    ) -> bool:
+        """Kafka's roll test, evaluated before appending a batch set."""
+        size = self.size
+        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > max_segment_ms - self.roll_jitter_ms
+        return (
+            size > max_segment_bytes - messages_size
+            or (size > 0 and reached_roll_ms)
+            or self._offset_index.is_full()
+            or self._time_index.is_full()
+            or not self.can_convert_to_relative_offset(max_offset_in_messages)
+        )
+
+    # --- recovery and checks -------------------------------------------------------------------------------------
+
+    def recover(self, producer_state=None, leader_epoch_cache=None) -> int:
+        """Rebuild every index from the batches and cut the ``.log`` at the first invalid byte.
+
+        ``producer_state`` (a ProducerStateManager) and ``leader_epoch_cache`` are updated per batch as Kafka's
+        recovery does, so transactions aborted in this segment land in the rebuilt ``.txnindex``.
+        Returns the number of bytes truncated.
+        """
+        self._offset_index.reset()
+        self._time_index.reset()
+        self._txn_index.reset()
+        self._max_ts_and_offset = TimestampOffset(-1, -1)
+        valid_bytes = 0
+        last_index_entry = 0
+        size = self.size
+        it, state = self.scan(0, size, validate=True)
+        try:
+            for batch in it:
+                if not self.can_convert_to_relative_offset(batch.last_offset):
+                    raise LogSegmentOffsetOverflowError(
+                        f"batch at {batch.position} with last offset {batch.last_offset} overflows segment {self._base_offset}"
+                    )
+                if batch.last_offset < batch.base_offset:
+                    raise InvalidRecordError(f"batch at {batch.position}: last offset before base offset")
+                if batch.max_timestamp > self._max_ts_and_offset.timestamp:
+                    self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.offset_of_max_timestamp)
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    self._offset_index.append(batch.last_offset, valid_bytes)
+                    self._time_index.maybe_append(*self._max_ts_and_offset)
+                    last_index_entry = valid_bytes
+                valid_bytes += batch.size_in_bytes
+                if batch.magic >= 2:
+                    if leader_epoch_cache is not None and batch.partition_leader_epoch >= 0:
+                        latest = leader_epoch_cache.latest_epoch
+                        if latest is None or batch.partition_leader_epoch > latest:
+                            leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+                    if producer_state is not None:
+                        producer_state.recover_batch(batch, self)
+        except (CorruptRecordError, InvalidRecordError, CorruptIndexError, LogSegmentOffsetOverflowError):
+            pass
+        truncated = size - valid_bytes
+        if truncated > 0:
+            self._truncate_file(valid_bytes)
+        self._offset_index.trim_to_valid_size()
+        self._time_index.maybe_append(*self._max_ts_and_offset, skip_full_check=True)
+        self._time_index.trim_to_valid_size()
+        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        return truncated
+
+    def _truncate_file(self, size: int) -> None:
+        f = self._open_file()
+        f.truncate(size)
+        self._size = size
+
+    def sanity_check(self, *, strict: bool = False) -> None:
+        """Kafka's checks: the offset index must exist (else the segment needs recovery, FileNotFoundError);
+        txn index sane; offset and time index sane. With ``strict`` also kafkalog's stricter index checks against
+        the batches in the ``.log`` (entries strictly increasing, positions inside the file, each offset entry
+        at a batch start whose last offset matches)."""
+        if not self._offset_index.file.exists():
+            raise FileNotFoundError(f"offset index file {self._offset_index.file} does not exist")
+        self._txn_index.sanity_check()
+        self._offset_index.sanity_check()
+        self._time_index.sanity_check()
+        if strict:
+            starts, lasts = self.batch_positions()
+            self._offset_index.strict_check(self.size, batch_starts=starts, batch_last_offsets=lasts)
+            self._time_index.strict_check(self.size)
+
+    def batch_positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Start positions and last offsets of every whole batch (shallow scan, no CRC)."""
+        starts: list[int] = []
+        lasts: list[int] = []
+        it, _ = self.scan(0)
+        for batch in it:
+            starts.append(batch.position)
+            lasts.append(batch.last_offset)
+        return np.asarray(starts, dtype=np.int64), np.asarray(lasts, dtype=np.int64)
+
+    # --- truncation, lifecycle -----------------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch and index entry with offsets >= ``offset``; returns the log bytes removed."""
+        mapping = self.translate_offset(offset)
+        self._offset_index.truncate_to(offset)
+        self._time_index.truncate_to(offset)
+        self._txn_index.truncate_to(offset)
+        self._offset_index.resize(self.max_index_size)
+        self._time_index.resize(self.max_index_size)
+        removed = 0
+        if mapping is not None:
+            removed = self.size - mapping.position
+            self._truncate_file(mapping.position)
+        if self.size == 0:
+            self.created_ms = self._clock()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._max_ts_and_offset = None
+        if self.max_timestamp_so_far >= 0:
+            self._max_ts_and_offset = self._read_largest_timestamp()
+        return removed
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        last_ts, last_off = self._time_index.last_entry
+        position = self._offset_index.lookup(last_off)[1]
+        best = TimestampOffset(last_ts, last_off)
+        it, _ = self.scan(position)
+        for batch in it:
+            if batch.max_timestamp > best.timestamp:
+                best = TimestampOffset(batch.max_timestamp, batch.offset_of_max_timestamp)
+        return best
+
+    def resize_indexes(self, size: int) -> None:
+        self._offset_index.resize(size)
+        self._time_index.resize(size)
+
+    def on_becoming_inactive(self) -> None:
+        """Write the final time-index entry and trim the indexes (Kafka's onBecomeInactiveSegment)."""
+        mt = self._read_max_ts_and_offset()
+        self._time_index.maybe_append(mt.timestamp, mt.offset, skip_full_check=True)
+        self._offset_index.trim_to_valid_size()
+        self._time_index.trim_to_valid_size()
+
+    def flush(self) -> None:
+        if self._file is not None:
+            os.fsync(self._file.fileno())
+        self._offset_index.flush()
+        self._time_index.flush()
+        self._txn_index.flush()
+
+    def close(self) -> None:
+        """Write the final time-index entry, trim and release everything (Kafka's LogSegment.close)."""
+        if self._max_ts_and_offset is not None:
+            self._time_index.maybe_append(*self._max_ts_and_offset, skip_full_check=True)
+        self._offset_index.close()
+        self._time_index.close()
+        self._txn_index.close()
+        self.close_handlers()
+
+    def close_handlers(self) -> None:
+        """Release file handles without flushing or trimming (for an offline dir)."""
+        with self._lock:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except OSError:
+                    pass
+                self._file = None
+                self._size = None
+
+    def release_indexes(self) -> None:
+        """Unmap the indexes (they reopen lazily), keeping the segment usable."""
+        self._offset_index.close()
+        self._time_index.close()
+        self._txn_index.close()
+
+    def delete(self) -> None:
+        """Remove the ``.log`` and every index file (missing files are fine)."""
+        self.close_handlers()
+        self._offset_index.delete()
+        self._time_index.delete()
+        self._txn_index.delete()
+        try:
+            os.remove(self._log_path)
+        except FileNotFoundError:
+            pass
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every file of the segment from ``old_suffix`` to ``new_suffix`` (``""``, ``.deleted``,
+        ``.swap``, ``.cleaned``)."""
+
+        def swap(p: Path) -> Path:
+            name = p.name
+            if old_suffix and name.endswith(old_suffix):
+                name = name[: -len(old_suffix)]
+            return p.with_name(name + new_suffix)
+
+        self.close_handlers()
+        new_log = swap(self._log_path)
+        if self._log_path.exists():
+            os.replace(self._log_path, new_log)
+        self._log_path = new_log
+        for idx in (self._offset_index, self._time_index, self._txn_index):
+            idx.rename_to(swap(Path(idx.file)))
+        self._suffix = new_suffix
+
+    def rename_suffix(self, suffix: str) -> None:
+        self.change_file_suffixes(self._suffix, suffix)
+
+    def update_parent_dir(self, new_dir: str | os.PathLike) -> None:
+        """Point the segment at a renamed partition dir (the files moved with it)."""
+        new_dir = Path(new_dir)
+        self.close_handlers()
+        self._dir = new_dir
+        self._log_path = new_dir / self._log_path.name
+        for idx in (self._offset_index, self._time_index, self._txn_index):
+            idx.update_parent_dir(new_dir)
+
+    def has_overflow(self) -> bool:
+        next_offset = self.read_next_offset()
+        return next_offset > self._base_offset and not self.can_convert_to_relative_offset(next_offset - 1)
+
