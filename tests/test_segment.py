@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import GOLDEN, golden_cases, load_manifest, needs_golden
 
-from kafkalog.errors import CorruptRecordError, LogSegmentOffsetOverflowError
+from kafkalog.errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
 from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.config import LogConfig
 from kafkalog.records import build_batch, read_batches
@@ -124,7 +124,7 @@ def test_golden_unclean_segment_recovery(case, golden_copy):
 def _make_batches(n: int, per: int = 3, size: int = 100, start: int = 0, ts0: int = 1_700_000_000_000):
     out = []
     off = start
-    for i in range(n):
+    for _ in range(n):
         recs = [(f"k{off + j}".encode(), os.urandom(size)) for j in range(per)]
         out.append(build_batch(recs, base_offset=off))
         off += per
@@ -205,7 +205,7 @@ def test_recover_rebuilds_zeroed_and_overlong_index(tmp_path):
     good = idx.read_bytes()
     idx.write_bytes(b"\x00" * len(good) + b"\x00\x00\x00\x7f\x00\x10\x00\x00")  # zeroed, plus an entry past EOF
     seg = LogSegment.open(tmp_path, 0, config=cfg)
-    with pytest.raises(Exception):
+    with pytest.raises(CorruptIndexError):
         seg.sanity_check(strict=True)
     seg.recover()
     seg.close()
