@@ -69,7 +69,7 @@ class SegmentFileName:
 
 def parse_segment_file_name(name: str) -> SegmentFileName | None:
     """Parse ``00000000000000000042.index.swap``-style names; None for anything else (e.g. ``.lock``)."""
-    m = _SEGMENT_FILE_RE.match(name)
+    m = _SEGMENT_FILE_RE.fullmatch(name)
     if m is None:
         return None
     offset = int(m.group(1))
@@ -176,7 +176,7 @@ def parse_partition_dir(name: str | os.PathLike[str]) -> TopicPartitionDir:
     uid: str | None = None
     tp = base
     if base.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
-        m = _SUFFIXED_DIR_RE.match(base)
+        m = _SUFFIXED_DIR_RE.fullmatch(base)
         if m is not None:
             tp, uid, kind = m.group("tp"), m.group("uuid").lower(), _DIR_KINDS[m.group("suffix")]
         # else: a plain "<topic>-<partition>" whose topic happens to end like "...-delete" cannot be: the
