@@ -23,8 +23,8 @@ from kafkalog.errors import (
     InvalidRecordError,
     LogSegmentOffsetOverflowError,
 )
-from kafkalog.index.offset_index import OffsetIndex
-from kafkalog.index.time_index import TimeIndex
+from kafkalog.index.offset_index import OffsetIndex, OffsetPosition
+from kafkalog.index.time_index import TimeIndex, TimestampOffset
 from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.names import file_name
 from kafkalog.records.reader import read_batches
@@ -33,18 +33,6 @@ _I32_MAX = 2**31 - 1
 _DEFAULT_INDEX_INTERVAL = 4096
 _DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 _FALLBACK_CHUNK = 1 << 20
-
-
-class OffsetPosition(NamedTuple):
-    """Where a batch lives: its last offset and its byte position in the ``.log`` (Kafka's LogOffsetPosition)."""
-
-    offset: int
-    position: int
-
-
-class TimestampOffset(NamedTuple):
-    timestamp: int
-    offset: int
 
 
 class TimestampAndOffset(NamedTuple):
