@@ -18,6 +18,7 @@ mounted file system (NFS, FUSE mounts of object stores work).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -52,6 +53,7 @@ class SegmentItem:
     timeindex_size: int = -1
     txnindex_size: int = -1
     extra_files: tuple[str, ...] = field(default=())  # e.g. ".indexes", ".rsm-manifest" for tiered-aiven
+    is_last: bool = False  # the highest base offset in its partition dir (Kafka's active segment)
 
     def sibling(self, suffix: str) -> str:
         """Path of a sibling file (``.index``, ``.timeindex``, ``.txnindex``, ...)."""
@@ -158,6 +160,9 @@ def discover_segments(roots: str | os.PathLike | Iterable[str | os.PathLike]) ->
                 seen.add(item.path)
                 items.append(item)
     items.sort(key=lambda s: (s.partition_dir, s.base_offset))
+    for i, item in enumerate(items):
+        if i + 1 == len(items) or items[i + 1].partition_dir != item.partition_dir:
+            items[i] = dataclasses.replace(item, is_last=True)
     return items
 
 

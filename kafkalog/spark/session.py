@@ -16,7 +16,6 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "4",
     # Python DataSource filter pushdown is off by default in Spark 4.1+; our reader implements pushFilters.
     "spark.sql.python.filterPushdown.enabled": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",

@@ -1,0 +1,456 @@
+"""Validate a whole archive of Kafka partition logs with Spark: one row per segment, one per partition.
+
+The driver only lists file names (:mod:`kafkalog.spark.discovery`); segments are grouped into tasks of similar size
+(a segment is never split, a partition dir may span tasks) and checked on the executors with the library: the
+``.log`` is mapped with mmap and walked batch by batch (headers and CRC32C; nothing decompressed), and the
+indexes get kafkalog's strict check against the batches actually found.
+
+Run as ``python -m kafkalog.spark.validate ROOT... --out DIR [--master URL]`` (or via ``spark-submit``); the CLI's
+``kafkalog spark validate`` calls :func:`run_validation`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from kafkalog.errors import KafkaLogError
+from kafkalog.spark.discovery import SegmentItem, discover_segments, group_for_tasks, index_class
+
+SEGMENT_SCHEMA = (
+    "path string, partition_dir string, topic string, partition int, base_offset long, layout string, "
+    "dir_state string, first_offset long, last_offset long, batch_count long, record_count long, size_bytes long, "
+    "valid_bytes long, invalid_bytes long, min_timestamp long, max_timestamp long, codecs array<string>, "
+    "magics array<int>, index_status string, index_error string, status string, "
+    "corrupt_ranges array<struct<position:long,size:long>>, error string"
+)
+
+PARTITION_SCHEMA = (
+    "partition_dir string, topic string, partition int, segment_count long, corrupt_segments long, "
+    "log_start_offset long, log_end_offset long, gaps array<struct<from_offset:long,to_offset:long>>, "
+    "overlaps array<struct<segment_base_offset:long,previous_last_offset:long>>, "
+    "checkpoint_recovery_point long, checkpoint_log_start_offset long, checkpoint_high_watermark long, "
+    "status string, problems array<string>"
+)
+
+_CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+@dataclass
+class SegmentFacts:
+    """What one segment check found; field order is SEGMENT_SCHEMA's."""
+
+    item: SegmentItem
+    first_offset: int | None = None
+    last_offset: int | None = None
+    batch_count: int = 0
+    record_count: int = 0
+    size_bytes: int = 0
+    valid_bytes: int = 0
+    invalid_bytes: int = 0
+    min_timestamp: int | None = None
+    max_timestamp: int | None = None
+    codecs: set[str] = field(default_factory=set)
+    magics: set[int] = field(default_factory=set)
+    index_status: str = "not_checked"
+    index_error: str | None = None
+    status: str = "ok"
+    corrupt_ranges: list[tuple[int, int]] = field(default_factory=list)
+    error: str | None = None
+
+    def to_row(self) -> tuple:
+        i = self.item
+        return (
+            i.path, i.partition_dir, i.topic, i.partition, i.base_offset, i.layout, i.dir_state,
+            self.first_offset, self.last_offset, self.batch_count, self.record_count, self.size_bytes,
+            self.valid_bytes, self.invalid_bytes, self.min_timestamp, self.max_timestamp, sorted(self.codecs),
+            sorted(self.magics), self.index_status, self.index_error, self.status,
+            [(p, s) for p, s in self.corrupt_ranges], self.error,
+        )  # fmt: skip
+
+
+def check_segment(item: SegmentItem, *, index_check: bool = True) -> SegmentFacts:
+    """Check one segment's ``.log`` (and its indexes); never raises for bad data or I/O errors.
+
+    The log is walked like Kafka's recovery: it stops trusting the file at the first batch that is truncated,
+    structurally impossible, fails its CRC, or moves offsets backwards. ``valid_bytes`` is that position (what
+    Kafka would keep), ``corrupt_ranges`` the damaged spans found: a batch with a bad CRC but an intact length is
+    one range and the walk continues after it (so a flipped byte shows as one batch-sized range); anything
+    structural ends the walk with one range to the end of the file.
+    """
+    from kafkalog.records import read_batches
+
+    facts = SegmentFacts(item, size_bytes=max(item.size_bytes, 0))
+    if item.layout == "tiered-aiven" and _aiven_transformed(item):
+        facts.status, facts.error = "unreadable", "tiered segment stored compressed/encrypted (see .rsm-manifest)"
+        return facts
+    starts: list[int] = []
+    first_bad: int | None = None
+    prev_last = item.base_offset - 1
+    try:
+        with read_batches(item.path) as br:
+            facts.size_bytes = br.end
+            for batch in br:
+                pos = batch.position
+                bad = None
+                if not batch.is_valid():
+                    bad = "CRC mismatch"
+                elif batch.base_offset <= prev_last:
+                    bad = f"offset {batch.base_offset} does not follow {prev_last}"
+                if bad is not None:
+                    facts.corrupt_ranges.append((pos, batch.size_in_bytes))
+                    if first_bad is None:
+                        first_bad = pos
+                        facts.error = f"{bad} at position {pos}"
+                    continue
+                if first_bad is not None:
+                    continue  # after the first bad batch nothing counts as valid (Kafka truncates there)
+                prev_last = batch.last_offset
+                magic = batch.magic
+                facts.magics.add(magic)
+                if facts.first_offset is None:
+                    facts.first_offset = batch.base_offset
+                facts.last_offset = batch.last_offset
+                facts.batch_count += 1
+                facts.record_count += batch.record_count
+                facts.codecs.add(_CODEC_NAMES.get(int(batch.compression), str(int(batch.compression))))
+                ts = batch.max_timestamp
+                lo = batch.base_timestamp if magic == 2 and not int(batch.timestamp_type) == 1 else ts
+                if ts >= 0 or magic > 0:
+                    facts.max_timestamp = ts if facts.max_timestamp is None else max(facts.max_timestamp, ts)
+                    facts.min_timestamp = lo if facts.min_timestamp is None else min(facts.min_timestamp, lo)
+                starts.append(pos)
+            if br.error is not None:
+                facts.corrupt_ranges.append((br.valid_bytes, br.invalid_bytes))
+                if first_bad is None:
+                    first_bad = br.valid_bytes
+                    facts.error = str(br.error)
+    except (OSError, KafkaLogError) as exc:
+        facts.status, facts.error = "unreadable", f"{type(exc).__name__}: {exc}"
+        return facts
+    facts.valid_bytes = facts.size_bytes if first_bad is None else first_bad
+    facts.invalid_bytes = facts.size_bytes - facts.valid_bytes
+    if facts.first_offset is not None and facts.first_offset < item.base_offset:
+        facts.error = f"first offset {facts.first_offset} is below the segment's base offset {item.base_offset}"
+        facts.corrupt_ranges.insert(0, (0, facts.valid_bytes))
+    if facts.corrupt_ranges:
+        facts.status = "corrupt"
+    if index_check:
+        _check_indexes(facts, starts)
+    return facts
+
+
+def _check_indexes(facts: SegmentFacts, starts: list[int]) -> None:
+    """Strict checks of .index/.timeindex/.txnindex against the batches found (sets index_status/index_error)."""
+    import numpy as np
+
+    item = facts.item
+    if item.layout == "tiered-aiven":
+        facts.index_status = "not_checked"  # indexes live in one .indexes blob described by the manifest
+        return
+    next_offset = (facts.last_offset + 1) if facts.last_offset is not None else item.base_offset
+    problems: list[str] = []
+    missing: list[str] = []
+    checks = [
+        (".index", item.index_size, "OffsetIndex"),
+        (".timeindex", item.timeindex_size, "TimeIndex"),
+        (".txnindex", item.txnindex_size, "TransactionIndex"),
+    ]
+    for suffix, size, cls_name in checks:
+        if size < 0:
+            if suffix != ".txnindex" and facts.batch_count:
+                missing.append(suffix)
+            continue
+        try:
+            idx = index_class(cls_name)(item.sibling(suffix), item.base_offset, writable=False)
+        except ImportError:
+            continue
+        try:
+            if cls_name == "OffsetIndex":
+                # Entries must point at batch starts. Batch last offsets are not passed: the log cleaner indexes the
+                # largest *retained* offset, which can differ from the batch header's last offset (Kafka-written
+                # compacted segments would fail that stricter rule).
+                idx.strict_check(facts.valid_bytes, np.asarray(starts, dtype=np.int64))
+            else:
+                idx.strict_check(next_offset)
+        except (KafkaLogError, ValueError) as exc:
+            problems.append(f"{suffix}: {exc}")
+        except OSError as exc:
+            problems.append(f"{suffix}: unreadable: {exc}")
+        finally:
+            idx.close()
+    if problems and item.is_last and not _clean_shutdown(item):
+        # The active segment of a broker that crashed keeps its preallocated indexes (zero-filled tail entries) or
+        # indexes lagging the data; Kafka's unclean-shutdown recovery rebuilds them, so this is not damage.
+        facts.index_status, facts.index_error = "stale", "; ".join(problems)
+    elif problems:
+        facts.index_status, facts.index_error = "corrupt", "; ".join(problems)
+    elif missing:
+        facts.index_status, facts.index_error = "missing", "missing " + ", ".join(missing) + " (Kafka rebuilds it)"
+    else:
+        facts.index_status = "ok"
+
+
+def _clean_shutdown(item: SegmentItem) -> bool:
+    """Whether the log dir above the partition dir has Kafka's clean-shutdown marker (then no recovery runs)."""
+    logdir = os.path.dirname(os.path.normpath(item.partition_dir))
+    return os.path.exists(os.path.join(logdir, ".kafka_cleanshutdown"))
+
+
+def _aiven_transformed(item: SegmentItem) -> bool:
+    manifest = item.sibling(".rsm-manifest")
+    try:
+        with open(manifest, encoding="utf-8") as f:
+            m = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return bool(m.get("compression") or m.get("encryption"))
+
+
+def _check_group(group: Iterable[SegmentItem], index_check: bool) -> Iterator[tuple]:
+    for item in group:
+        yield check_segment(item, index_check=index_check).to_row()
+
+
+def _n_tasks(items: Sequence[SegmentItem], parallelism: int) -> int:
+    """Enough tasks to keep every core busy and balance skew (4 per core), more for big archives (~128 MiB each)."""
+    total = sum(max(i.size_bytes, 0) for i in items)
+    return max(1, min(len(items), max(parallelism * 4, math.ceil(total / (128 << 20)))))
+
+
+def validate_archive(spark, roots, *, index_check: bool = True):
+    """A DataFrame with one row per segment under ``roots`` (columns: SEGMENT_SCHEMA).
+
+    ``status`` is ``ok``, ``corrupt`` (see ``corrupt_ranges``/``error``) or ``unreadable``; ``index_status`` is
+    ``ok``, ``missing``, ``corrupt`` or ``not_checked``. The DataFrame is lazy: each action re-runs the checks, so
+    cache it when you use it twice.
+    """
+    items = discover_segments(roots)
+    sc = spark.sparkContext
+    if not items:
+        return spark.createDataFrame([], SEGMENT_SCHEMA)
+    groups = group_for_tasks(items, _n_tasks(items, sc.defaultParallelism))
+    rdd = sc.parallelize(groups, len(groups)).flatMap(lambda g: _check_group(g, index_check))
+    return spark.createDataFrame(rdd, SEGMENT_SCHEMA)
+
+
+def partition_continuity(df):
+    """One row per partition dir (columns: PARTITION_SCHEMA) from :func:`validate_archive`'s DataFrame.
+
+    Segments are put in base-offset order; an overlap (a segment starting at or below the previous one's last
+    offset) is an error, a gap is reported (compaction and retention legitimately leave gaps). When the partition
+    dir's parent holds Kafka's checkpoints, the recovery point, log start offset and high watermark must not lie
+    beyond the data.
+    """
+    cols = ["partition_dir", "topic", "partition", "base_offset", "first_offset", "last_offset", "status"]
+    return df.select(*cols).groupBy("partition_dir").applyInPandas(_continuity_pdf, PARTITION_SCHEMA)
+
+
+def _continuity_pdf(pdf):
+    import pandas as pd
+
+    rows = pdf.sort_values("base_offset").to_dict("records")
+    return pd.DataFrame([continuity_of(rows)], columns=[c.split(" ")[0] for c in PARTITION_SCHEMA.split(", ")])
+
+
+def continuity_of(rows: list[dict]) -> tuple:
+    """The PARTITION_SCHEMA row for one partition dir's segment rows (dicts sorted by base offset)."""
+    first = rows[0]
+    pdir, topic, partition = first["partition_dir"], first["topic"], int(first["partition"])
+    gaps: list[tuple[int, int]] = []
+    overlaps: list[tuple[int, int]] = []
+    problems: list[str] = []
+    corrupt = sum(1 for r in rows if r["status"] != "ok")
+    prev_last: int | None = None
+    log_start = None
+    log_end = None
+    for r in rows:
+        lo = _int_or_none(r["first_offset"])
+        hi = _int_or_none(r["last_offset"])
+        base = int(r["base_offset"])
+        start = lo if lo is not None else base
+        if log_start is None and lo is not None:
+            log_start = lo
+        if prev_last is not None:
+            if base <= prev_last:
+                overlaps.append((base, prev_last))
+            elif start > prev_last + 1:
+                gaps.append((prev_last + 1, start - 1))
+        if hi is not None:
+            prev_last = hi if prev_last is None else max(prev_last, hi)
+    if prev_last is not None:
+        log_end = prev_last + 1
+    elif rows:
+        log_end = int(rows[-1]["base_offset"])
+    if log_start is None:
+        log_start = int(rows[0]["base_offset"])
+    recovery, lso, hwm = _checkpoints(pdir, topic, partition)
+    if overlaps:
+        problems.append(f"{len(overlaps)} segment(s) overlap the previous one")
+    if gaps:
+        problems.append(f"{len(gaps)} offset gap(s) between segments (normal after compaction)")
+    if corrupt:
+        problems.append(f"{corrupt} segment(s) not ok")
+    ck = []
+    if recovery is not None and log_end is not None and recovery > log_end:
+        ck.append(f"recovery point {recovery} is beyond the log end offset {log_end}")
+    if lso is not None and log_end is not None and lso > log_end:
+        ck.append(f"log start offset checkpoint {lso} is beyond the log end offset {log_end}")
+    if hwm is not None and log_end is not None and hwm > log_end:
+        ck.append(f"high watermark {hwm} is beyond the log end offset {log_end}")
+    problems.extend(ck)
+    if corrupt:
+        status = "corrupt"
+    elif overlaps:
+        status = "overlap"
+    elif ck:
+        status = "checkpoint_mismatch"
+    elif gaps:
+        status = "gap"
+    else:
+        status = "ok"
+    return (
+        pdir, topic, partition, len(rows), corrupt, log_start, log_end, gaps, overlaps, recovery, lso, hwm, status,
+        problems,
+    )  # fmt: skip
+
+
+def _int_or_none(v) -> int | None:
+    if v is None:
+        return None
+    try:
+        if isinstance(v, float) and math.isnan(v):
+            return None
+    except TypeError:
+        pass
+    return int(v)
+
+
+def _checkpoints(partition_dir: str, topic: str, partition: int) -> tuple[int | None, int | None, int | None]:
+    """(recovery point, log start offset, high watermark) from the log dir's checkpoints, None where absent."""
+    from kafkalog.checkpoint import read_offset_checkpoint
+
+    logdir = os.path.dirname(os.path.normpath(partition_dir))
+    out: list[int | None] = []
+    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint"):
+        path = os.path.join(logdir, name)
+        value = None
+        if os.path.isfile(path):
+            try:
+                value = read_offset_checkpoint(path).get((topic, partition))
+            except (KafkaLogError, OSError):
+                value = None
+        out.append(value)
+    return out[0], out[1], out[2]
+
+
+# --------------------------------------------------------------------------------------------------- the job
+
+
+def summarize(seg_rows: list, part_rows: list) -> str:
+    """A short human summary of the two reports (rows as pyspark Rows or dicts)."""
+    get = _getter
+    n = len(seg_rows)
+    by_status: dict[str, int] = {}
+    for r in seg_rows:
+        by_status[get(r, "status")] = by_status.get(get(r, "status"), 0) + 1
+    idx_bad = [r for r in seg_rows if get(r, "index_status") == "corrupt"]
+    total = sum(get(r, "size_bytes") or 0 for r in seg_rows)
+    invalid = sum(get(r, "invalid_bytes") or 0 for r in seg_rows)
+    lines = [
+        f"kafkalog archive validation: {n} segment(s), {len(part_rows)} partition dir(s), {total} bytes",
+        "segments: " + ", ".join(f"{k} {v}" for k, v in sorted(by_status.items())),
+        f"invalid bytes: {invalid}; corrupt indexes: {len(idx_bad)}",
+    ]
+    p_status: dict[str, int] = {}
+    for r in part_rows:
+        p_status[get(r, "status")] = p_status.get(get(r, "status"), 0) + 1
+    lines.append("partitions: " + ", ".join(f"{k} {v}" for k, v in sorted(p_status.items())))
+    bad = [r for r in seg_rows if get(r, "status") != "ok"]
+    for r in bad[:20]:
+        ranges = ", ".join(f"{p}+{s}" for p, s in (tuple(x) for x in get(r, "corrupt_ranges") or []))
+        lines.append(f"  {get(r, 'status').upper()} {get(r, 'path')}: {get(r, 'error')} [{ranges}]")
+    for r in idx_bad[:20]:
+        lines.append(f"  INDEX {get(r, 'path')}: {get(r, 'index_error')}")
+    for r in part_rows:
+        if get(r, "status") not in ("ok", "gap"):
+            lines.append(f"  PARTITION {get(r, 'partition_dir')}: {'; '.join(get(r, 'problems') or [])}")
+    if len(bad) > 20:
+        lines.append(f"  ... and {len(bad) - 20} more segment(s)")
+    return "\n".join(lines) + "\n"
+
+
+def _getter(r, name: str):
+    return r[name] if isinstance(r, dict) else getattr(r, name)
+
+
+def exit_code(seg_rows: list, part_rows: list) -> int:
+    """1 when any segment is not ok, any index is corrupt, or a partition overlaps/contradicts its checkpoints."""
+    get = _getter
+    if any(get(r, "status") != "ok" or get(r, "index_status") == "corrupt" for r in seg_rows):
+        return 1
+    if any(get(r, "status") not in ("ok", "gap") for r in part_rows):
+        return 1
+    return 0
+
+
+def run_validation(roots: str | Sequence[str], out: str, master: str | None = None, *, index_check: bool = True) -> int:
+    """Validate ``roots``, write ``out/segments.parquet``, ``out/partitions.parquet`` and ``out/summary.txt``,
+    print the summary; return 0 (all ok), 1 (corruption found) or 2 (usage or I/O error)."""
+    if isinstance(roots, str):
+        roots = [roots]
+    try:
+        discover_segments(roots)  # fail fast on a bad root, before starting a JVM
+    except KafkaLogError as exc:
+        print(f"kafkalog spark validate: {exc}", file=sys.stderr)
+        return 2
+    from pyspark.sql import SparkSession
+
+    from kafkalog.spark.session import get_session
+
+    had_session = SparkSession.getActiveSession() is not None
+    spark = get_session(master or "local[*]", "kafkalog-validate")
+    try:
+        seg_df = validate_archive(spark, list(roots), index_check=index_check).cache()
+        part_df = partition_continuity(seg_df).cache()
+        os.makedirs(out, exist_ok=True)
+        seg_df.coalesce(1).write.mode("overwrite").parquet(os.path.join(out, "segments.parquet"))
+        part_df.coalesce(1).write.mode("overwrite").parquet(os.path.join(out, "partitions.parquet"))
+        seg_rows = seg_df.select(
+            "path", "status", "index_status", "index_error", "size_bytes", "invalid_bytes", "error", "corrupt_ranges"
+        ).collect()
+        part_rows = part_df.select("partition_dir", "status", "problems").collect()
+        text = summarize(seg_rows, part_rows)
+        with open(os.path.join(out, "summary.txt"), "w", encoding="utf-8") as f:
+            f.write(text)
+        sys.stdout.write(text)
+        return exit_code(seg_rows, part_rows)
+    except OSError as exc:
+        print(f"kafkalog spark validate: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if not had_session:
+            spark.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m kafkalog.spark.validate ROOT... --out DIR [--master URL] [--no-index-check]``."""
+    parser = argparse.ArgumentParser(prog="kafkalog spark validate", description=__doc__.splitlines()[0])
+    parser.add_argument("roots", nargs="+", metavar="ROOT", help="log dir, partition dir, segment or tree of them")
+    parser.add_argument("--out", required=True, help="directory for segments.parquet, partitions.parquet, summary.txt")
+    parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    parser.add_argument("--no-index-check", action="store_true", help="skip the .index/.timeindex/.txnindex checks")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return 2 if exc.code else 0
+    return run_validation(args.roots, args.out, args.master, index_check=not args.no_index_check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
