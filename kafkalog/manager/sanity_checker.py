@@ -1,0 +1,309 @@
+"""KIP-263, taken further: sanity-check inactive segments lazily instead of on the startup path.
+
+At load the manager registers each partition: with ``sanity.check.all.logs.enabled=true`` every segment is
+checked there and then; otherwise only the active segment is, and the inactive ones stay *pending* (nothing of
+theirs is opened). Pending segments are checked later, by whichever comes first:
+
+* a background run started with :meth:`SanityChecker.start` for a set of partitions (the moment a broker becomes
+  leader for them), or
+* a read through the manager that lands on a pending segment.
+
+A check is the segment's ``sanity_check(strict=True)``: Kafka's index rules plus kafkalog's stricter index-vs-log
+checks. When a segment is corrupt, every earlier pending segment of the partition is checked before anything
+else touches it, and the corrupt ones are handed to the manager's ``recover`` callback, which rebuilds them
+(truncating only bytes that do not form valid batches). All work on a partition happens under that partition's
+lock, so a read never sees a half-checked or half-recovered segment.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from kafkalog.errors import KafkaLogError, KafkaStorageError
+
+__all__ = ["CheckStatus", "PartitionCheckState", "SanityCheckRun", "SanityChecker", "is_corruption"]
+
+_log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class CheckStatus(str, enum.Enum):
+    PENDING = "pending"  # inactive segments not checked yet
+    CHECKED = "checked"  # every segment checked, nothing found
+    RECOVERED = "recovered"  # corruption found and the corrupt segments rebuilt
+    OFFLINE = "offline"  # its dir went offline before the check finished
+
+
+@dataclass(frozen=True)
+class PartitionCheckState:
+    """A snapshot of one partition's check progress."""
+
+    topic: str
+    partition: int
+    status: CheckStatus
+    segments_checked: int
+    segments_pending: int
+    corrupt_segments: tuple[int, ...] = ()
+    truncated_bytes: int = 0
+    error: str | None = None
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """True for errors meaning "this segment's files are inconsistent" rather than "the disk failed".
+
+    A missing offset index (``FileNotFoundError``) is Kafka's "needs recovery" signal, not a disk error.
+    """
+    if isinstance(exc, FileNotFoundError):
+        return True
+    return isinstance(exc, KafkaLogError) and not isinstance(exc, KafkaStorageError)
+
+
+@dataclass(eq=False)
+class _Tracker:
+    key: TopicPartition
+    log: object
+    lock: threading.RLock
+    pending: set[int] = field(default_factory=set)
+    checked: int = 0
+    corrupt: list[int] = field(default_factory=list)
+    truncated: int = 0
+    error: str | None = None
+    offline: bool = False
+
+    def snapshot(self) -> PartitionCheckState:
+        if self.offline:
+            status = CheckStatus.OFFLINE
+        elif self.pending:
+            status = CheckStatus.PENDING
+        elif self.corrupt:
+            status = CheckStatus.RECOVERED
+        else:
+            status = CheckStatus.CHECKED
+        return PartitionCheckState(
+            self.key[0], self.key[1], status, self.checked, len(self.pending), tuple(self.corrupt), self.truncated,
+            self.error,
+        )
+
+
+RecoverFn = Callable[[TopicPartition, object, list[int]], int]
+IoErrorFn = Callable[[TopicPartition, OSError], None]
+
+
+class SanityCheckRun:
+    """A background pass over some partitions; ``wait()`` for it, ``stop()`` to abandon it."""
+
+    def __init__(self, checker: SanityChecker, keys: list[TopicPartition]) -> None:
+        self._checker = checker
+        self._keys = keys
+        self._stop = threading.Event()
+        self.errors: list[tuple[TopicPartition, BaseException]] = []
+        self._thread = threading.Thread(target=self._run, name="kafkalog-sanity-checker", daemon=True)
+
+    def _start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        for key in self._keys:
+            if self._stop.is_set():
+                return
+            try:
+                self._checker.check_partition(key, stop=self._stop)
+            except Exception as e:  # one partition's trouble must not stop the pass
+                self.errors.append((key, e))
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Join the run; True when it finished."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+
+class SanityChecker:
+    """Per-partition check bookkeeping and the check/recover routine used at load, by reads and in background."""
+
+    def __init__(self, *, recover: RecoverFn, on_io_error: IoErrorFn) -> None:
+        self._recover = recover
+        self._on_io_error = on_io_error
+        self._lock = threading.Lock()
+        self._trackers: dict[TopicPartition, _Tracker] = {}
+        self._runs: list[SanityCheckRun] = []
+
+    # --- registration --------------------------------------------------------------------------------------------
+
+    def register(self, key: TopicPartition, log: object, lock: threading.RLock, *, check_all: bool) -> None:
+        """Called when a partition is loaded. Checks every segment (``check_all``) or just the active one now;
+        the rest stay pending. OSError propagates to the caller (the loader marks the dir offline)."""
+        segments = list(log.segments)  # type: ignore[attr-defined]
+        tracker = _Tracker(key, log, lock, pending={s.base_offset for s in segments})
+        with self._lock:
+            self._trackers[key] = tracker
+        with lock:
+            if check_all:
+                self._check_upto(tracker, None, raise_io=True)
+            elif segments:
+                self._check_bases(tracker, [segments[-1].base_offset], raise_io=True)
+
+    def register_new(self, key: TopicPartition, log: object, lock: threading.RLock) -> None:
+        """A log created by this process has nothing to check."""
+        with self._lock:
+            self._trackers[key] = _Tracker(key, log, lock)
+
+    def replace_log(self, key: TopicPartition, log: object) -> None:
+        with self._lock:
+            t = self._trackers.get(key)
+            if t is not None:
+                t.log = log
+
+    def mark_offline(self, keys: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            for key in keys:
+                t = self._trackers.get(key)
+                if t is not None:
+                    t.offline = True
+
+    def forget(self, key: TopicPartition) -> None:
+        with self._lock:
+            self._trackers.pop(key, None)
+
+    # --- state ---------------------------------------------------------------------------------------------------
+
+    def state(self, key: TopicPartition) -> PartitionCheckState | None:
+        with self._lock:
+            t = self._trackers.get(key)
+        return None if t is None else t.snapshot()
+
+    def states(self) -> dict[TopicPartition, PartitionCheckState]:
+        with self._lock:
+            trackers = list(self._trackers.values())
+        return {t.key: t.snapshot() for t in trackers}
+
+    def pending_partitions(self) -> list[TopicPartition]:
+        with self._lock:
+            return [k for k, t in self._trackers.items() if t.pending and not t.offline]
+
+    # --- checking ------------------------------------------------------------------------------------------------
+
+    def ensure_checked(self, key: TopicPartition, offset: int) -> None:
+        """Before a read at ``offset``: check the segment holding it (and the next one, which a read that runs
+        off the end of its segment may reach) if still pending. Cheap when nothing is pending."""
+        with self._lock:
+            t = self._trackers.get(key)
+        if t is None or not t.pending or t.offline:
+            return
+        with t.lock:
+            if not t.pending:
+                return
+            segs = t.log.segments  # type: ignore[attr-defined]
+            floor = segs.floor(offset)
+            bases = []
+            if floor is not None:
+                bases.append(floor.base_offset)
+                nxt = segs.higher(floor.base_offset)
+                if nxt is not None:
+                    bases.append(nxt.base_offset)
+            else:
+                first = segs.first()
+                if first is not None:
+                    bases.append(first.base_offset)
+            self._check_bases(t, [b for b in bases if b in t.pending], raise_io=True)
+
+    def check_partition(self, key: TopicPartition, *, stop: threading.Event | None = None) -> PartitionCheckState | None:
+        """Check every pending segment of one partition (oldest first), one segment per lock hold so appends and
+        reads interleave with a long check."""
+        with self._lock:
+            t = self._trackers.get(key)
+        if t is None:
+            return None
+        while not t.offline and (stop is None or not stop.is_set()):
+            with t.lock:
+                if not t.pending or t.offline:
+                    break
+                self._check_bases(t, [min(t.pending)], raise_io=False)
+        return t.snapshot()
+
+    def start(self, partitions: Iterable[TopicPartition] | None = None) -> SanityCheckRun:
+        """Start a background pass over ``partitions`` (default: every partition with pending segments)."""
+        keys = self.pending_partitions() if partitions is None else [tuple(p) for p in partitions]  # type: ignore[misc]
+        run = SanityCheckRun(self, keys)  # type: ignore[arg-type]
+        with self._lock:
+            self._runs = [r for r in self._runs if not r.done]
+            self._runs.append(run)
+        run._start()
+        return run
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        """Stop and join every background run (manager shutdown)."""
+        with self._lock:
+            runs, self._runs = self._runs, []
+        for r in runs:
+            r.stop(timeout)
+
+    # --- internals (caller holds t.lock) -------------------------------------------------------------------------
+
+    def _check_upto(self, t: _Tracker, limit: int | None, *, raise_io: bool) -> None:
+        bases = sorted(b for b in t.pending if limit is None or b < limit)
+        self._check_bases(t, bases, raise_io=raise_io)
+
+    def _check_bases(self, t: _Tracker, bases: list[int], *, raise_io: bool) -> None:
+        """Check ``bases``; on the first corruption also check every earlier pending segment, then recover."""
+        segs = t.log.segments  # type: ignore[attr-defined]
+        corrupt: list[int] = []
+        to_check = sorted(bases)
+        i = 0
+        while i < len(to_check):
+            base = to_check[i]
+            i += 1
+            if base not in t.pending:
+                continue
+            seg = segs.get(base)
+            if seg is None:  # deleted by retention or truncation meanwhile: nothing left to check
+                t.pending.discard(base)
+                continue
+            try:
+                seg.sanity_check(strict=True)
+            except Exception as e:
+                if not is_corruption(e):
+                    if isinstance(e, OSError):
+                        if raise_io:
+                            raise
+                        self._on_io_error(t.key, e)
+                        return
+                    raise
+                _log.warning("partition %s-%s: segment %d failed its sanity check: %s", *t.key, base, e)
+                corrupt.append(base)
+                t.error = f"{type(e).__name__}: {e}"
+                # Kafka's rule for a corrupt segment found lazily: everything before it is suspect too.
+                earlier = sorted(b for b in t.pending if b < base and b not in to_check[i:] and b not in corrupt)
+                to_check[i:i] = earlier
+                to_check[i:] = sorted(set(to_check[i:]))
+                continue
+            t.pending.discard(base)
+            t.checked += 1
+        if not corrupt:
+            return
+        corrupt.sort()
+        try:
+            truncated = self._recover(t.key, t.log, corrupt)
+        except OSError as e:
+            if raise_io:
+                raise
+            self._on_io_error(t.key, e)
+            return
+        for base in corrupt:
+            t.pending.discard(base)
+        t.checked += len(corrupt)
+        t.corrupt.extend(corrupt)
+        t.truncated += truncated
