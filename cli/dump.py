@@ -206,11 +206,8 @@ class RecordEvent(Event):
             if b.magic >= 2:
                 line += f" sequence: {r.sequence} headerKeys: [{','.join(k for k, _ in r.headers)}]"
             else:
-                crc = getattr(r, "crc", None)
-                valid = getattr(r, "is_valid", None)
-                if crc is None:
-                    crc, valid = b.crc, b.is_valid
-                line += f" isValid: {_b(valid() if callable(valid) else bool(valid))} crc: {crc}"
+                # Legacy messages carry their own CRC (Kafka prints the inner message's for compressed wrappers).
+                line += f" isValid: {_b(r.crc_valid)} crc: {r.crc}"
             control = self._control()
             if control is not None:
                 if "endTxnMarker" in control:
@@ -242,6 +239,8 @@ class RecordEvent(Event):
             out["headerKeys"] = [k for k, _ in r.headers]
         else:
             out["headerKeys"] = []
+            out["isValid"] = r.crc_valid
+            out["crc"] = r.crc
         control = self._control()
         if control is not None:
             out.update(control)
@@ -496,7 +495,7 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
             if not opts.deep:
                 continue
             try:
-                records = batch.records()
+                records = batch.records() if batch.magic >= 2 else batch.messages()
             except KafkaLogError as exc:
                 st.corrupt()
                 st.problem(
