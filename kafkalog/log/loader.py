@@ -1,0 +1,325 @@
+"""LogLoader: turn a partition directory into segments, in the order Kafka's ``LogLoader`` does.
+
+1. delete ``*.deleted`` leftovers and ``*.cleaned`` files (and ``.swap`` files of an interrupted split);
+2. complete an interrupted cleaner swap: delete the files the ``.swap`` segment replaces, drop the suffix;
+3. open every ``.log`` (lazily: inactive indexes are not read, KIP-263), deleting index files with no ``.log``;
+   a missing offset index or a corrupt txn index recovers that segment on the spot;
+4. after an unclean shutdown recover every segment from the one holding the recovery point; the first one that
+   loses bytes ends recovery and every later segment is deleted;
+5. a log start offset beyond the log end deletes everything and starts an empty segment at the log start;
+6. truncate the leader-epoch cache to the log end and the log start, drop stray producer snapshots and rebuild
+   the producer state (``rebuild_producer_state``, shared with ``Log.truncate_to``).
+
+Files Kafka would delete "asynchronously" during load are deleted at once: nobody can be reading them yet.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkalog.errors import (
+    CorruptIndexError,
+    InvalidOffsetError,
+    KafkaStorageError,
+)
+from kafkalog.log.epoch_cache import LeaderEpochFileCache
+from kafkalog.log.producer_state import ProducerStateManager
+from kafkalog.log.segments import LogSegments
+from kafkalog.names import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    file_name,
+)
+from kafkalog.segment import LogSegment
+
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_KRAFT_SNAPSHOT_DELETED = ".checkpoint.deleted"
+
+
+def offset_prefix(name: str) -> int | None:
+    """Kafka's ``offsetFromFile``: the digits before the first dot, or None when they are not a number."""
+    head = name.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+@dataclass
+class LoadedLogOffsets:
+    """What loading decided (Kafka's ``LoadedLogOffsets``)."""
+
+    log_start_offset: int
+    recovery_point: int
+    next_offset: int
+
+
+def rebuild_producer_state(
+    psm: ProducerStateManager,
+    segments: LogSegments,
+    log_start_offset: int,
+    last_offset: int,
+    *,
+    reload_from_clean_shutdown: bool,
+    now: int,
+) -> None:
+    """Kafka's ``UnifiedLog.rebuildProducerState``: newest valid snapshot, then replay the log up to ``last_offset``.
+
+    Snapshots are (re)written at the base offsets of the last two segments and at ``last_offset``, exactly where
+    Kafka writes them, so the set of ``.snapshot`` files matches Kafka's.
+    """
+    to_snapshot: list[int] = []
+    last_seg = segments.last
+    if last_seg is not None:
+        lower = segments.lower(last_seg.base_offset)
+        if lower is not None:
+            to_snapshot.append(lower.base_offset)
+        to_snapshot.append(last_seg.base_offset)
+    to_snapshot.append(last_offset)
+
+    if psm.latest_snapshot_offset is None and reload_from_clean_shutdown:
+        # Upgrade path: no snapshot after a clean shutdown means no producer state ever existed.
+        for off in to_snapshot:
+            psm.update_map_end_offset(off)
+            psm.take_snapshot()
+        return
+
+    empty_before = psm.is_empty() and psm.map_end_offset >= last_offset
+    psm.truncate_and_reload(log_start_offset, last_offset, now)
+    if last_offset > psm.map_end_offset and not empty_before:
+        seg_of_last = segments.floor(last_offset)
+        for seg in segments.values(psm.map_end_offset, last_offset):
+            start = max(seg.base_offset, psm.map_end_offset, log_start_offset)
+            psm.update_map_end_offset(start)
+            if seg.base_offset in to_snapshot:
+                psm.take_snapshot()
+            max_position = seg.size
+            if seg_of_last is seg:
+                pos = seg.translate_offset(last_offset)
+                max_position = pos.position if pos is not None else seg.size
+            found = seg.translate_offset(start)
+            if found is None or found.position >= max_position:
+                continue
+            psm.load_producers_from_batches(seg.batches(found.position, max_position))
+    psm.update_map_end_offset(last_offset)
+    psm.take_snapshot()
+
+
+class LogLoader:
+    """Loads one partition dir into ``segments``; see the module doc for the order of steps."""
+
+    def __init__(
+        self,
+        dir: Path,
+        config,
+        *,
+        segments: LogSegments,
+        clean_shutdown: bool,
+        log_start_offset_checkpoint: int,
+        recovery_point_checkpoint: int,
+        epoch_cache: LeaderEpochFileCache,
+        producer_state: ProducerStateManager,
+        clock: Callable[[], int],
+        new_psm: Callable[[], ProducerStateManager],
+    ) -> None:
+        self.dir = Path(dir)
+        self.config = config
+        self.segments = segments
+        self.clean_shutdown = clean_shutdown
+        self.log_start_ckpt = log_start_offset_checkpoint
+        self.recovery_point_ckpt = recovery_point_checkpoint
+        self.epoch_cache = epoch_cache
+        self.psm = producer_state
+        self.clock = clock
+        self._new_psm = new_psm
+        #: What the loader did, for callers and tests: (action, file name) pairs.
+        self.actions: list[tuple[str, str]] = []
+
+    # ------------------------------------------------------------------ helpers
+
+    def _open_segment(self, base: int, suffix: str = "") -> LogSegment:
+        return LogSegment.open(self.dir, base, config=self.config, file_suffix=suffix, clock=self.clock)
+
+    def _delete(self, path: Path, why: str) -> None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        self.actions.append((why, path.name))
+
+    def _files(self) -> list[Path]:
+        return sorted(p for p in self.dir.iterdir() if p.is_file())
+
+    # ------------------------------------------------------------------ load
+
+    def load(self) -> LoadedLogOffsets:
+        swaps = self._remove_temp_files_and_collect_swaps()
+        self._complete_swaps(swaps)
+        self._load_segment_files()
+        offsets = self._recover_log()
+        active = self.segments.last
+        assert active is not None
+        active.resize_indexes(self.config.segment_index_bytes)
+
+        self.epoch_cache.truncate_from_end(offsets.next_offset)
+        first = self.segments.first
+        assert first is not None
+        new_log_start = max(self.log_start_ckpt, first.base_offset)
+        self.epoch_cache.truncate_from_start(self.log_start_ckpt)
+
+        if not self.psm.is_empty():
+            raise KafkaStorageError("producer state must be empty during log initialization")
+        self.psm.remove_stray_snapshots(self.segments.base_offsets())
+        rebuild_producer_state(
+            self.psm, self.segments, new_log_start, offsets.next_offset,
+            reload_from_clean_shutdown=self.clean_shutdown, now=self.clock(),
+        )
+        return LoadedLogOffsets(new_log_start, offsets.recovery_point, offsets.next_offset)
+
+    def _remove_temp_files_and_collect_swaps(self) -> list[Path]:
+        swaps: list[Path] = []
+        cleaned: list[Path] = []
+        min_cleaned = None
+        for path in self._files():
+            name = path.name
+            if name.endswith(DELETED_SUFFIX) and not name.endswith(_KRAFT_SNAPSHOT_DELETED):
+                self._delete(path, "deleted leftover")
+            elif name.endswith(CLEANED_SUFFIX):
+                off = offset_prefix(name)
+                if off is not None:
+                    min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
+                cleaned.append(path)
+            elif name.endswith(SWAP_SUFFIX):
+                swaps.append(path)
+        valid = []
+        for path in swaps:
+            off = offset_prefix(path.name)
+            # KAFKA-6264: a .swap at or past the first .cleaned file belongs to an unfinished split.
+            if min_cleaned is not None and off is not None and off >= min_cleaned:
+                self._delete(path, "invalid swap")
+            else:
+                valid.append(path)
+        for path in cleaned:
+            self._delete(path, "cleaned leftover")
+        return valid
+
+    def _complete_swaps(self, swaps: list[Path]) -> None:
+        min_off: int | None = None
+        max_off: int | None = None
+        for path in swaps:
+            if not path.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                continue
+            base = offset_prefix(path.name)
+            if base is None:
+                continue
+            seg = self._open_segment(base, SWAP_SUFFIX)
+            try:
+                nxt = seg.read_next_offset()
+            finally:
+                seg.close_handlers()
+            min_off = base if min_off is None else min(min_off, base)
+            max_off = nxt if max_off is None else max(max_off, nxt)
+        if min_off is not None and max_off is not None:
+            for path in self._files():
+                if path.name.endswith(SWAP_SUFFIX):
+                    continue
+                off = offset_prefix(path.name)
+                if off is not None and min_off <= off < max_off:
+                    self._delete(path, "replaced by swap")
+        for path in self._files():
+            if path.name.endswith(SWAP_SUFFIX):
+                target = path.with_name(path.name[: -len(SWAP_SUFFIX)])
+                os.replace(path, target)
+                self.actions.append(("swap completed", target.name))
+
+    def _load_segment_files(self) -> None:
+        for path in self._files():
+            name = path.name
+            if name.endswith(_INDEX_SUFFIXES):
+                off = offset_prefix(name)
+                if off is not None and not file_name(self.dir, off, LOG_SUFFIX).exists():
+                    self._delete(path, "orphan index")
+            elif name.endswith(LOG_SUFFIX):
+                base = offset_prefix(name)
+                if base is None:
+                    continue
+                time_index_new = not file_name(self.dir, base, TIME_INDEX_SUFFIX).exists()
+                seg = self._open_segment(base)
+                try:
+                    self._light_sanity_check(seg, time_index_new)
+                except FileNotFoundError:
+                    self.actions.append(("recover: missing offset index", name))
+                    self._recover_segment(seg)
+                except CorruptIndexError:
+                    self.actions.append(("recover: corrupt index", name))
+                    self._recover_segment(seg)
+                self.segments.add(seg)
+
+    @staticmethod
+    def _light_sanity_check(seg: LogSegment, time_index_new: bool) -> None:
+        """Kafka's load-time check (KIP-263): the offset index must exist, the txn index must be sane; the
+        offset and time indexes are not read (segments past the recovery point get rebuilt anyway)."""
+        if not Path(seg.offset_index.file).exists():
+            raise FileNotFoundError(f"offset index {seg.offset_index.file} does not exist")
+        if time_index_new:
+            seg.time_index.resize(0)
+        seg.txn_index.sanity_check()
+
+    def _recover_segment(self, seg: LogSegment) -> int:
+        """Kafka's ``recoverSegment``: a throwaway producer-state manager rebuilt up to the segment, then the
+        segment re-read batch by batch (indexes, txn index, epochs), then a snapshot at its end."""
+        psm = self._new_psm()
+        rebuild_producer_state(
+            psm, self.segments, self.log_start_ckpt, seg.base_offset,
+            reload_from_clean_shutdown=False, now=self.clock(),
+        )
+        truncated = seg.recover(psm, self.epoch_cache)
+        psm.take_snapshot()
+        return truncated
+
+    def _recover_log(self) -> LoadedLogOffsets:
+        if not self.clean_shutdown:
+            unflushed = self.segments.values(self.recovery_point_ckpt, None)
+            for i, seg in enumerate(unflushed):
+                try:
+                    truncated = self._recover_segment(seg)
+                except (InvalidOffsetError, OSError):
+                    truncated = seg.truncate_to(seg.base_offset)
+                if truncated > 0:
+                    self.actions.append(("truncated", seg.log_path.name))
+                    self._remove_and_delete_segments(unflushed[i + 1 :])
+                    break
+        log_end = self._log_end_if_valid()
+        if not self.segments:
+            self.segments.add(self._open_segment(self.log_start_ckpt))
+        if self.clean_shutdown and log_end is not None:
+            return LoadedLogOffsets(self.log_start_ckpt, log_end, log_end)
+        if log_end is None:
+            log_end = self.segments.last.read_next_offset()  # type: ignore[union-attr]
+        return LoadedLogOffsets(self.log_start_ckpt, min(self.recovery_point_ckpt, log_end), log_end)
+
+    def _log_end_if_valid(self) -> int | None:
+        if not self.segments:
+            return None
+        log_end = self.segments.last.read_next_offset()  # type: ignore[union-attr]
+        if log_end >= self.log_start_ckpt:
+            return log_end
+        # The log start is past everything we hold (segments deleted by hand, or DeleteRecords then loss).
+        self._remove_and_delete_segments(self.segments.values())
+        self.epoch_cache.clear_and_flush()
+        self.psm.truncate_fully_and_start_at(self.log_start_ckpt)
+        return None
+
+    def _remove_and_delete_segments(self, doomed: list[LogSegment]) -> None:
+        for seg in doomed:
+            self.segments.remove(seg.base_offset)
+            self.actions.append(("deleted segment", seg.log_path.name))
+            seg.delete()
+            snap = self.psm.remove_and_mark_snapshot_for_deletion(seg.base_offset)
+            if snap is not None:
+                self._delete(snap, "deleted snapshot")
