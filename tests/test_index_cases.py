@@ -343,6 +343,9 @@ def test_lookup_equals_brute_force(tmp_path_factory: pytest.TempPathFactory, gap
     o, q = idx.lookup_many(np.array(tgt))
     assert list(zip(o.tolist(), q.tolist(), strict=True)) == want
     idx.close()
+    ro = OffsetIndex(p, base, writable=False)  # read-only past the warm section: the cached-keys path
+    assert [tuple(ro.lookup(t)) for t in tgt] == want
+    ro.close()
 
 
 def test_unsorted_index_lookup_many_matches_single(tmp_path: Path) -> None:

@@ -427,6 +427,25 @@ class AbstractIndex:
             return lo
         return -1 if lo == n - 1 else lo + 1
 
+    def _key_slot(self, target: int) -> int:
+        """``_slot_for(target, KEY)``, through a cached native copy of the keys when that is faster.
+
+        Measured on a full 10 MiB offset index: ~1 us for ``searchsorted`` on the cached keys against ~4.5 us for
+        the struct search. The cache is built here only for read-only indexes past the warm section (they never
+        change); a writable index uses it only while it is valid (built by ``lookup_many``, dropped by appends).
+        Caller holds the lock.
+        """
+        cache = self._key_cache
+        if cache is None or cache[0] != self._generation:
+            if self._writable or self._entries <= self._warm_entries:
+                return self._slot_for(target, KEY)
+            self._native_keys()
+            cache = self._key_cache
+            assert cache is not None
+        if cache[2]:
+            return int(cache[1].searchsorted(target, "right")) - 1
+        return self._slot_for(target, KEY)
+
     def _native_keys(self) -> tuple[np.ndarray, bool]:
         """The keys as a native int64 array plus whether they strictly increase; cached until the next change."""
         cache = self._key_cache

@@ -90,7 +90,7 @@ class OffsetIndex(AbstractIndex):
         if not self._loaded:
             self._ensure_loaded()
         with self._lock:
-            slot = self._slot_for(target_offset - self._base_offset, KEY)
+            slot = self._key_slot(target_offset - self._base_offset)
             if slot < 0:
                 return OffsetPosition(self._base_offset, 0)
             rel, pos = _ENTRY.unpack_from(self._buf, slot * 8)

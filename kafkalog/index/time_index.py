@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, IndexStateError, InvalidOffsetError
-from kafkalog.index.base import KEY, VALUE, AbstractIndex
+from kafkalog.index.base import VALUE, AbstractIndex
 
 _ENTRY = struct.Struct(">qi")
 _I64 = struct.Struct(">q")
@@ -113,7 +113,7 @@ class TimeIndex(AbstractIndex):
         if not self._loaded:
             self._ensure_loaded()
         with self._lock:
-            slot = self._slot_for(target_timestamp, KEY)
+            slot = self._key_slot(target_timestamp)
             if slot < 0:
                 return TimestampOffset(NO_TIMESTAMP, self._base_offset)
             ts, rel = _ENTRY.unpack_from(self._buf, slot * 12)
