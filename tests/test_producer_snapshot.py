@@ -57,7 +57,7 @@ def test_every_golden_snapshot(tmp_path: Path) -> None:
                 continue
             entries = read_producer_snapshot(path)
             assert entries == [_expected(e) for e in snap["entries"]], path
-            for got, e in zip(entries, snap["entries"]):
+            for got, e in zip(entries, snap["entries"], strict=True):
                 assert got.first_sequence == e["firstSeq"] and got.first_offset == e["firstDataOffset"]
                 assert got.txn_first_offset == e["currentTxnFirstOffset"]
                 assert [got.first_sequence, got.last_sequence, got.first_offset, got.last_offset] == [
