@@ -481,19 +481,40 @@ class LogSegment:
         self._offset_index.sanity_check()
         self._time_index.sanity_check()
         if strict:
-            starts, lasts = self.batch_positions()
-            self._offset_index.strict_check(self.size, batch_starts=starts, batch_last_offsets=lasts)
-            self._time_index.strict_check(self.size)
+            starts, lasts, max_ts, magic2 = self.batch_table()
+            next_offset = int(lasts[-1]) + 1 if len(lasts) else self._base_offset
+            # legacy (magic 0/1) segments were indexed per append, not per batch: check entries against
+            # batch starts only for segments written in magic 2
+            all_v2 = bool(magic2.all())
+            self._offset_index.strict_check(
+                self.size, batch_starts=starts, batch_last_offsets=lasts if all_v2 else None
+            )
+            self._time_index.strict_check(
+                next_offset=next_offset,
+                batch_last_offsets=lasts if all_v2 else None,
+                batch_max_timestamps=max_ts if all_v2 else None,
+            )
+            self._txn_index.strict_check(next_offset=next_offset)
 
-    def batch_positions(self) -> tuple[np.ndarray, np.ndarray]:
-        """Start positions and last offsets of every whole batch (shallow scan, no CRC)."""
+    def batch_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Start positions, last offsets, max timestamps and is-magic-2 flags of every whole batch (shallow scan,
+        no CRC): what the strict index checks compare entries against."""
         starts: list[int] = []
         lasts: list[int] = []
+        max_ts: list[int] = []
+        v2: list[bool] = []
         it, _ = self.scan(0)
         for batch in it:
             starts.append(batch.position)
             lasts.append(batch.last_offset)
-        return np.asarray(starts, dtype=np.int64), np.asarray(lasts, dtype=np.int64)
+            max_ts.append(batch.max_timestamp)
+            v2.append(batch.magic >= 2)
+        return (
+            np.asarray(starts, dtype=np.int64),
+            np.asarray(lasts, dtype=np.int64),
+            np.asarray(max_ts, dtype=np.int64),
+            np.asarray(v2, dtype=bool),
+        )
 
     # --- truncation, lifecycle -----------------------------------------------------------------------------------
 
