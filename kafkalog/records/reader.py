@@ -42,7 +42,11 @@ def open_source(source) -> tuple[memoryview, object | None]:
             if size == 0:
                 return memoryview(b""), None
             try:
-                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                populate = getattr(mmap, "MAP_POPULATE", 0)
+                if populate:  # prefault the pages: one kernel call instead of a fault per page
+                    mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
+                else:
+                    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             except (OSError, ValueError):  # e.g. a filesystem without mmap: fall back to reading
                 return memoryview(f.read()), None
         return memoryview(mm), mm

@@ -1,0 +1,107 @@
+"""Record-format throughput: shallow verify (walk + CRC32C) and deep iteration, against raw CRC32C and kafka-python.
+
+    python3 benchmarks/bench_records.py [--size-mb N] [--deep-mb N]
+
+Builds two segments of roughly N MiB in memory (batches of ~16 KiB and of ~1 KiB), written to a temp file so the
+file path (mmap) is what is measured. Prints GB/s next to a single crc32c call over the same bytes in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from crc32c import crc32c
+
+from kafkalog.records import build_batch, read_batches, scan_batches
+
+
+def make_segment(size: int, batch_bytes: int) -> bytes:
+    """A segment of ``size`` bytes made of one template batch shape with increasing offsets."""
+    rec_value = os.urandom(90)
+    per_batch = max(1, batch_bytes // 110)
+    template = [(b"key-%05d" % i, rec_value, [("h", b"x")] if i % 4 == 0 else []) for i in range(per_batch)]
+    parts = []
+    total = 0
+    offset = 0
+    while total < size:
+        raw = build_batch(template, base_offset=offset, timestamp=1_700_000_000_000 + offset)
+        parts.append(raw)
+        total += len(raw)
+        offset += per_batch
+    return b"".join(parts)
+
+
+def best_of(fn, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def kafka_python_records(data: bytes) -> int:
+    from kafka.record.memory_records import MemoryRecords
+
+    mr = MemoryRecords(data)
+    n = 0
+    while (batch := mr.next_batch()) is not None:
+        for _ in batch:
+            n += 1
+    return n
+
+
+def kafka_python_shallow(data: bytes) -> int:
+    from kafka.record.memory_records import MemoryRecords
+
+    mr = MemoryRecords(data)
+    n = 0
+    while (batch := mr.next_batch()) is not None:
+        if not batch.validate_crc():
+            raise SystemExit("kafka-python: bad crc")
+        n += 1
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--size-mb", type=int, default=1024, help="segment size for the shallow runs (MiB)")
+    ap.add_argument("--deep-mb", type=int, default=32, help="segment size for the deep runs (MiB)")
+    args = ap.parse_args()
+    size = args.size_mb << 20
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, batch_bytes in (("16 KiB", 16 * 1024), ("1 KiB", 1024)):
+            data = make_segment(size, batch_bytes)
+            path = os.path.join(tmp, f"seg-{batch_bytes}.log")
+            with open(path, "wb") as f:
+                f.write(data)
+            n_batches = len(scan_batches(data, check_crc=False))
+            mv = memoryview(data)
+            gb = len(data) / 1e9
+            t_raw = best_of(lambda mv=mv: crc32c(mv))
+            t_scan = best_of(lambda path=path: scan_batches(path))
+            t_scan_mem = best_of(lambda data=data: scan_batches(data))
+            t_reader = best_of(lambda path=path: sum(1 for b in read_batches(path) if b.is_valid()), repeat=1)
+            print(f"== {label} batches: {len(data) / 2**20:.0f} MiB, {n_batches} batches ==")
+            print(f"  raw crc32c (one call)          {gb / t_raw:8.2f} GB/s")
+            print(f"  scan_batches, in memory        {gb / t_scan_mem:8.2f} GB/s  ({100 * t_raw / t_scan_mem:.0f}% of raw crc32c)")
+            print(f"  scan_batches, file (mmap)      {gb / t_scan:8.2f} GB/s  ({100 * t_raw / t_scan:.0f}% of raw crc32c)")
+            print(f"  read_batches + is_valid()      {gb / t_reader:8.2f} GB/s")
+            small = data[: args.deep_mb << 20]
+            small = small[: scan_batches(small, check_crc=False).valid_bytes]
+            t_kp_shallow = best_of(lambda small=small: kafka_python_shallow(small), repeat=1)
+            print(f"  kafka-python next_batch+crc    {len(small) / 1e9 / t_kp_shallow:8.2f} GB/s  (on {len(small) >> 20} MiB)")
+            n_recs = sum(b.record_count for b in read_batches(small))
+            t_deep = best_of(lambda small=small: sum(len(b.records()) for b in read_batches(small)), repeat=2)
+            t_kp = best_of(lambda small=small: kafka_python_records(small), repeat=1)
+            assert kafka_python_records(small) == n_recs
+            print(f"  deep records() (ours)          {n_recs / t_deep / 1e6:8.2f} M records/s")
+            print(f"  deep kafka-python              {n_recs / t_kp / 1e6:8.2f} M records/s  (ours {t_kp / t_deep:.1f}x)")
+            del data, mv
+
+
+if __name__ == "__main__":
+    main()
