@@ -121,6 +121,22 @@ def _walk(buf, pos: int, end: int) -> tuple[list[int], list[int], bool, CorruptR
     return starts, stops, legacy, error, pos
 
 
+_GATHER_CHUNK = 1 << 16
+_HEADER_COLS = np.arange(RECORD_BATCH_OVERHEAD, dtype=np.int64)
+
+
+def _gather_headers(buf, starts: list[int]) -> np.ndarray:
+    """Copy the 61 header bytes of every batch into one structured array with numpy fancy indexing
+    (in chunks, so the index matrix stays a few MiB)."""
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    pos = np.array(starts, dtype=np.int64)
+    out = np.empty((len(pos), RECORD_BATCH_OVERHEAD), dtype=np.uint8)
+    for i in range(0, len(pos), _GATHER_CHUNK):
+        chunk = pos[i : i + _GATHER_CHUNK]
+        out[i : i + len(chunk)] = arr[chunk[:, None] + _HEADER_COLS]
+    return out.view(HEADER_DTYPE).reshape(len(pos))
+
+
 def scan_batches(
     source, *, position: int = 0, end: int | None = None, check_crc: bool = True, stop_at_bad_crc: bool = False
 ) -> ScanResult:
@@ -140,14 +156,16 @@ def scan_batches(
     getitem = buf.__getitem__
     if n:
         if not legacy:
-            hdr_bytes = b"".join(map(getitem, map(slice, starts, [s + RECORD_BATCH_OVERHEAD for s in starts])))
+            hdr_bytes = None
+            headers = _gather_headers(buf, starts)
         else:
             # legacy messages can be shorter than 61 bytes: pad each header slice to a fixed width
             hdr_bytes = b"".join(
                 bytes(buf[s : min(s + RECORD_BATCH_OVERHEAD, e)]).ljust(RECORD_BATCH_OVERHEAD, b"\0")
                 for s, e in zip(starts, stops, strict=True)
             )
-        headers = np.frombuffer(hdr_bytes, dtype=HEADER_DTYPE).copy() if legacy else np.frombuffer(hdr_bytes, HEADER_DTYPE)
+        if hdr_bytes is not None:
+            headers = np.frombuffer(hdr_bytes, dtype=HEADER_DTYPE).copy()
     else:
         headers = np.zeros(0, dtype=HEADER_DTYPE)
     legacy_rows: list[int] = []
