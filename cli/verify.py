@@ -97,7 +97,9 @@ class Verifier:
 
     def report(self, finding: Finding) -> None:
         self.counts[finding.kind][finding.status] += 1
-        self.code = max(self.code, {"ok": 0, "warning": 0, "corrupt": EXIT_CORRUPT, "error": EXIT_USAGE}[finding.status])
+        self.code = max(
+            self.code, {"ok": 0, "warning": 0, "corrupt": EXIT_CORRUPT, "error": EXIT_USAGE}[finding.status]
+        )
         self.out.emit(finding)
 
     def error(self, kind: str, path: str, exc: BaseException) -> None:
