@@ -1,8 +1,132 @@
-"""placeholder"""
+"""``kafkalog checkpoints show|set``: read, and carefully edit, a log dir's offset checkpoint files.
+
+Edits go through the library's ``write_offset_checkpoint`` (tmp file, fsync, rename, fsync of the dir), keep the
+entries' order, and take the log dir's ``.lock`` first: a running broker or LogManager would overwrite the edit at
+its next checkpoint, so editing under it is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
 
 import click
+
+from .main import CliState, CommandError
+from .output import Event, make_output
+
+_OFFSET_CHECKPOINTS = (
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
+
+
+@dataclass
+class Entry(Event):
+    topic: str
+    partition: int
+    offset: int
+    type = "checkpoint"  # type: ignore[misc]
+
+    def text(self) -> str:
+        return f"topic: {self.topic} partition: {self.partition} offset: {self.offset}"
+
+    def fields(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
+
+
+@dataclass
+class EpochEntry(Event):
+    epoch: int
+    start_offset: int
+    type = "leader_epoch"  # type: ignore[misc]
+
+    def text(self) -> str:
+        return f"epoch: {self.epoch} startOffset: {self.start_offset}"
+
+    def fields(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "startOffset": self.start_offset}
+
+
+@dataclass
+class Change(Event):
+    file: str
+    topic: str
+    partition: int
+    before: int | None
+    after: int
+    type = "checkpoint_set"  # type: ignore[misc]
+
+    def text(self) -> str:
+        was = "absent" if self.before is None else str(self.before)
+        return f"{self.file}: {self.topic}-{self.partition} {was} -> {self.after}"
+
+    def fields(self) -> dict[str, Any]:
+        return {"file": self.file, "topic": self.topic, "partition": self.partition, "before": self.before,
+                "after": self.after}  # fmt: skip
 
 
 @click.group()
 def checkpoints() -> None:
-    """Not yet."""
+    """Show or edit offset checkpoint files (recovery-point, log-start-offset, replication, cleaner)."""
+
+
+@checkpoints.command("show")
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("--json", "json_mode", is_flag=True, help="One JSON object per entry.")
+@click.pass_obj
+def show(state: CliState | None, file: str, json_mode: bool) -> None:
+    """Print the entries of an offset checkpoint (or a leader-epoch-checkpoint)."""
+    state = state or CliState()
+    out = make_output(json_mode=json_mode, quiet=state.quiet)
+    if os.path.basename(file) == "leader-epoch-checkpoint":
+        from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
+
+        for e in read_leader_epoch_checkpoint(file):
+            out.emit(EpochEntry(e.epoch, e.start_offset))
+        return
+    from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
+
+    for (topic, partition), offset in read_offset_checkpoint(file).items():
+        out.emit(Entry(topic, partition, offset))
+
+
+@checkpoints.command("set")
+@click.argument("file", type=click.Path(path_type=str))
+@click.argument("topic")
+@click.argument("partition", type=click.IntRange(min=0, max=2**31 - 1))
+@click.argument("offset", type=click.IntRange(min=0, max=2**63 - 1))
+@click.option("--create", is_flag=True, help="Create the checkpoint file if it does not exist.")
+@click.option("--json", "json_mode", is_flag=True, help="Print the change as JSON.")
+@click.pass_obj
+def set_(
+    state: CliState | None, file: str, topic: str, partition: int, offset: int, create: bool, json_mode: bool
+) -> None:
+    """Set TOPIC PARTITION to OFFSET in an offset checkpoint FILE (atomic replace; refuses while the dir is locked)."""
+    from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint, write_offset_checkpoint
+    from kafkalog.manager.lock import DirLock
+    from kafkalog.names import validate_topic
+
+    state = state or CliState()
+    out = make_output(json_mode=json_mode, quiet=state.quiet)
+    name = os.path.basename(file)
+    if name not in _OFFSET_CHECKPOINTS:
+        raise CommandError(f"{file}: not an offset checkpoint file (expected one of {', '.join(_OFFSET_CHECKPOINTS)})")
+    validate_topic(topic)
+    log_dir = os.path.dirname(os.path.abspath(file))
+    if not os.path.isdir(log_dir):
+        raise FileNotFoundError(2, "No such file or directory", log_dir)
+    if not os.path.exists(file) and not create:
+        raise FileNotFoundError(2, "No such file or directory (use --create to start one)", file)
+    lock = DirLock.acquire(log_dir)
+    try:
+        offsets = read_offset_checkpoint(file) if os.path.exists(file) else {}
+        before = offsets.get((topic, partition))
+        offsets[(topic, partition)] = offset
+        write_offset_checkpoint(file, offsets, sort=False)
+    finally:
+        lock.release()
+    out.emit(Change(name, topic, partition, before, offset))

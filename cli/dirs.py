@@ -1,8 +1,157 @@
-"""placeholder"""
+"""``kafkalog dirs describe``: the offline equivalent of ``kafka-log-dirs.sh --describe``.
+
+``--json`` prints Kafka's shape (``{"version":1,"brokers":[{"broker":N,"logDirs":[{"logDir":...,"error":null,
+"partitions":[{"partition":"t-0","size":N,"offsetLag":0,"isFuture":false}]}]}]}``) with extra fields Kafka's
+admin API also knows (directory id, total/usable bytes) and what only an offline look can give (offline reason,
+log start/end offsets, checkpointed recovery point and high watermark). Sizes are the sum of the ``.log``
+files, as Kafka's ``UnifiedLog.size``; the log end offset comes from a scan of the last segment only.
+A dir that cannot be read is described with ``error`` set and makes the exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any
 
 import click
+
+from .main import EXIT_OK, EXIT_USAGE, CliState, classify
 
 
 @click.group()
 def dirs() -> None:
-    """Not yet."""
+    """Describe log dirs."""
+
+
+@dirs.command("describe")
+@click.argument("log_dirs", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--json", "json_mode", is_flag=True, help="kafka-log-dirs.sh --describe JSON (one object).")
+@click.pass_obj
+def describe(state: CliState | None, log_dirs: tuple[str, ...], json_mode: bool) -> None:
+    """Partitions, sizes and offsets of each LOGDIR, grouped by the broker (node.id) that owns it."""
+    code = EXIT_OK
+    brokers: dict[int, list[dict[str, Any]]] = {}
+    for raw in log_dirs:
+        broker, info = _describe_dir(raw)
+        if info["error"] is not None:
+            code = EXIT_USAGE
+            click.echo(f"kafkalog: error: {info['offlineReason']}", err=True)
+        brokers.setdefault(broker, []).append(info)
+    doc = {"version": 1, "brokers": [{"broker": b, "logDirs": d} for b, d in sorted(brokers.items())]}
+    if json_mode:
+        click.echo(json.dumps(doc))
+    else:
+        for b in doc["brokers"]:
+            for d in b["logDirs"]:
+                click.echo(_text(b["broker"], d))
+    click.get_current_context().exit(code)
+
+
+def _text(broker: int, d: dict[str, Any]) -> str:
+    head = f"logDir: {d['logDir']} broker: {broker} directoryId: {d['directoryId']}"
+    if d["error"] is not None:
+        return f"{head} error: {d['error']} offlineReason: {d['offlineReason']}"
+    lines = [
+        f"{head} totalBytes: {d['totalBytes']} usableBytes: {d['usableBytes']} partitions: {len(d['partitions'])}"
+        f" size: {sum(p['size'] for p in d['partitions'])}"
+    ]
+    for p in d["partitions"]:
+        lines.append(
+            f"  partition: {p['partition']} size: {p['size']} offsetLag: {p['offsetLag']}"
+            f" isFuture: {str(p['isFuture']).lower()} logStartOffset: {p['logStartOffset']}"
+            f" logEndOffset: {p['logEndOffset']} segments: {p['segments']}"
+            + (f" state: {p['state']}" if p["state"] != "live" else "")
+        )
+    return "\n".join(lines)
+
+
+def _describe_dir(raw: str) -> tuple[int, dict[str, Any]]:
+    from kafkalog.checkpoint.meta_properties import read_meta_properties
+
+    path = os.path.abspath(raw)
+    info: dict[str, Any] = {
+        "logDir": path,
+        "error": None,
+        "offlineReason": None,
+        "directoryId": None,
+        "totalBytes": None,
+        "usableBytes": None,
+        "partitions": [],
+    }
+    broker = -1
+    try:
+        if not os.path.isdir(path):
+            raise FileNotFoundError(
+                2, "No such file or directory" if not os.path.exists(path) else "Not a directory", path
+            )
+        meta_path = os.path.join(path, "meta.properties")
+        if os.path.exists(meta_path):
+            meta = read_meta_properties(meta_path)
+            info["directoryId"] = meta.directory_id
+            broker = meta.node_id if meta.node_id is not None else -1
+        usage = shutil.disk_usage(path)
+        info["totalBytes"], info["usableBytes"] = usage.total, usage.free
+        ckpts = _checkpoints(path)
+        for name in sorted(os.listdir(path)):
+            full = os.path.join(path, name)
+            if os.path.isdir(full):
+                part = _describe_partition(full, name, ckpts)
+                if part is not None:
+                    info["partitions"].append(part)
+    except Exception as exc:  # noqa: BLE001 - a dir we cannot read is described as offline
+        code, message = classify(exc)
+        info["error"] = "KafkaStorageException" if code == EXIT_USAGE else "CorruptRecordException"
+        info["offlineReason"] = message
+        info["partitions"] = []
+    return broker, info
+
+
+def _checkpoints(path: str) -> dict[str, dict[tuple[str, int], int]]:
+    from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
+    from kafkalog.errors import CorruptCheckpointError
+
+    out = {}
+    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint"):
+        try:
+            out[name] = read_offset_checkpoint(os.path.join(path, name))
+        except (FileNotFoundError, CorruptCheckpointError):
+            out[name] = {}
+    return out
+
+
+def _describe_partition(pdir: str, name: str, ckpts: dict[str, dict[tuple[str, int], int]]) -> dict[str, Any] | None:
+    from kafkalog.names import parse_partition_dir, parse_segment_file_name
+    from kafkalog.verify import verify_log_file
+
+    try:
+        parsed = parse_partition_dir(name)
+    except ValueError:
+        return None
+    logs = sorted(
+        (p.offset, n)
+        for n in os.listdir(pdir)
+        if (p := parse_segment_file_name(n)) is not None and p.suffix == ".log" and not p.temp_suffix
+    )
+    size = sum(os.path.getsize(os.path.join(pdir, n)) for _, n in logs)
+    key = (parsed.topic, parsed.partition)
+    log_end = None
+    if logs:
+        last_base, last_name = logs[-1]
+        report = verify_log_file(os.path.join(pdir, last_name), include_batches=False)
+        log_end = report.last_offset + 1 if report.last_offset is not None else last_base
+    lso_ckpt = ckpts["log-start-offset-checkpoint"].get(key)
+    log_start = max(lso_ckpt or 0, logs[0][0]) if logs else lso_ckpt
+    return {
+        "partition": f"{parsed.topic}-{parsed.partition}",
+        "size": size,
+        "offsetLag": 0,
+        "isFuture": parsed.kind == "future",
+        "state": parsed.kind or "live",
+        "segments": len(logs),
+        "logStartOffset": log_start,
+        "logEndOffset": log_end,
+        "recoveryPoint": ckpts["recovery-point-offset-checkpoint"].get(key),
+        "highWatermark": ckpts["replication-offset-checkpoint"].get(key),
+    }
