@@ -139,6 +139,7 @@ class LogLoader:
         self._new_psm = new_psm
         #: What the loader did, for callers and tests: (action, file name) pairs.
         self.actions: list[tuple[str, str]] = []
+        self._load_truncation: int | None = None  # base of the first segment that lost bytes while opening
 
     # ------------------------------------------------------------------ helpers
 
@@ -250,14 +251,17 @@ class LogLoader:
                     continue
                 time_index_new = not file_name(self.dir, base, TIME_INDEX_SUFFIX).exists()
                 seg = self._open_segment(base)
+                truncated = 0
                 try:
                     self._light_sanity_check(seg, time_index_new)
                 except FileNotFoundError:
                     self.actions.append(("recover: missing offset index", name))
-                    self._recover_segment(seg)
+                    truncated = self._recover_segment(seg)
                 except CorruptIndexError:
                     self.actions.append(("recover: corrupt index", name))
-                    self._recover_segment(seg)
+                    truncated = self._recover_segment(seg)
+                if truncated > 0 and self._load_truncation is None:
+                    self._load_truncation = base
                 self.segments.add(seg)
 
     @staticmethod
@@ -283,6 +287,12 @@ class LogLoader:
         return truncated
 
     def _recover_log(self) -> LoadedLogOffsets:
+        if not self.clean_shutdown and self._load_truncation is not None:
+            # kafkalog, stricter than Kafka: a segment that lost bytes while being rebuilt at open (missing or
+            # corrupt index) ends the log just like a truncation during recovery does. Kafka keeps the later
+            # segments and serves a log with a hole in it.
+            later = [s for s in self.segments.values() if s.base_offset > self._load_truncation]
+            self._remove_and_delete_segments(later)
         if not self.clean_shutdown:
             unflushed = self.segments.values(self.recovery_point_ckpt, None)
             for i, seg in enumerate(unflushed):
