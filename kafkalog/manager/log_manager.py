@@ -610,11 +610,18 @@ class LogManager:
         d = self._dirs.get(path)
         if d is None or not d.online:
             return None
+        ld = self._load.get(path)
+        extra = [] if ld is not None and ld.listed else self._best_effort_list(path)
         with self._state_lock:
-            d.online = False
-            d.offline_cause = self.failure_channel.cause(path)
             lost = [e for e in self._logs.values() if e.dir is d]
             lost_future = [e for e in self._future_logs.values() if e.dir is d]
+            partitions = {e.key for e in lost} | set(extra)
+            if ld is not None:
+                partitions.update(ld.listed)
+            # Offline partitions are known before they leave the pool: a concurrent caller sees one or the other.
+            d.offline_partitions = tuple(sorted(partitions))
+            d.offline_cause = self.failure_channel.cause(path)
+            d.online = False
             for e in lost:
                 del self._logs[e.key]
             for e in lost_future:
@@ -624,13 +631,6 @@ class LogManager:
             with e.lock:  # waits for an operation in flight on this partition, then nobody uses it again
                 e.closed = True
                 self._close_handles(e)
-        partitions = {e.key for e in lost}
-        ld = self._load.get(path)
-        if ld is not None:
-            partitions.update(ld.listed)
-        if not partitions and not self._started_loading(path):
-            partitions.update(self._best_effort_list(path))
-        d.offline_partitions = tuple(sorted(partitions))
         self._checker.mark_offline([e.key for e in lost])
         d.release_lock()
         _log.warning("log dir %s (directory.id %s) is offline; partitions %s are offline", path,
@@ -638,9 +638,6 @@ class LogManager:
         ev = LogDirOfflineEvent(path, d.directory_id, d.offline_partitions, d.offline_cause)
         self.events.append(ev)
         return ev
-
-    def _started_loading(self, path: str) -> bool:
-        return path in self._load and bool(self._load[path].listed)
 
     @staticmethod
     def _best_effort_list(path: str) -> list[TopicPartition]:
@@ -908,7 +905,7 @@ class LogManager:
         for path, entries in self._entries_by_dir(dirs).items():
             offsets = {}
             for e in entries:
-                first = e.log.segments.first() if hasattr(e.log.segments, "first") else next(iter(e.log.segments))
+                first = e.log.segments.first
                 if first is not None and e.log.log_start_offset > first.base_offset:
                     offsets[e.key] = e.log.log_start_offset
             self._write_checkpoint(path, LOG_START_OFFSET_CHECKPOINT, offsets)
@@ -947,6 +944,14 @@ class LogManager:
             due = [t for t in self._to_delete if now - t[2] >= self.config.file_delete_delay_ms]
             self._to_delete = [t for t in self._to_delete if t not in due]
         done = 0
+        with self._state_lock:
+            entries = list(self._logs.values())
+        for e in entries:  # segments renamed .deleted by retention, removed after file.delete.delay.ms
+            if hasattr(e.log, "delete_expired_files"):
+                try:
+                    self._call(e.key[0], e.key[1], "delete", lambda log: log.delete_expired_files())
+                except (KafkaStorageError, KeyError):
+                    pass
         for log_dir, path, _ in due:
             d = self._dirs[log_dir]
             if not d.online:
@@ -1002,11 +1007,20 @@ class LogManager:
         recover = getattr(log, "recover_segments", None)
         if recover is not None:
             return int(recover(bases) or 0)
+        from kafkalog.log.loader import rebuild_producer_state
+        from kafkalog.log.producer_state import ProducerStateManager
+
         total = 0
         for base in bases:
             seg = log.segments.get(base)
-            if seg is not None:
-                total += seg.recover()
+            if seg is None:
+                continue
+            # As Kafka's recoverSegment: producer state rebuilt up to the segment, so aborted transactions in it
+            # land in the rebuilt .txnindex; the leader-epoch cache only ever grows from a batch's epoch.
+            psm = ProducerStateManager(log.dir, clock=self._clock)
+            rebuild_producer_state(psm, log.segments, log.log_start_offset, base,
+                                   reload_from_clean_shutdown=False, now=self._clock())
+            total += seg.recover(psm, log.leader_epoch_cache)
         return total
 
     # --- shutdown ------------------------------------------------------------------------------------------------

@@ -215,7 +215,7 @@ class SanityChecker:
                 if nxt is not None:
                     bases.append(nxt.base_offset)
             else:
-                first = segs.first()
+                first = segs.first
                 if first is not None:
                     bases.append(first.base_offset)
             self._check_bases(t, [b for b in bases if b in t.pending], raise_io=True)
