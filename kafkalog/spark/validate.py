@@ -75,73 +75,52 @@ class SegmentFacts:
 
 
 def check_segment(item: SegmentItem, *, index_check: bool = True) -> SegmentFacts:
-    """Check one segment's ``.log`` (and its indexes); never raises for bad data or I/O errors.
+    """Check one segment's ``.log`` with :func:`kafkalog.verify.verify_log_file` (and its indexes); never raises
+    for bad data or I/O errors.
 
-    The log is walked like Kafka's recovery: it stops trusting the file at the first batch that is truncated,
-    structurally impossible, fails its CRC, or moves offsets backwards. ``valid_bytes`` is that position (what
-    Kafka would keep), ``corrupt_ranges`` the damaged spans found: a batch with a bad CRC but an intact length is
-    one range and the walk continues after it (so a flipped byte shows as one batch-sized range); anything
-    structural ends the walk with one range to the end of the file.
+    The facts are verify's, so this job, ``kafkalog verify`` and ``kafkalog dump`` agree: ``valid_bytes`` and
+    ``invalid_bytes`` are the structurally readable prefix and the unreadable tail; ``corrupt_ranges`` lists every
+    batch failing its CRC (position, size), the first batch moving offsets backwards, and the unreadable tail.
     """
-    from kafkalog.records import read_batches
+    from kafkalog.verify import verify_log_file
 
     facts = SegmentFacts(item, size_bytes=max(item.size_bytes, 0))
     if item.layout == "tiered-aiven" and _aiven_transformed(item):
         facts.status, facts.error = "unreadable", "tiered segment stored compressed/encrypted (see .rsm-manifest)"
         return facts
-    starts: list[int] = []
-    first_bad: int | None = None
-    prev_last = item.base_offset - 1
     try:
-        with read_batches(item.path) as br:
-            facts.size_bytes = br.end
-            for batch in br:
-                pos = batch.position
-                bad = None
-                if not batch.is_valid():
-                    bad = "CRC mismatch"
-                elif batch.base_offset <= prev_last:
-                    bad = f"offset {batch.base_offset} does not follow {prev_last}"
-                if bad is not None:
-                    facts.corrupt_ranges.append((pos, batch.size_in_bytes))
-                    if first_bad is None:
-                        first_bad = pos
-                        facts.error = f"{bad} at position {pos}"
-                    continue
-                if first_bad is not None:
-                    continue  # after the first bad batch nothing counts as valid (Kafka truncates there)
-                prev_last = batch.last_offset
-                magic = batch.magic
-                facts.magics.add(magic)
-                if facts.first_offset is None:
-                    facts.first_offset = batch.base_offset
-                facts.last_offset = batch.last_offset
-                facts.batch_count += 1
-                facts.record_count += batch.record_count
-                facts.codecs.add(_CODEC_NAMES.get(int(batch.compression), str(int(batch.compression))))
-                ts = batch.max_timestamp
-                lo = batch.base_timestamp if magic == 2 and not int(batch.timestamp_type) == 1 else ts
-                if ts >= 0 or magic > 0:
-                    facts.max_timestamp = ts if facts.max_timestamp is None else max(facts.max_timestamp, ts)
-                    facts.min_timestamp = lo if facts.min_timestamp is None else min(facts.min_timestamp, lo)
-                starts.append(pos)
-            if br.error is not None:
-                facts.corrupt_ranges.append((br.valid_bytes, br.invalid_bytes))
-                if first_bad is None:
-                    first_bad = br.valid_bytes
-                    facts.error = str(br.error)
-    except (OSError, KafkaLogError) as exc:
+        rep = verify_log_file(item.path, include_batches=True)
+    except (OSError, KafkaLogError, ValueError) as exc:
         facts.status, facts.error = "unreadable", f"{type(exc).__name__}: {exc}"
         return facts
-    facts.valid_bytes = facts.size_bytes if first_bad is None else first_bad
-    facts.invalid_bytes = facts.size_bytes - facts.valid_bytes
-    if facts.first_offset is not None and facts.first_offset < item.base_offset:
-        facts.error = f"first offset {facts.first_offset} is below the segment's base offset {item.base_offset}"
-        facts.corrupt_ranges.insert(0, (0, facts.valid_bytes))
-    if facts.corrupt_ranges:
+    facts.size_bytes = rep.file_size
+    facts.valid_bytes, facts.invalid_bytes = rep.valid_bytes, rep.invalid_bytes
+    facts.first_offset, facts.last_offset = rep.first_offset, rep.last_offset
+    facts.batch_count, facts.record_count = rep.batch_count, rep.record_count
+    facts.min_timestamp, facts.max_timestamp = rep.min_timestamp, rep.max_timestamp
+    errors: list[str] = []
+    prev_last = item.base_offset - 1
+    backwards_seen = False
+    for b in rep.batches:
+        facts.codecs.add(b.compression)
+        facts.magics.add(b.magic)
+        if not b.crc_valid:
+            facts.corrupt_ranges.append((b.position, b.size))
+        elif not backwards_seen and b.base_offset <= prev_last:
+            backwards_seen = True
+            facts.corrupt_ranges.append((b.position, b.size))
+            errors.append(f"offset {b.base_offset} at position {b.position} does not follow {prev_last}")
+        prev_last = max(prev_last, b.last_offset)
+    if rep.bad_crc_count:
+        errors.insert(0, f"{rep.bad_crc_count} batch(es) fail their CRC, first at position {rep.first_bad_crc_position}")
+    if rep.invalid_bytes:
+        facts.corrupt_ranges.append((rep.invalid_position, rep.invalid_bytes))
+        errors.append(rep.error or f"{rep.invalid_bytes} unreadable bytes at position {rep.invalid_position}")
+    if facts.corrupt_ranges or not rep.ok:
         facts.status = "corrupt"
+        facts.error = "; ".join(errors) or rep.error or "corrupt"
     if index_check:
-        _check_indexes(facts, starts)
+        _check_indexes(facts, [b.position for b in rep.batches if b.crc_valid])
     return facts
 
 

@@ -1,0 +1,240 @@
+"""Spark: the archive validation job and the ``kafkalog`` DataSource, against Kafka's golden partition logs.
+
+One local[2] SparkSession for the module, small inputs: the whole file should take a minute or two.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GOLDEN, load_manifest, needs_golden
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+pytestmark = [pytest.mark.spark, needs_golden]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from kafkalog.spark import get_session, register
+
+    session = get_session("local[2]", "kafkalog-tests")
+    register(session)
+    yield session
+    session.stop()
+
+
+def _copy_logdir(dst: Path, cases: list[str] | None = None) -> Path:
+    """A writable copy of golden/logdir (root checkpoint files + the chosen partition dirs)."""
+    assert GOLDEN is not None
+    src = GOLDEN / "logdir"
+    dst.mkdir(parents=True)
+    for entry in src.iterdir():
+        if entry.is_file():
+            shutil.copyfile(entry, dst / entry.name)
+        elif cases is None or entry.name in cases:
+            (dst / entry.name).mkdir()
+            for f in entry.iterdir():
+                shutil.copyfile(f, dst / entry.name / f.name)
+    return dst
+
+
+def _manifest_segments(case: str) -> dict[int, dict]:
+    return {s["baseOffset"]: s for s in load_manifest(f"manifests/{case}.json")["segments"]}
+
+
+def _manifest_records(case: str) -> list[tuple]:
+    out = []
+    for seg in load_manifest(f"manifests/{case}.json")["segments"]:
+        for b in seg["log"]["batches"]:
+            for r in b["records"]:
+                headers = [(h["key"], h["value"]) for h in r["headers"]]
+                out.append((r["offset"], r["timestamp"], r["key"], r["value"], headers))
+    return out
+
+
+def _rows_as_manifest(rows) -> list[tuple]:
+    def hx(b):
+        return None if b is None else bytes(b).hex()
+
+    return [
+        (r.offset, r.timestamp, hx(r.key), hx(r.value), [(h.key, hx(h.value)) for h in r.headers]) for r in rows
+    ]
+
+
+# --------------------------------------------------------------------------------------------- validation job
+
+
+def test_validate_golden_logdir_is_ok_and_matches_manifests(spark, tmp_path: Path) -> None:
+    from kafkalog.spark import partition_continuity, validate_archive
+
+    root = _copy_logdir(tmp_path / "logdir")
+    df = validate_archive(spark, [str(root)]).cache()
+    rows = df.collect()
+    cases = sorted(p.name for p in root.iterdir() if p.is_dir())
+    assert {Path(r.partition_dir).name for r in rows} == set(cases)
+    for r in rows:
+        assert r.status == "ok", (r.path, r.error)
+        assert r.index_status == "ok", (r.path, r.index_error)
+        assert r.corrupt_ranges == [] and r.invalid_bytes == 0 and r.valid_bytes == r.size_bytes
+        seg = _manifest_segments(Path(r.partition_dir).name)[r.base_offset]
+        batches = seg["log"]["batches"]
+        assert r.batch_count == len(batches)
+        assert r.record_count == sum(b["recordCount"] for b in batches)
+        if batches:
+            assert (r.first_offset, r.last_offset) == (batches[0]["baseOffset"], batches[-1]["lastOffset"])
+            assert r.max_timestamp == max(b["maxTimestamp"] for b in batches)
+            assert set(r.codecs) == {b["compression"] for b in batches}
+        assert r.topic == Path(r.partition_dir).name.rsplit("-", 1)[0] and r.partition == 0
+    parts = {Path(p.partition_dir).name: p for p in partition_continuity(df).collect()}
+    assert set(parts) == set(cases)
+    for name, p in parts.items():
+        scenario = load_manifest(f"manifests/{name}.json")["scenario"]
+        assert p.status == "ok", (name, p.problems)
+        assert p.log_end_offset == scenario["logEndOffset"]
+        assert p.segment_count == scenario["segments"]
+        assert p.checkpoint_recovery_point == scenario["recoveryPoint"]
+    assert parts["golden-deleterecords-0"].checkpoint_log_start_offset == 28
+
+
+def test_validate_corrupted_copies_agree_with_verify(spark, tmp_path: Path) -> None:
+    from kafkalog.spark import validate_archive
+    from kafkalog.spark.validate import main
+    from kafkalog.verify import verify_log_file
+
+    root = _copy_logdir(tmp_path / "logdir", ["golden-none-0", "golden-segments-0", "golden-gzip-0"])
+    # a flipped byte inside the 5th batch of golden-none: that batch's CRC fails, the rest stays readable
+    none_log = root / "golden-none-0" / "00000000000000000000.log"
+    bad_batch = _manifest_segments("golden-none-0")[0]["log"]["batches"][4]
+    data = bytearray(none_log.read_bytes())
+    data[bad_batch["position"] + bad_batch["sizeInBytes"] - 3] ^= 0xFF
+    none_log.write_bytes(bytes(data))
+    # a cut tail on the last segment of golden-segments: its last batch becomes unreadable
+    seg_base = max(_manifest_segments("golden-segments-0"))
+    seg_log = root / "golden-segments-0" / f"{seg_base:020d}.log"
+    last_batch = _manifest_segments("golden-segments-0")[seg_base]["log"]["batches"][-1]
+    with open(seg_log, "r+b") as f:
+        f.truncate(seg_log.stat().st_size - 5)
+
+    rows = {r.path: r for r in validate_archive(spark, str(root)).collect()}
+    r = rows[str(none_log)]
+    assert r.status == "corrupt"
+    assert [tuple(x) for x in r.corrupt_ranges] == [(bad_batch["position"], bad_batch["sizeInBytes"])]
+    t = rows[str(seg_log)]
+    assert t.status == "corrupt"
+    assert [tuple(x) for x in t.corrupt_ranges] == [(last_batch["position"], last_batch["sizeInBytes"] - 5)]
+    assert (t.valid_bytes, t.invalid_bytes) == (last_batch["position"], last_batch["sizeInBytes"] - 5)
+    for path in (none_log, seg_log):
+        rep = verify_log_file(path)
+        row = rows[str(path)]
+        assert (row.valid_bytes, row.invalid_bytes, row.batch_count, row.record_count) == (
+            rep.valid_bytes, rep.invalid_bytes, rep.batch_count, rep.record_count
+        )  # fmt: skip
+        bad = [(b.position, b.size) for b in rep.batches if not b.crc_valid]
+        tail = [(rep.invalid_position, rep.invalid_bytes)] if rep.invalid_bytes else []
+        assert [tuple(x) for x in row.corrupt_ranges] == bad + tail
+    others = [r for p, r in rows.items() if p not in (str(none_log), str(seg_log))]
+    assert others and all(r.status == "ok" for r in others)
+
+    # the command-line entry: Parquet reports, a summary, exit code 1 on corruption and 0 on a clean archive
+    out = tmp_path / "report"
+    assert main([str(root), "--out", str(out)]) == 1
+    assert (out / "segments.parquet").is_dir() and (out / "partitions.parquet").is_dir()
+    summary = (out / "summary.txt").read_text()
+    assert "corrupt 2" in summary and str(none_log) in summary
+    report = spark.read.parquet(str(out / "segments.parquet"))
+    assert report.filter("status = 'corrupt'").count() == 2
+    clean = _copy_logdir(tmp_path / "clean", ["golden-gzip-0"])
+    assert main([str(clean), "--out", str(tmp_path / "clean-report")]) == 0
+    assert main([str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
+
+
+# ------------------------------------------------------------------------------------------------ DataSource
+
+
+@pytest.mark.parametrize("case", ["golden-none-0", "golden-zstd-0", "golden-txn-0", "golden-logappendtime-0"])
+def test_datasource_returns_manifest_records(spark, case: str) -> None:
+    df = spark.read.format("kafkalog").load(str(GOLDEN / "logdir" / case))
+    rows = df.orderBy("offset").collect()
+    assert _rows_as_manifest(rows) == _manifest_records(case)
+    assert {(r.topic, r.partition) for r in rows} == {(case.rsplit("-", 1)[0], 0)}
+    batches = [b for s in load_manifest(f"manifests/{case}.json")["segments"] for b in s["log"]["batches"]]
+    by_offset = {rec["offset"]: b for b in batches for rec in b["records"]}
+    for r in rows[:: max(1, len(rows) // 25)]:
+        b = by_offset[r.offset]
+        assert (r.producer_id, r.leader_epoch, r.is_transactional, r.is_control, r.timestamp_type) == (
+            b["producerId"], b["partitionLeaderEpoch"], b["isTransactional"], b["isControl"], b["timestampType"]
+        )  # fmt: skip
+
+
+def test_datasource_offset_pushdown_reads_fewer_batches(spark, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    from kafkalog.spark.datasource import read_scan_metrics
+
+    root = str(GOLDEN / "logdir")
+    full_metrics, pushed_metrics = str(tmp_path / "full"), str(tmp_path / "pushed")
+    full = spark.read.format("kafkalog").option("metricsDir", full_metrics).load(root)
+    # an identity UDF hides the predicate from pushdown, so `expected` is "unfiltered scan + Spark filter"
+    ident = F.udf(lambda x: x, "long")
+    expected = full.filter(
+        (ident(F.col("offset")) >= 200) & (ident(F.col("offset")) < 260) & (F.col("topic") == F.lit("golden-segments"))
+    )
+    expected_rows = sorted(_rows_as_manifest(expected.collect()))
+    assert len(expected_rows) == 60
+    pushed = (
+        spark.read.format("kafkalog")
+        .option("metricsDir", pushed_metrics)
+        .load(root)
+        .filter("topic = 'golden-segments' AND offset >= 200 AND offset < 260")
+    )
+    assert sorted(_rows_as_manifest(pushed.collect())) == expected_rows
+    f, p = read_scan_metrics(full_metrics), read_scan_metrics(pushed_metrics)
+    assert 0 < p["segments"] < f["segments"]
+    # both scans prune to golden-segments' segments by topic; the offset bounds then skip most of its batches
+    assert 0 < p["batches_read"] < f["batches_read"] / 3
+    assert p["bytes_read"] < f["bytes_read"] / 3
+
+    # a timestamp lower bound seeks with the time index and returns exactly the matching records
+    ts = sorted(r[1] for r in _manifest_records("golden-none-0"))[100]
+    tdf = spark.read.format("kafkalog").load(str(GOLDEN / "logdir" / "golden-none-0")).filter(F.col("timestamp") >= ts)
+    want = sorted(r for r in _manifest_records("golden-none-0") if r[1] >= ts)
+    assert sorted(_rows_as_manifest(tdf.collect())) == want
+
+
+def test_datasource_read_committed_drops_aborted_records(spark) -> None:
+    case = "golden-txn-0"
+    manifest = load_manifest(f"manifests/{case}.json")
+    aborted = [
+        (e["producerId"], e["firstOffset"], e["lastOffset"]) for s in manifest["segments"] for e in s["txnIndex"]["entries"]
+    ]
+    assert aborted
+    want = []
+    dropped = 0
+    for seg in manifest["segments"]:
+        for b in seg["log"]["batches"]:
+            in_aborted = b["isTransactional"] and any(
+                pid == b["producerId"] and first <= b["baseOffset"] <= last for pid, first, last in aborted
+            )
+            for r in b["records"]:
+                if b["isControl"] or in_aborted:
+                    dropped += not b["isControl"]
+                    continue
+                want.append((r["offset"], r["timestamp"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]]))
+    assert dropped > 0
+    df = spark.read.format("kafkalog").option("isolation", "read_committed").load(str(GOLDEN / "logdir" / case))
+    rows = df.orderBy("offset").collect()
+    assert _rows_as_manifest(rows) == want
+    assert not any(r.is_control for r in rows)
+
+
+def test_import_without_spark_use_is_cheap() -> None:
+    import kafkalog.spark as ks
+
+    assert callable(ks.validate_archive) and callable(ks.register) and callable(ks.get_session)
+    assert os.path.basename(ks.discover_segments(str(GOLDEN / "logdir" / "golden-txn-0"))[0].path).endswith(".log")
