@@ -136,6 +136,14 @@ def main(ctx: click.Context, debug: bool, quiet: bool) -> None:
     Exit codes: 0 ok, 1 corruption found or a check failed, 2 usage or I/O error.
     """
     ctx.obj = CliState(debug=debug, quiet=quiet)
+    # The library logs warnings (a dir going offline, a checkpoint reset) that the commands already report in
+    # their own words; show the library's log only under --debug.
+    import logging
+
+    if debug:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    else:
+        logging.getLogger("kafkalog").setLevel(logging.ERROR)
 
 
 def _register() -> None:
