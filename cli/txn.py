@@ -48,7 +48,7 @@ class PartitionTxnReport(Event):
         return (
             p.open_first_offset is not None
             and p.open_first_timestamp is not None
-            and self.max_timestamp - p.open_first_timestamp > self.timeout_ms
+            and self.max_timestamp - p.open_first_timestamp >= self.timeout_ms
         )
 
     def text(self) -> str:
