@@ -8,8 +8,8 @@ theirs is opened). Pending segments are checked later, by whichever comes first:
   leader for them), or
 * a read through the manager that lands on a pending segment.
 
-A check is the segment's ``sanity_check(strict=True)``: Kafka's index rules plus kafkalog's stricter index-vs-log
-checks. When a segment is corrupt, every earlier pending segment of the partition is checked before anything
+A check (:func:`check_segment`) is the segment's ``sanity_check(strict=True)`` (Kafka's index rules plus
+kafkalog's stricter index-vs-log checks) and a shallow scan proving the ``.log`` ends on a whole batch. When a segment is corrupt, every earlier pending segment of the partition is checked before anything
 else touches it, and the corrupt ones are handed to the manager's ``recover`` callback, which rebuilds them
 (truncating only bytes that do not form valid batches). All work on a partition happens under that partition's
 lock, so a read never sees a half-checked or half-recovered segment.
@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kafkalog.errors import KafkaLogError, KafkaStorageError
+from kafkalog.errors import CorruptRecordError, KafkaLogError, KafkaStorageError
 
 __all__ = ["CheckStatus", "PartitionCheckState", "SanityCheckRun", "SanityChecker", "is_corruption"]
 
@@ -61,6 +61,20 @@ def is_corruption(exc: BaseException) -> bool:
     if isinstance(exc, FileNotFoundError):
         return True
     return isinstance(exc, KafkaLogError) and not isinstance(exc, KafkaStorageError)
+
+
+def check_segment(seg: object) -> None:
+    """The full check of one segment: Kafka's index rules, kafkalog's strict index-vs-log checks, and no bytes
+    after the last whole batch (a clean shutdown marker does not prove the tail was written completely)."""
+    seg.sanity_check(strict=True)  # type: ignore[attr-defined]
+    it, state = seg.scan(0)  # type: ignore[attr-defined]
+    for _ in it:
+        pass
+    size = seg.size  # type: ignore[attr-defined]
+    if state["valid_end"] < size:
+        raise CorruptRecordError(
+            f"{size - state['valid_end']} bytes after the last whole batch", position=state["valid_end"]
+        )
 
 
 @dataclass(eq=False)
@@ -273,7 +287,7 @@ class SanityChecker:
                 t.pending.discard(base)
                 continue
             try:
-                seg.sanity_check(strict=True)
+                check_segment(seg)
             except Exception as e:
                 if not is_corruption(e):
                     if isinstance(e, OSError):
