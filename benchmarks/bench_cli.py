@@ -90,7 +90,11 @@ def warm(files: list[Path]) -> None:
 def time_verify(root: Path) -> tuple[float, int, str]:
     t0 = time.perf_counter()
     proc = subprocess.run([*_CLI, "--quiet", "verify", str(root)], capture_output=True, text=True, check=False)
-    return time.perf_counter() - t0, proc.returncode, proc.stdout.strip().splitlines()[-1] if proc.stdout else proc.stderr
+    return (
+        time.perf_counter() - t0,
+        proc.returncode,
+        proc.stdout.strip().splitlines()[-1] if proc.stdout else proc.stderr,
+    )
 
 
 def dump_peak_rss(segment: Path) -> tuple[float, int, int]:
