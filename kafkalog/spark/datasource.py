@@ -229,13 +229,14 @@ class KafkaLogReader(DataSourceReader):
         import pyarrow as pa
 
         metrics = ScanMetrics(partition.item.path)
-        rows = _Columns()
+        item = partition.item
+        rows = _Columns(item.topic, item.partition)
         try:
-            for row in _scan_segment(self, partition, metrics):
-                rows.append(row)
+            for batch_rows in _scan_segment(self, partition, metrics):
+                rows.add_batch(*batch_rows)
                 if len(rows) >= self.arrow_batch_rows:
                     yield rows.to_arrow(pa)
-                    rows = _Columns()
+                    rows = _Columns(item.topic, item.partition)
             if len(rows):
                 yield rows.to_arrow(pa)
         finally:
@@ -310,7 +311,8 @@ def _start_position(item: SegmentItem, offset_lo: int, ts_lo: int) -> tuple[int,
 
 
 def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics) -> Iterator[tuple]:
-    """Yield record tuples of one segment that satisfy the pushed bounds and the isolation level."""
+    """Yield (leader epoch, producer id, transactional, control, timestamp type, records) per batch, records
+    restricted to the pushed bounds; batches dropped by the isolation level are skipped whole."""
     from kafkalog.records import read_batches
 
     item, b = part.item, reader.bounds
@@ -321,7 +323,9 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     aborted: dict[int, list[tuple[int, int]]] = {}
     for pid, first, last in part.aborted:
         aborted.setdefault(pid, []).append((first, last))
-    topic, partition = item.topic, item.partition
+    record_ok = b.record_ok
+    filtering = b.offset_in is not None or b.ts_lo > -(1 << 63) or b.ts_hi < _NO_UPPER or lo > item.base_offset
+    filtering = filtering or hi < _NO_UPPER
     br = read_batches(item.path, position=position, validate=reader.verify_crc)
     try:
         for batch in br:
@@ -340,27 +344,15 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
                 if any(first <= batch.base_offset <= last for first, last in aborted[pid]):
                     continue
             m.batches_decoded += 1
-            ts_type = _TS_NAMES.get(int(batch.timestamp_type), "CreateTime")
-            epoch = batch.partition_leader_epoch
-            txn, ctrl = batch.is_transactional, batch.is_control
-            for r in batch.records():
-                if not b.record_ok(r.offset, r.timestamp):
-                    continue
-                m.records_returned += 1
+            recs = batch.records()
+            if filtering:
+                recs = [r for r in recs if record_ok(r.offset, r.timestamp)]
+            if recs:
+                m.records_returned += len(recs)
                 yield (
-                    topic,
-                    partition,
-                    r.offset,
-                    r.timestamp,
-                    ts_type,
-                    r.key,
-                    r.value,
-                    [(k, v) for k, v in r.headers],
-                    pid,
-                    epoch,
-                    txn,
-                    ctrl,
-                )
+                    batch.partition_leader_epoch, pid, batch.is_transactional, batch.is_control,
+                    _TS_NAMES.get(int(batch.timestamp_type), "CreateTime"), recs,
+                )  # fmt: skip
         if br.error is not None:
             if reader.on_corrupt == "stop":
                 m.stopped_at_corruption = br.valid_bytes
@@ -371,24 +363,52 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
 
 
 class _Columns:
-    """Column buffers for one Arrow batch (columnar output avoids Spark's per-row pickling)."""
+    """Column buffers for one Arrow batch, filled a record batch at a time (columnar output avoids Spark's per-row
+    pickling; per-batch fields are repeated, not recomputed per record)."""
 
-    __slots__ = ("cols",)
+    __slots__ = ("topic", "partition", "offset", "timestamp", "ts_type", "key", "value", "headers", "pid", "epoch",
+                 "txn", "ctrl")  # fmt: skip
 
-    def __init__(self) -> None:
-        self.cols: list[list] = [[] for _ in range(12)]
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic, self.partition = topic, partition
+        self.offset: list[int] = []
+        self.timestamp: list[int] = []
+        self.key: list = []
+        self.value: list = []
+        self.headers: list = []
+        self.ts_type: list[str] = []
+        self.pid: list[int] = []
+        self.epoch: list[int] = []
+        self.txn: list[bool] = []
+        self.ctrl: list[bool] = []
 
     def __len__(self) -> int:
-        return len(self.cols[0])
+        return len(self.offset)
 
-    def append(self, row: tuple) -> None:
-        for col, v in zip(self.cols, row, strict=True):
-            col.append(v)
+    def add_batch(self, epoch: int, pid: int, txn: bool, ctrl: bool, ts_type: str, recs: list) -> None:
+        n = len(recs)
+        self.offset.extend([r.offset for r in recs])
+        self.timestamp.extend([r.timestamp for r in recs])
+        self.key.extend([r.key for r in recs])
+        self.value.extend([r.value for r in recs])
+        self.headers.extend([list(r.headers) if r.headers else [] for r in recs])
+        self.ts_type.extend([ts_type] * n)
+        self.pid.extend([pid] * n)
+        self.epoch.extend([epoch] * n)
+        self.txn.extend([txn] * n)
+        self.ctrl.extend([ctrl] * n)
 
     def to_arrow(self, pa):
-        return pa.RecordBatch.from_arrays(
-            [pa.array(c, type=t) for c, t in zip(self.cols, _arrow_types(pa), strict=True)], schema=_arrow_schema(pa)
-        )
+        n = len(self.offset)
+        types = _arrow_types(pa)
+        cols = [
+            pa.array([self.topic] * n, types[0]), pa.array([self.partition] * n, types[1]),
+            pa.array(self.offset, types[2]), pa.array(self.timestamp, types[3]), pa.array(self.ts_type, types[4]),
+            pa.array(self.key, types[5]), pa.array(self.value, types[6]), pa.array(self.headers, types[7]),
+            pa.array(self.pid, types[8]), pa.array(self.epoch, types[9]), pa.array(self.txn, types[10]),
+            pa.array(self.ctrl, types[11]),
+        ]  # fmt: skip
+        return pa.RecordBatch.from_arrays(cols, schema=_arrow_schema(pa))
 
 
 _ARROW: dict[str, object] = {}
