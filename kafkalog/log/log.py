@@ -158,11 +158,13 @@ class Log:
             self._epoch_cache = LeaderEpochFileCache(epoch_path, entries=[])
             self.epoch_cache_rebuilt = True
 
-        def new_psm() -> ProducerStateManager:
-            return ProducerStateManager(path, producer_id_expiration_ms=producer_id_expiration_ms, clock=clock)
+        def new_psm(sync: bool = False) -> ProducerStateManager:
+            return ProducerStateManager(
+                path, producer_id_expiration_ms=producer_id_expiration_ms, clock=clock, sync_snapshots=sync
+            )
 
         self._new_psm = new_psm
-        self._psm = new_psm()
+        self._psm = new_psm(True)
         self._segments = LogSegments()
         loader = LogLoader(
             path, config, segments=self._segments, clean_shutdown=clean_shutdown,
