@@ -479,6 +479,56 @@ def dump_file(path: str, st: DumpState) -> None:
 # --- .log -------------------------------------------------------------------------------------------------------
 
 
+class _MappedFile:
+    """A read-only mmap of a file that gives back pages already consumed.
+
+    The library's ``read_batches`` walks a memoryview; over an mmap every page touched stays in our resident set
+    until the mapping closes, so a 1 GiB segment would show as 1 GiB of RSS. Releasing the pages behind the
+    cursor (``MADV_DONTNEED`` on a read-only file mapping only drops them from this process; the page cache keeps
+    them) keeps the dump's memory flat whatever the segment size.
+    """
+
+    RELEASE_EVERY = 32 << 20
+
+    def __init__(self, path: str) -> None:
+        import mmap
+
+        self._mm = None
+        self._released = 0
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                self.view = memoryview(b"")
+                return
+            try:
+                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):  # no mmap on this filesystem: read it (small files, special mounts)
+                self.view = memoryview(f.read())
+                return
+        self.view = memoryview(self._mm)
+
+    def release_before(self, position: int) -> None:
+        """Drop pages wholly before ``position`` from the resident set (cheap no-op until 32 MiB have passed)."""
+        import mmap
+
+        if self._mm is None or position - self._released < self.RELEASE_EVERY or not hasattr(self._mm, "madvise"):
+            return
+        end = position - position % mmap.PAGESIZE
+        try:
+            self._mm.madvise(mmap.MADV_DONTNEED, self._released, end - self._released)
+        except (OSError, ValueError, AttributeError):
+            return
+        self._released = end
+
+    def close(self) -> None:
+        try:
+            self.view.release()
+            if self._mm is not None:
+                self._mm.close()
+        except BufferError:  # a batch view still alive: the GC unmaps later
+            pass
+
+
 def _dump_log(path: str, base: str, st: DumpState) -> None:
     from kafkalog.errors import KafkaLogError
     from kafkalog.records import read_batches
@@ -486,35 +536,36 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
     opts = st.opts
     last_offset = _base_offset(base) - 1
     gaps: list[tuple[int, int]] = []
-    reader = read_batches(path, end=opts.max_bytes)
+    mapped = _MappedFile(path)
+    reader = read_batches(mapped.view, end=opts.max_bytes)
     try:
         for batch in reader:
             st.emit(BatchEvent(batch))
             if not batch.is_valid():
                 st.corrupt()
-            if not opts.deep:
-                continue
-            try:
-                records = batch.records() if batch.magic >= 2 else batch.messages()
-            except KafkaLogError as exc:
-                st.corrupt()
-                st.problem(
-                    f"Could not read the records of the batch at position {batch.position} of {path}: {exc}",
-                    "corrupt_batch",
-                    file=path,
-                    position=batch.position,
-                    error=str(exc),
-                )
-                continue
-            for record in records:
-                if record.offset != last_offset + 1:
-                    gaps.append((last_offset, record.offset))
-                last_offset = record.offset
-                st.emit(
-                    RecordEvent(
-                        batch, record, opts.skip_metadata, opts.print_data, opts.key_decoder, opts.value_decoder
+            if opts.deep:
+                try:
+                    records = batch.records() if batch.magic >= 2 else batch.messages()
+                except KafkaLogError as exc:
+                    st.corrupt()
+                    st.problem(
+                        f"Could not read the records of the batch at position {batch.position} of {path}: {exc}",
+                        "corrupt_batch",
+                        file=path,
+                        position=batch.position,
+                        error=str(exc),
                     )
-                )
+                    records = []
+                for record in records:
+                    if record.offset != last_offset + 1:
+                        gaps.append((last_offset, record.offset))
+                    last_offset = record.offset
+                    st.emit(
+                        RecordEvent(
+                            batch, record, opts.skip_metadata, opts.print_data, opts.key_decoder, opts.value_decoder
+                        )
+                    )
+            mapped.release_before(batch.position)
         if reader.invalid_bytes > 0:
             st.corrupt()
             # Kafka reports trailing bytes only when reading the whole file.
@@ -523,7 +574,8 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
             else:
                 st.out.note(f"Stopped before {reader.invalid_bytes} unreadable bytes at position {reader.valid_bytes}")
     finally:
-        reader.close()
+        del reader
+        mapped.close()
     if gaps:
         st.non_consecutive.setdefault(os.path.abspath(path), []).extend(gaps)
 
@@ -535,10 +587,9 @@ class _LogView:
     """The segment's ``.log`` opened once, for checking many index entries against it."""
 
     def __init__(self, path: str) -> None:
-        from kafkalog.records.reader import open_source
-
         self.path = path
-        self.buffer, self._keep = open_source(path)
+        self._mapped = _MappedFile(path)
+        self.buffer = self._mapped.view
 
     def batch_at(self, position: int, max_size: int) -> Any | None:
         """The first batch starting at ``position`` that fits in ``max_size`` bytes (Kafka's slice), or None."""
@@ -557,15 +608,11 @@ class _LogView:
         for batch in read_batches(self.buffer):
             lasts.append(batch.last_offset)
             positions.append(batch.position)
+            self._mapped.release_before(batch.position)
         return lasts, positions
 
     def close(self) -> None:
-        self.buffer.release()
-        if self._keep is not None:
-            try:
-                self._keep.close()  # type: ignore[attr-defined]
-            except BufferError:
-                pass
+        self._mapped.close()
 
 
 def _sibling(path: str, base: str, suffix: str) -> str:
