@@ -121,7 +121,9 @@ class LogSegment:
     def _open_file(self):
         with self._lock:
             if self._file is None:
-                flags = os.O_RDWR | os.O_CREAT
+                # O_NOFOLLOW: a segment file that is a symlink may point outside the log dir, and recovery would
+                # truncate whatever it points at; refuse it (ELOOP) instead of following it.
+                flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
                 fd = os.open(self._log_path, flags, 0o644)
                 self._file = os.fdopen(fd, "r+b", buffering=0)
                 self._size = os.fstat(fd).st_size
@@ -432,8 +434,16 @@ class LogSegment:
         last_index_entry = 0
         size = self.size
         it, state = self.scan(0, size, validate=True)
+        prev_last = self._base_offset - 1
         try:
             for batch in it:
+                if batch.base_offset <= prev_last or batch.base_offset < self._base_offset:
+                    # offsets must move forward; a batch going backwards is damage (the base offset is outside
+                    # the CRC), so stop here as at a CRC failure instead of losing the whole segment as Kafka does
+                    raise InvalidRecordError(
+                        f"batch at {batch.position} starts at offset {batch.base_offset}, not after {prev_last}"
+                    )
+                prev_last = batch.last_offset
                 if not self.can_convert_to_relative_offset(batch.last_offset):
                     raise LogSegmentOffsetOverflowError(
                         f"batch at {batch.position} with last offset {batch.last_offset} overflows segment {self._base_offset}"

@@ -117,13 +117,6 @@ def test_symlinked_partition_dir_reported(tmp_path: Path, caplog: pytest.LogCapt
     assert any("victim-0" in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (security; log/loader.py + segment.recover): a segment .log that is a symlink to a file outside the "
-    "log dir is opened through the link and unclean recovery truncates the OUTSIDE file at its first invalid "
-    "byte. Loading should refuse (or skip with an error) segment files that are symlinks (os.open O_NOFOLLOW / "
-    "lstat check).",
-)
 def test_symlinked_segment_not_truncated(tmp_path: Path) -> None:
     """A ``.log`` inside a partition dir that links to a file outside: unclean recovery must not truncate (or
     otherwise write) the outside file."""
