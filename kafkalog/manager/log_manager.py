@@ -44,7 +44,7 @@ from kafkalog.log.config import LogConfig
 from kafkalog.manager.failure_channel import LogDirFailureChannel
 from kafkalog.manager.log_dir import LogDir, normalize_dirs, reconcile_meta_properties, write_meta
 from kafkalog.manager.placement import next_log_dirs
-from kafkalog.manager.sanity_checker import PartitionCheckState, SanityChecker, SanityCheckRun
+from kafkalog.manager.sanity_checker import PartitionCheckState, SanityChecker, SanityCheckRun, release_segment
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.names import delete_dir_name, parse_partition_dir, partition_dir_name, validate_topic
 
@@ -540,6 +540,10 @@ class LogManager:
             except BaseException:
                 self._close_handles(entry)
                 raise
+            # Recovery may have opened every segment; closed segments reopen lazily, so hand the descriptors
+            # back now (thousands of partitions x segments x 3 files would otherwise exhaust the fd limit).
+            for seg in log.segments.inactive():
+                release_segment(seg)
             with self._state_lock:
                 target = self._future_logs if entry.is_future else self._logs
                 previous = target.get(key)
