@@ -2,7 +2,7 @@
 
 Indexes are opened read-only over random file content (mmap and non-mmap paths), then listed, searched and
 checked; checkpoint parsers get random and mutated-valid bytes, and whatever a parser accepts must survive
-format -> parse unchanged. Bounded by ``KAFKALOG_FUZZ_EXAMPLES`` (default 250 per test).
+format -> parse unchanged. Bounded by ``KAFKALOG_FUZZ_EXAMPLES`` (default 200 per test).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from reliability.targets import CHECKPOINT_KINDS, target_checkpoint, target_index
 from test_fuzz_records import watchdog
 
-EXAMPLES = int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "250"))
+EXAMPLES = int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
