@@ -184,6 +184,11 @@ def _scratch_dir() -> Path:
     return root
 
 
+def _count_attr(idx: Any) -> str:
+    """The entry-count property's name (``entry_count``; ``entries`` before the index API rename)."""
+    return "entry_count" if hasattr(type(idx), "entry_count") else "entries"
+
+
 def target_index(kind: str, data: bytes, base_offset: int, probes: list[int], *, directory: Path | None = None) -> None:
     """Open an index (``offset``, ``time`` or ``txn``) over arbitrary file content, then look up, list and check it.
 
@@ -201,7 +206,7 @@ def target_index(kind: str, data: bytes, base_offset: int, probes: list[int], *,
             from kafkalog.index.txn_index import TransactionIndex
 
             idx = TransactionIndex(path, base_offset, writable=False)
-            guarded("txn.entries", getattr, idx, "entries")
+            guarded("txn.entry count", getattr, idx, _count_attr(idx))
             guarded("txn.all_entries()", idx.all_entries)
             guarded("txn.entries_array()", idx.entries_array)
             guarded("txn.last_offset", getattr, idx, "last_offset")
@@ -214,7 +219,7 @@ def target_index(kind: str, data: bytes, base_offset: int, probes: list[int], *,
             cls = OffsetIndex if kind == "offset" else TimeIndex
             for use_mmap in (True, False):
                 idx = cls(path, base_offset, writable=False, use_mmap=use_mmap)
-                ok, n = guarded(f"{kind}.entries", getattr, idx, "entries")
+                ok, n = guarded(f"{kind}.entry count", getattr, idx, _count_attr(idx))
                 guarded(f"{kind}.entries_array()", idx.entries_array)
                 guarded(f"{kind}.sanity_check()", idx.sanity_check)
                 if kind == "offset":
