@@ -43,7 +43,7 @@ def build_full_index(path: Path, base: int = 0) -> tuple[OffsetIndex, int]:
 def bench(workdir: Path) -> dict[str, float]:
     res: dict[str, float] = {}
     idx, appends_per_s = build_full_index(workdir / "00000000000000000000.index")
-    res["entries"] = idx.entries
+    res["entries"] = idx.entry_count
     res["appends_per_s"] = appends_per_s
     rng = np.random.default_rng(7)
     hi = int(idx.last_offset) + 10
@@ -75,11 +75,11 @@ def bench(workdir: Path) -> dict[str, float]:
     cold.lookup_many(batch)
     res["batched_first_call_per_s"] = len(batch) / (time.perf_counter() - t0)
 
-    million = 1e6 / cold.entries
+    million = 1e6 / cold.entry_count
     res["sanity_check_ms_per_million"] = _best(cold.sanity_check) * 1e3 * million
-    log_size = int(cold.entries) * 1024 + 1
-    starts = np.arange(cold.entries, dtype=np.int64) * 1024
-    last = np.arange(cold.entries, dtype=np.int64) * 3
+    log_size = int(cold.entry_count) * 1024 + 1
+    starts = np.arange(cold.entry_count, dtype=np.int64) * 1024
+    last = np.arange(cold.entry_count, dtype=np.int64) * 3
     res["strict_check_ms_per_million"] = _best(lambda: cold.strict_check(log_size)) * 1e3 * million
     res["strict_check_with_batches_ms_per_million"] = (
         _best(lambda: cold.strict_check(log_size, starts, last)) * 1e3 * million

@@ -634,7 +634,7 @@ def _dump_index(path: str, base: str, st: DumpState) -> None:
     start = _base_offset(base)
     index = OffsetIndex(path, start, writable=False)
     try:
-        entries = index.entries_array() if index.entries else None
+        entries = index.entries_array() if index.entry_count else None
         if entries is None or len(entries) == 0:
             st.emit(Simple(f"{path} is empty.", {"file": path, "entries": 0}, type="index_empty"))
             return
@@ -701,7 +701,7 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
         if st.opts.sanity_only:
             _sanity(index, path, st, CorruptIndexError)
             return
-        entries = index.entries_array() if index.entries else []
+        entries = index.entries_array() if index.entry_count else []
         if len(entries) == 0:
             return
         log = _open_log_for(path, base, st)

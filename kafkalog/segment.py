@@ -18,9 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkalog.errors import (
-    CorruptIndexError,
     CorruptRecordError,
-    InvalidRecordError,
     LogSegmentOffsetOverflowError,
 )
 from kafkalog.index.offset_index import OffsetIndex, OffsetPosition
@@ -365,7 +363,7 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (reads from the last offset-index entry onward)."""
-        start = self._offset_index.lookup(self._offset_index.last_offset)[1] if self._offset_index.entries else 0
+        start = self._offset_index.lookup(self._offset_index.last_offset)[1] if self._offset_index.entry_count else 0
         last = None
         it, _ = self.scan(start)
         for batch in it:
@@ -426,46 +424,30 @@ class LogSegment:
         recovery does, so transactions aborted in this segment land in the rebuilt ``.txnindex``.
         Returns the number of bytes truncated.
         """
+        size = self.size
+        valid_bytes = self.valid_prefix(size)
         self._offset_index.reset()
         self._time_index.reset()
         self._txn_index.reset()
         self._max_ts_and_offset = TimestampOffset(-1, -1)
-        valid_bytes = 0
         last_index_entry = 0
-        size = self.size
-        it, state = self.scan(0, size, validate=True)
-        prev_last = self._base_offset - 1
-        try:
-            for batch in it:
-                if batch.base_offset <= prev_last or batch.base_offset < self._base_offset:
-                    # offsets must move forward; a batch going backwards is damage (the base offset is outside
-                    # the CRC), so stop here as at a CRC failure instead of losing the whole segment as Kafka does
-                    raise InvalidRecordError(
-                        f"batch at {batch.position} starts at offset {batch.base_offset}, not after {prev_last}"
-                    )
-                prev_last = batch.last_offset
-                if not self.can_convert_to_relative_offset(batch.last_offset):
-                    raise LogSegmentOffsetOverflowError(
-                        f"batch at {batch.position} with last offset {batch.last_offset} overflows segment {self._base_offset}"
-                    )
-                if batch.last_offset < batch.base_offset:
-                    raise InvalidRecordError(f"batch at {batch.position}: last offset before base offset")
-                if batch.max_timestamp > self._max_ts_and_offset.timestamp:
-                    self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.offset_of_max_timestamp)
-                if valid_bytes - last_index_entry > self.index_interval_bytes:
-                    self._offset_index.append(batch.last_offset, valid_bytes)
-                    self._time_index.maybe_append(*self._max_ts_and_offset)
-                    last_index_entry = valid_bytes
-                valid_bytes += batch.size_in_bytes
-                if batch.magic >= 2:
-                    if leader_epoch_cache is not None and batch.partition_leader_epoch >= 0:
-                        latest = leader_epoch_cache.latest_epoch
-                        if latest is None or batch.partition_leader_epoch > latest:
-                            leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
-                    if producer_state is not None:
-                        producer_state.recover_batch(batch, self)
-        except (CorruptRecordError, InvalidRecordError, CorruptIndexError, LogSegmentOffsetOverflowError):
-            pass
+        position = 0
+        it, _ = self.scan(0, valid_bytes)
+        for batch in it:
+            if batch.max_timestamp > self._max_ts_and_offset.timestamp:
+                self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.offset_of_max_timestamp)
+            if position - last_index_entry > self.index_interval_bytes:
+                self._offset_index.append(batch.last_offset, position)
+                self._time_index.maybe_append(*self._max_ts_and_offset)
+                last_index_entry = position
+            position += batch.size_in_bytes
+            if batch.magic >= 2:
+                if leader_epoch_cache is not None and batch.partition_leader_epoch >= 0:
+                    latest = leader_epoch_cache.latest_epoch
+                    if latest is None or batch.partition_leader_epoch > latest:
+                        leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+                if producer_state is not None:
+                    producer_state.recover_batch(batch, self)
         truncated = size - valid_bytes
         if truncated > 0:
             self._truncate_file(valid_bytes)
@@ -474,6 +456,32 @@ class LogSegment:
         self._time_index.trim_to_valid_size()
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
         return truncated
+
+    def valid_prefix(self, size: int | None = None) -> int:
+        """End of the longest prefix of whole, CRC-valid batches whose offsets fit the segment and move forward.
+
+        The base offset sits outside the CRC, so a flipped bit there is only visible against the neighbours. When
+        a batch goes backwards, either it or the batch before it is damaged: the earlier one is blamed when it had
+        jumped ahead of its own predecessor (a gap) and this batch still starts after that predecessor; otherwise
+        this one is. Kafka instead truncates the whole segment on such an offset; stopping at the damage keeps
+        every good batch before it.
+        """
+        size = self.size if size is None else size
+        it, state = self.scan(0, size, validate=True)
+        floor = self._base_offset - 1  # every batch must start after this
+        prev_position = -1
+        prev_floor = floor  # the floor the previous batch was checked against
+        prev_jumped = False  # the previous batch left a gap after its predecessor
+        for batch in it:
+            if batch.last_offset < batch.base_offset or not self.can_convert_to_relative_offset(batch.last_offset):
+                return batch.position
+            if batch.base_offset <= floor:
+                if prev_jumped and batch.base_offset > prev_floor:
+                    return prev_position
+                return batch.position
+            prev_jumped = prev_position >= 0 and batch.base_offset > floor + 1
+            prev_position, prev_floor, floor = batch.position, floor, batch.last_offset
+        return state["valid_end"]
 
     def _truncate_file(self, size: int) -> None:
         f = self._open_file()

@@ -202,13 +202,6 @@ def test_base_offset_flip_backwards_keeps_flushed_records(tmp_path: Path) -> Non
         log.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LIMITATION (format: baseOffset is outside the CRC): a baseOffset nudged forward by one is accepted by "
-    "recovery, which then serves records under shifted offsets, a gap and an overlap with the next batch. "
-    "Possible fix: recovery of cleanup.policy=delete logs requires each base offset = previous last offset + 1; "
-    "all logs require base offset > previous last offset.",
-)
 def test_base_offset_flip_by_one_is_cut(tmp_path: Path) -> None:
     log, flushed, bad = _flip_base_offset(tmp_path, 0)
     try:

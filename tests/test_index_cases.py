@@ -63,7 +63,7 @@ def test_truncate_to_follows_kafka(tmp_path: Path) -> None:
     for off, pos in [(101, 0), (105, 40), (110, 80), (120, 120)]:
         idx.append(off, pos)
     idx.truncate_to(200)  # past the end: no effect
-    assert idx.entries == 4
+    assert idx.entry_count == 4
     idx.truncate_to(110)  # exact: removes it and everything after
     assert idx.entries_array()["offset"].tolist() == [101, 105]
     idx.truncate_to(103)  # between: keeps the entry below
@@ -71,7 +71,7 @@ def test_truncate_to_follows_kafka(tmp_path: Path) -> None:
     assert idx.last_offset == 101
     idx.append(102, 50)  # appends continue after the new last entry
     idx.truncate_to(50)  # below everything
-    assert idx.entries == 0 and idx.last_offset == 100
+    assert idx.entry_count == 0 and idx.last_offset == 100
     assert idx.lookup(150) == (100, 0)
     idx.truncate()
     idx.close()
@@ -95,7 +95,7 @@ def test_resize_grow_and_shrink(tmp_path: Path) -> None:
     assert p.read_bytes() == struct.pack(">iiiiii", 1, 0, 2, 10, 3, 20)
     # Reopened: an existing file is full; growing it makes room again.
     again = OffsetIndex(p, 0, max_index_size=64)
-    assert again.entries == 3 and again.is_full()
+    assert again.entry_count == 3 and again.is_full()
     again.resize(again.max_index_size)
     again.append(4, 30)
     again.close()
@@ -237,10 +237,10 @@ def test_time_index_maybe_append_rules(tmp_path: Path) -> None:
     idx = TimeIndex(tmp_path / "t.timeindex", 10, max_index_size=48)  # 4 slots, 3 usable before roll
     assert idx.last_entry == (-1, 10)
     idx.maybe_append(-1, 10)  # no timestamp: nothing appended
-    assert idx.entries == 0
+    assert idx.entry_count == 0
     idx.maybe_append(100, 11)
     idx.maybe_append(100, 12)  # same timestamp: ignored
-    assert idx.entries == 1
+    assert idx.entry_count == 1
     with pytest.raises(InvalidOffsetError):
         idx.maybe_append(200, 10)
     with pytest.raises(IndexStateError):
@@ -284,7 +284,7 @@ def test_pyfakefs_fallback_append_lookup_trim_reopen(fs) -> None:  # noqa: ANN00
     assert p.stat().st_size == 80
     assert p.read_bytes()[:16] == struct.pack(">iiii", 0, 0, 3, 100)
     again = OffsetIndex(p, 0, max_index_size=1024)
-    assert again.entries == 10 and again.is_full() and again.lookup(100) == (27, 900)
+    assert again.entry_count == 10 and again.is_full() and again.lookup(100) == (27, 900)
     again.resize(1024)
     again.append(40, 5000)
     again.flush()
@@ -296,7 +296,7 @@ def test_pyfakefs_fallback_append_lookup_trim_reopen(fs) -> None:  # noqa: ANN00
     ti.maybe_append(2000, 9)
     ti.close()
     ro = TimeIndex(d / "00000000000000000000.timeindex", 0, writable=False)
-    assert ro.lookup(1500) == (1000, 3) and ro.entries == 2 and not ro.is_mmapped
+    assert ro.lookup(1500) == (1000, 3) and ro.entry_count == 2 and not ro.is_mmapped
     ro.sanity_check()
 
     xi = TransactionIndex(d / "00000000000000000000.txnindex", 0)

@@ -80,7 +80,7 @@ def test_offset_index_reads_and_looks_up_like_kafka(pdir: Path, seg: dict, next_
     idx = OffsetIndex(path, base, writable=False)
     try:
         expected = [(e["offset"], e["position"]) for e in m["entries"]]
-        assert idx.entries == len(expected) == idx.max_entries  # an existing file is full
+        assert idx.entry_count == len(expected) == idx.max_entries  # an existing file is full
         arr = idx.entries_array()
         assert list(zip(arr["offset"].tolist(), arr["position"].tolist(), strict=True)) == expected
         assert _sanity(idx) == m["sanityCheck"]
@@ -109,7 +109,7 @@ def test_time_index_reads_and_looks_up_like_kafka(pdir: Path, seg: dict, next_ba
     idx = TimeIndex(pdir / m["file"], base, writable=False)
     try:
         expected = [(e["timestamp"], e["offset"]) for e in m["entries"]]
-        assert idx.entries == len(expected)
+        assert idx.entry_count == len(expected)
         arr = idx.entries_array()
         assert list(zip(arr["timestamp"].tolist(), arr["offset"].tolist(), strict=True)) == expected
         assert _sanity(idx) == m["sanityCheck"]
@@ -163,13 +163,13 @@ def test_rewriting_entries_gives_kafkas_bytes(tmp_path: Path, pdir: Path, seg: d
     base = seg["baseOffset"]
     # Any max size that holds the entries will do: Kafka trims to the used size on close.
     oi = OffsetIndex(tmp_path / seg["offsetIndex"]["file"], base, max_index_size=64 + 8 * len(seg["offsetIndex"]["entries"]))
-    assert oi.entries == 0  # first use creates the preallocated file (lazy until then)
+    assert oi.entry_count == 0  # first use creates the preallocated file (lazy until then)
     for e in seg["offsetIndex"]["entries"]:
         oi.append(e["offset"], e["position"])
     oi.close()
     tentries = seg["timeIndex"]["entries"]
     ti = TimeIndex(tmp_path / seg["timeIndex"]["file"], base, max_index_size=12 * (len(tentries) + 1) + 5)
-    assert ti.entries == 0
+    assert ti.entry_count == 0
     for i, e in enumerate(tentries):
         ti.maybe_append(e["timestamp"], e["offset"], skip_full_check=i == len(tentries) - 1)
     ti.close()
@@ -209,7 +209,7 @@ def test_indexfull_case_writes_with_kafkas_max_size(tmp_path: Path) -> None:
         for e in seg["offsetIndex"]["entries"]:
             oi.append(e["offset"], e["position"])
         ti = TimeIndex(tmp_path / seg["timeIndex"]["file"], base, max_index_size=max_size)
-        assert ti.max_entries == 5 and ti.entries == 0
+        assert ti.max_entries == 5 and ti.entry_count == 0
         entries = seg["timeIndex"]["entries"]
         for i, e in enumerate(entries):
             ti.maybe_append(e["timestamp"], e["offset"], skip_full_check=i == len(entries) - 1)

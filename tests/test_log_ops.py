@@ -191,7 +191,7 @@ def test_roll_on_full_index(tmp_path: Path) -> None:
         log.append_as_leader(_recs(1))
     assert len(log.segments) >= 3
     for seg in log.segments.inactive():
-        assert seg.offset_index.entries <= 4
+        assert seg.offset_index.entry_count <= 4
 
 
 def test_roll_on_offset_overflow(tmp_path: Path) -> None:

@@ -137,7 +137,7 @@ def test_append_read_translate_roundtrip(tmp_path):
     for b in batches:
         seg.append(b)
     assert seg.size == sum(len(b) for b in batches)
-    assert seg.offset_index.entries > 0
+    assert seg.offset_index.entry_count > 0
     got = seg.read(130, 1)
     assert got and got[0].base_offset <= 130 <= got[0].last_offset
     assert len(got) == 1  # min one batch even when max_bytes is tiny

@@ -113,10 +113,14 @@ class AbstractIndex:
         return self._mm is not None
 
     @property
-    def entries(self) -> int:
+    def entry_count(self) -> int:
         """Number of entries in use (loads the index)."""
         self._ensure_loaded()
         return self._entries
+
+    def entries(self) -> np.ndarray:
+        """Every entry as a numpy structured array with absolute offsets (api.md's ``entries()``); a copy."""
+        return self.entries_array()
 
     @property
     def max_entries(self) -> int:
@@ -136,7 +140,7 @@ class AbstractIndex:
         return self._entries * self.ENTRY_SIZE
 
     def __len__(self) -> int:
-        return self.entries
+        return self.entry_count
 
     def is_full(self) -> bool:
         self._ensure_loaded()

@@ -94,10 +94,14 @@ class TransactionIndex:
         return self._loaded
 
     @property
-    def entries(self) -> int:
+    def entry_count(self) -> int:
         """Number of whole entries (a partial tail, which Kafka also skips, is not counted)."""
         self._ensure_loaded()
         return len(self._data) // ENTRY_SIZE
+
+    def entries(self) -> np.ndarray:
+        """Every entry as a numpy structured array (api.md's ``entries()``); a copy."""
+        return self.entries_array()
 
     @property
     def size_in_bytes(self) -> int:
