@@ -205,14 +205,13 @@ class LogSegment:
 
     def _scan_chunked(self, start, end, validate, state):
         """Fallback without mmap: one pread per batch, never more than the bytes present in the file."""
-        fd = self._file.fileno()
         pos = start
         while pos + 12 <= end:
-            length = int.from_bytes(os.pread(fd, 12, pos)[8:12], "big", signed=True)
+            length = int.from_bytes(self._pread(pos, 12)[8:12], "big", signed=True)
             total = 12 + length
             if length <= 0 or pos + total > end:
                 break
-            reader = read_batches(os.pread(fd, total, pos), validate=validate)
+            reader = read_batches(self._pread(pos, total), validate=validate)
             got = None
             for batch in reader:
                 batch.position = pos  # the buffer starts at the batch; report the file position
@@ -225,6 +224,16 @@ class LogSegment:
             pos += total
         if pos < end and state["error"] is None:
             state["error"] = CorruptRecordError(f"{end - pos} trailing bytes do not form a batch", position=pos)
+
+    def _pread(self, position: int, size: int) -> bytes:
+        """Positional read; filesystems without ``pread`` (pyfakefs) get seek+read under the segment lock."""
+        f = self._open_file()
+        try:
+            return os.pread(f.fileno(), size, position)
+        except OSError:
+            with self._lock:
+                f.seek(position)
+                return f.read(size)
 
     # --- append --------------------------------------------------------------------------------------------------
 
@@ -263,13 +272,12 @@ class LogSegment:
         physical = self._size
         if physical == 0 and self._rolling_based_timestamp is None:
             self._rolling_based_timestamp = batches[0].max_timestamp
-        f.seek(physical)
-        written = 0
-        view = data
-        while written < len(view):
-            n = f.write(view[written:])
-            written += n
-        self._size = physical + len(data)
+        with self._lock:  # the fallback reader seeks the same file object
+            f.seek(physical)
+            written = 0
+            while written < len(data):
+                written += f.write(data[written:])
+            self._size = physical + len(data)
         max_ts = self.max_timestamp_so_far
         for batch in batches:
             if batch.max_timestamp > max_ts:
@@ -595,7 +603,12 @@ class LogSegment:
         self.close_handlers()
 
     def close_handlers(self) -> None:
-        """Release file handles without flushing or trimming (for an offline dir)."""
+        """Release file handles and index maps without flushing or trimming (for an offline dir)."""
+        for idx in (self._offset_index, self._time_index):
+            try:
+                idx.close_handler()
+            except OSError:
+                pass
         with self._lock:
             if self._file is not None:
                 try:

@@ -223,8 +223,9 @@ class LeaderEpochFileCache:
     def truncate_from_start(self, start_offset: int) -> list[EpochEntry]:
         """Log start moved to ``start_offset``: entries starting at or below it collapse into one at it."""
         with self._lock:
-            kept, removed = _truncate_from_start(self.entries(), start_offset)
-            if removed:
+            current = self.entries()
+            kept, removed = _truncate_from_start(current, start_offset)
+            if removed and kept != current:  # an entry already at the start offset changes nothing: no rewrite
                 self._replace(kept)
                 self.flush()
             return removed
