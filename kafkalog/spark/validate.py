@@ -197,9 +197,12 @@ def _check_group(group: Iterable[SegmentItem], index_check: bool) -> Iterator[tu
 
 
 def _n_tasks(items: Sequence[SegmentItem], parallelism: int) -> int:
-    """Enough tasks to keep every core busy and balance skew (4 per core), more for big archives (~128 MiB each)."""
-    total = sum(max(i.size_bytes, 0) for i in items)
-    return max(1, min(len(items), max(parallelism * 4, math.ceil(total / (128 << 20)))))
+    """Tasks of ~32 MiB, at least one per core and at most 4 per core (enough to even out skew) unless the
+    archive is big (then ~128 MiB each): a Spark task costs tens of ms, a 32 MiB segment group ~100 ms to check."""
+    total = sum(max(i.size_bytes, 0) + 4096 for i in items)
+    n = min(max(parallelism, math.ceil(total / (32 << 20))), parallelism * 4)
+    n = max(n, math.ceil(total / (128 << 20)))
+    return max(1, min(len(items), n))
 
 
 def validate_archive(spark, roots, *, index_check: bool = True):
