@@ -155,3 +155,8 @@ def _describe_partition(pdir: str, name: str, ckpts: dict[str, dict[tuple[str, i
         "recoveryPoint": ckpts["recovery-point-offset-checkpoint"].get(key),
         "highWatermark": ckpts["replication-offset-checkpoint"].get(key),
     }
+
+
+from .assignments_cmd import assignments as _assignments  # noqa: E402 - KIP-858 command lives in its own module
+
+dirs.add_command(_assignments)

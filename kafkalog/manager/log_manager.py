@@ -241,6 +241,7 @@ class LogManager:
         self._scheduler = Scheduler(threads=self.config.background_threads, name="kafkalog-log-manager")
         self._started = False
         self._stopped = False
+        self._mover: Any = None  # ReplicaMover, created on first use (KIP-113)
 
     # --- context manager ---------------------------------------------------------------------------------------
 
@@ -408,6 +409,10 @@ class LogManager:
         self._process_failures(raise_if_none_live=True)
 
         self._load_logs()
+        self._process_failures(raise_if_none_live=True)
+        from kafkalog.manager.replica_mover import resolve_future_logs
+
+        resolve_future_logs(self)  # a move that crashed between its two renames (KIP-113)
         self._process_failures(raise_if_none_live=True)
 
     def _abort_startup(self) -> None:
@@ -685,6 +690,8 @@ class LogManager:
     def _halt(self) -> None:
         """No live dir left: stop background work; every later operation raises the fatal error."""
         self._checker.stop(timeout=5)
+        if self._mover is not None:
+            self._mover.stop_all(timeout=5)
         self._scheduler.shutdown(timeout=5)
         for d in self._dirs.values():
             d.release_lock()
@@ -869,9 +876,43 @@ class LogManager:
         self.checkpoint_recovery_offsets([e.dir.path])
         self.checkpoint_log_start_offsets([e.dir.path])
 
-    def alter_replica_log_dir(self, topic: str, partition: int, target_dir: str) -> None:
-        """KIP-113 replica move (issue 9, not built yet)."""
-        raise NotImplementedError("replica moves between log dirs (KIP-113) are not implemented yet")
+    # --- JBOD: KIP-113 moves and KIP-858 assignments (kafkalog/manager/replica_mover.py, assignments.py) --------
+
+    def _replica_mover(self) -> Any:
+        if self._mover is None:
+            from kafkalog.manager.replica_mover import ReplicaMover
+
+            with self._state_lock:
+                if self._mover is None:
+                    self._mover = ReplicaMover(self)
+        return self._mover
+
+    def alter_replica_log_dir(self, topic: str, partition: int, target_dir: str, *, wait: bool = False) -> Any:
+        """KIP-113: move the replica to ``target_dir`` through a ``-future`` log, in background (``wait=True``
+        blocks until it ends). Returns the move's ``MoveProgress``; a future already in ``target_dir`` resumes."""
+        progress = self._replica_mover().start(topic, partition, target_dir)
+        return self._replica_mover().wait(topic, partition) if wait else progress
+
+    def move_progress(self, topic: str, partition: int) -> dict[str, Any] | None:
+        """``{bytes_copied, lag_offsets, state, step, pause_ms, ...}`` of the partition's last move, or None."""
+        p = self._replica_mover().progress(topic, partition)
+        return None if p is None else p.as_dict()
+
+    def abort_replica_move(self, topic: str, partition: int) -> None:
+        """Stop the partition's move and drop its future log (renamed ``-delete``, removed asynchronously)."""
+        self._replica_mover().abort(topic, partition)
+
+    def recover_abandoned_future_logs(self, expected: Mapping[TopicPartition, str]) -> list[TopicPartition]:
+        """Kafka's rule: promote each future log whose dir is the one ``expected`` (metadata) assigns."""
+        self._ensure_running()
+        return self._replica_mover().recover_abandoned_future_logs(expected)
+
+    def check_assignments(self, expected: Mapping[TopicPartition, str]) -> list[Any]:
+        """KIP-858: every difference between the replicas here and ``expected`` ({(topic, partition): dir id}) as
+        ``AssignmentMismatch`` (kind, topic, partition, expected_dir_id, actual_dir_id, detail); empty = agrees."""
+        from kafkalog.manager.assignments import compare_assignments, dir_states_of
+
+        return compare_assignments(dir_states_of(self), expected)
 
     # --- housekeeping (run by the scheduler; public so callers and tests can run them on demand) -----------------
 
@@ -1037,6 +1078,8 @@ class LogManager:
             return
         self._stopped = True
         self._checker.stop()
+        if self._mover is not None:
+            self._mover.stop_all()
         self._scheduler.shutdown()
         by_dir = self._entries_by_dir(None)
         with ThreadPoolExecutor(max_workers=max(1, len(by_dir))) as pool:

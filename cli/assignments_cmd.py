@@ -1,0 +1,104 @@
+"""``kafkalog dirs assignments``: KIP-858 directory assignments of offline log dirs, checked against metadata.
+
+Read-only: each LOGDIR's ``meta.properties`` gives its ``directory.id`` and its partition dirs give the replicas
+(``<t>-<p>`` current, ``.<uuid>-future`` a move in progress). No lock is taken and nothing is written, so it is
+safe on the dirs of a stopped broker or a copy. A dir that cannot be read counts as offline (as the broker would
+see it). With ``--expected FILE.json`` (``{"t-0": "<dir id>"}`` or a list of ``{"topic", "partition",
+"directoryId"}``) every difference is printed in KIP-858's terms and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import click
+
+from .main import EXIT_CORRUPT, EXIT_OK, CommandError
+
+
+def _scan(raw: str) -> tuple[Any, str | None]:
+    """DirState of one dir plus an error message if it could not be read (then it is offline)."""
+    from kafkalog.checkpoint.meta_properties import read_meta_properties
+    from kafkalog.errors import KafkaLogError
+    from kafkalog.manager.assignments import DirState
+    from kafkalog.names import parse_partition_dir
+
+    path = os.path.abspath(raw)
+    state = DirState(path, None, True)
+    try:
+        meta_path = os.path.join(path, "meta.properties")
+        if os.path.exists(meta_path):
+            state.directory_id = read_meta_properties(meta_path).directory_id
+        with os.scandir(path) as it:
+            for entry in it:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                try:
+                    p = parse_partition_dir(entry.name)
+                except ValueError:
+                    continue
+                if p.kind == "":
+                    state.current.add((p.topic, p.partition))
+                elif p.kind == "future":
+                    state.future.add((p.topic, p.partition))
+    except (OSError, KafkaLogError) as exc:
+        state.online = False
+        return state, f"{path}: {exc}"
+    return state, None
+
+
+@click.command("assignments")
+@click.argument("log_dirs", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--expected", "expected_file", type=click.Path(dir_okay=False, path_type=str),
+              help="JSON map of topic-partition to directory id, as the cluster metadata holds it.")
+@click.option("--json", "json_mode", is_flag=True, help="One JSON object: assignments and mismatches.")
+def assignments(log_dirs: tuple[str, ...], expected_file: str | None, json_mode: bool) -> None:
+    """Which directory id holds each replica in LOGDIR...; with --expected, the KIP-858 differences (exit 1)."""
+    from kafkalog.manager.assignments import compare_assignments, parse_expected
+
+    states, errors = [], []
+    for raw in log_dirs:
+        st, err = _scan(raw)
+        states.append(st)
+        if err is not None:
+            errors.append(err)
+            click.echo(f"kafkalog: warning: log dir offline: {err}", err=True)
+    rows = []
+    seen: dict[tuple[str, int], list[str]] = {}
+    for st in states:
+        for kind, parts in (("current", st.current), ("future", st.future)):
+            for tp in sorted(parts):
+                rows.append({"topic": tp[0], "partition": tp[1], "directoryId": st.directory_id,
+                             "logDir": st.path, "isFuture": kind == "future"})
+                if kind == "current":
+                    seen.setdefault(tp, []).append(st.path)
+    duplicates = {tp: paths for tp, paths in seen.items() if len(paths) > 1}
+    mismatches = []
+    if expected_file is not None:
+        try:
+            with open(expected_file, encoding="utf-8") as f:
+                expected = parse_expected(json.load(f))
+        except (ValueError, OSError) as exc:
+            raise CommandError(f"cannot read expected assignments {expected_file}: {exc}") from exc
+        mismatches = compare_assignments(states, expected)
+    if json_mode:
+        click.echo(json.dumps({
+            "logDirs": [{"logDir": s.path, "directoryId": s.directory_id, "online": s.online} for s in states],
+            "assignments": rows,
+            "duplicates": [{"topic": tp[0], "partition": tp[1], "logDirs": p} for tp, p in sorted(duplicates.items())],
+            "mismatches": [m.to_json() for m in mismatches],
+        }))
+    else:
+        for s in states:
+            click.echo(f"logDir: {s.path} directoryId: {s.directory_id} {'online' if s.online else 'offline'}")
+        for r in rows:
+            click.echo(f"  {r['topic']}-{r['partition']} directoryId: {r['directoryId']}"
+                       + (" (future)" if r["isFuture"] else ""))
+        for tp, paths in sorted(duplicates.items()):
+            click.echo(f"duplicate: {tp[0]}-{tp[1]} is a current replica in {', '.join(paths)}")
+        for m in mismatches:
+            click.echo(f"mismatch: {m.kind.value} {m.topic}-{m.partition} expected: {m.expected_dir_id} "
+                       f"actual: {m.actual_dir_id} ({m.detail})")
+    click.get_current_context().exit(EXIT_CORRUPT if (mismatches or duplicates) else EXIT_OK)
