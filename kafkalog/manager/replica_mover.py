@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalog.errors import ConfigError, KafkaStorageError, OffsetOutOfRangeError
+from kafkalog.errors import ConfigError, KafkaStorageError
 from kafkalog.names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -547,10 +547,7 @@ class ReplicaMover:
                 if start >= min(target_end, src.log_end_offset):
                     break
                 try:
-                    try:
-                        batches = src.read(start, CHUNK_BYTES)
-                    except OffsetOutOfRangeError as exc:
-                        raise _Restart(f"the source moved past the copy: {exc}") from None
+                    batches = self._read_source(src, start)
                     parts: list[tuple[int, bytes, int, int]] = []  # (segment base, bytes, last base, last crc)
                     for b in batches:
                         seg_base = src.segments.floor(b.base_offset).base_offset
@@ -590,6 +587,22 @@ class ReplicaMover:
                 break
         self._update_lag(mv)
         return total
+
+    @staticmethod
+    def _read_source(src: Any, start: int) -> list[Any]:
+        """Whole batches of one source segment from ``start`` (caller holds the partition lock). Read from the
+        segments, not through ``Log.read``: batches below the log start still belong in a byte-identical copy."""
+        seg = src.segments.floor(start)
+        if seg is None:
+            raise _Restart(f"the source's first segment is past the copy's end {start}")
+        active = src.active_segment
+        active_size = active.size
+        while seg is not None:
+            got = seg.read(start, CHUNK_BYTES, max_position=active_size if seg is active else None)
+            if got:
+                return got
+            seg = src.segments.higher(seg.base_offset)
+        return []
 
     def _update_lag(self, mv: _Move) -> None:
         m = self.m
