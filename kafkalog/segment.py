@@ -507,18 +507,11 @@ class LogSegment:
         self._offset_index.sanity_check()
         self._time_index.sanity_check()
         if strict:
-            starts, lasts, max_ts, magic2 = self.batch_table()
+            starts, lasts, max_ts, _ = self.batch_table()
             next_offset = int(lasts[-1]) + 1 if len(lasts) else self._base_offset
-            # legacy (magic 0/1) segments were indexed per append, not per batch: check entries against
-            # batch starts only for segments written in magic 2
-            all_v2 = bool(magic2.all())
-            self._offset_index.strict_check(
-                self.size, batch_starts=starts, batch_last_offsets=lasts if all_v2 else None
-            )
+            self._offset_index.strict_check(self.size, batch_starts=starts, batch_last_offsets=lasts)
             self._time_index.strict_check(
-                next_offset=next_offset,
-                batch_last_offsets=lasts if all_v2 else None,
-                batch_max_timestamps=max_ts if all_v2 else None,
+                next_offset=next_offset, batch_last_offsets=lasts, batch_max_timestamps=max_ts
             )
             self._txn_index.strict_check(next_offset=next_offset)
 

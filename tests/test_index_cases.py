@@ -217,8 +217,10 @@ def test_strict_check_catches_what_sanity_misses(tmp_path: Path) -> None:
     idx.strict_check(6000)
     with pytest.raises(CorruptIndexError, match="batch start"):
         idx.strict_check(6000, np.array([0, 4990]))
-    with pytest.raises(CorruptIndexError, match="last offset is 4"):
+    with pytest.raises(CorruptIndexError, match="past the log's last offset 4"):
         idx.strict_check(6000, np.array([0, 5000]), np.array([1, 4]))
+    with pytest.raises(CorruptIndexError, match="batch before its position already holds"):
+        idx.strict_check(6000, np.array([0, 5000]), np.array([5, 9]))
     idx.strict_check(6000, np.array([0, 100, 5000]), np.array([1, 3, 5]))
     p.write_bytes(struct.pack(">iiiiii", 1, 0, 9, 100, 7, 200))  # offsets go backwards mid-file
     bad = OffsetIndex(p, 0, writable=False)

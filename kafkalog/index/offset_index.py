@@ -171,9 +171,8 @@ class OffsetIndex(AbstractIndex):
     ) -> None:
         """kafkalog's stricter check, vectorised: Kafka's sanity check, then offsets >= base and strictly
         increasing, positions strictly increasing and inside the ``.log`` (< ``log_size``), and, given the
-        ``.log``'s batch start positions (sorted) and their last offsets, every entry pointing at a batch start
-        whose last offset is the entry's offset (how Kafka writes entries for magic 2 batches; legacy
-        uncompressed message sets were indexed per append, so pass no last offsets for those).
+        ``.log``'s batch start positions (sorted) and their last offsets, every entry pointing at a batch start,
+        with an offset no batch before that position holds and no later than the log's last offset.
         """
         self.sanity_check()
         with self._lock:
@@ -212,8 +211,17 @@ class OffsetIndex(AbstractIndex):
         if bad.size:
             fail(int(bad[0]), "does not point at a batch start")
         if batch_last_offsets is not None:
+            # What lookups need, for every Kafka writer (per-batch appends, the cleaner's largest retained offset,
+            # legacy per-append entries): the batches before the entry's position all end below its offset, and
+            # the offset is inside the log. Equality with the batch's last offset is too strict for the cleaner.
             last = np.asarray(batch_last_offsets, dtype=np.int64)
-            bad = np.flatnonzero(last[at_c] != rel + base)
+            absolute = rel + base
+            before = np.where(at_c > 0, last[np.maximum(at_c - 1, 0)], base - 1)
+            bad = np.flatnonzero(before >= absolute)
             if bad.size:
                 i = int(bad[0])
-                fail(i, f"points at a batch whose last offset is {int(last[at_c[i]])}")
+                fail(i, f"names an offset the batch before its position already holds (last offset {int(before[i])})")
+            if last.size:
+                bad = np.flatnonzero(absolute > last[-1])
+                if bad.size:
+                    fail(int(bad[0]), f"is past the log's last offset {int(last[-1])}")

@@ -193,7 +193,7 @@ class TimeIndex(AbstractIndex):
         """kafkalog's stricter check, vectorised: Kafka's sanity check, then timestamps strictly increasing (as
         ``maybe_append`` guarantees), offsets >= base and non-decreasing, offsets < ``next_offset`` (the
         segment's next offset) when given, and, given the ``.log``'s batch last offsets (sorted) and max
-        timestamps, every entry naming a batch's last offset whose max timestamp is the entry's timestamp.
+        timestamps, offsets inside the log and no earlier batch with a larger timestamp than the entry.
         """
         self.sanity_check()
         with self._lock:
@@ -224,16 +224,18 @@ class TimeIndex(AbstractIndex):
                 fail(int(bad[0]), f"is at or past the segment's next offset {next_offset}")
         if batch_last_offsets is None:
             return
+        # Lookups need: the offset is in the log, and no batch that ends before the entry's offset holds a larger
+        # timestamp than the entry (else a search from that offset would miss it).
         last = np.asarray(batch_last_offsets, dtype=np.int64)
-        at = np.searchsorted(last, off)
-        at_c = np.minimum(at, max(last.size - 1, 0))
-        hit = (at < last.size) & (last[at_c] == off) if last.size else np.zeros(off.shape, dtype=bool)
-        bad = np.flatnonzero(~hit)
-        if bad.size:
-            fail(int(bad[0]), "does not name a batch's last offset")
-        if batch_max_timestamps is not None:
-            mx = np.asarray(batch_max_timestamps, dtype=np.int64)
-            bad = np.flatnonzero(mx[at_c] != ts)
+        if last.size:
+            bad = np.flatnonzero(off > last[-1])
+            if bad.size:
+                fail(int(bad[0]), f"is past the log's last offset {int(last[-1])}")
+        if batch_max_timestamps is not None and last.size:
+            prefix_max = np.maximum.accumulate(np.asarray(batch_max_timestamps, dtype=np.int64))
+            k = np.searchsorted(last, off)  # the batch holding the entry's offset
+            before = np.where(k > 0, prefix_max[np.maximum(k - 1, 0)], -1)
+            bad = np.flatnonzero(before > ts)
             if bad.size:
                 i = int(bad[0])
-                fail(i, f"names a batch whose max timestamp is {int(mx[at_c[i]])}")
+                fail(i, f"is below the max timestamp {int(before[i])} of the batches before its offset")
