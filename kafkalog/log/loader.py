@@ -15,6 +15,7 @@ Files Kafka would delete "asynchronously" during load are deleted at once: nobod
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from kafkalog.names import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    file_name,
+    offset_to_name,
 )
 from kafkalog.segment import LogSegment
 
@@ -48,6 +49,16 @@ def offset_prefix(name: str) -> int | None:
     """Kafka's ``offsetFromFile``: the digits before the first dot, or None when they are not a number."""
     head = name.split(".", 1)[0]
     return int(head) if head.isdigit() else None
+
+
+def _is_file(entry: os.DirEntry) -> bool:
+    """``Path.is_file`` for a scandir entry: follows symlinks; a dangling or looping link is not a file."""
+    try:
+        return entry.is_file()
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return False
+        raise
 
 
 @dataclass
@@ -125,7 +136,7 @@ class LogLoader:
         epoch_cache: LeaderEpochFileCache,
         producer_state: ProducerStateManager,
         clock: Callable[[], int],
-        new_psm: Callable[[], ProducerStateManager],
+        new_psm: Callable[..., ProducerStateManager],
     ) -> None:
         self.dir = Path(dir)
         self.config = config
@@ -140,6 +151,10 @@ class LogLoader:
         #: What the loader did, for callers and tests: (action, file name) pairs.
         self.actions: list[tuple[str, str]] = []
         self._load_truncation: int | None = None  # base of the first segment that lost bytes while opening
+        # The dir's snapshot files as the last recovery-time manager left them (offset -> path, ascending), handed
+        # to the next one instead of listing the dir again: one listing per segment made recovery O(n^2).
+        # None whenever something else may have touched the snapshot files since.
+        self._snapshot_listing: dict | None = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -154,7 +169,23 @@ class LogLoader:
         self.actions.append((why, path.name))
 
     def _files(self) -> list[Path]:
-        return sorted(p for p in self.dir.iterdir() if p.is_file())
+        d = self.dir
+        return [d / name for name in self._scan()[0]]
+
+    def _scan(self) -> tuple[list[str], set[str]]:
+        """Names of the regular files (symlinks followed, as ``Path.is_file``) in name order, and the names of
+        the entries that are not symlinks (known to exist without a stat). One scandir, no stat per file unless
+        it is a symlink, no Path objects (building and sorting those cost more than the listing)."""
+        files: list[str] = []
+        plain: set[str] = set()
+        with os.scandir(self.dir) as it:
+            for e in it:
+                if not e.is_symlink():
+                    plain.add(e.name)
+                if _is_file(e):
+                    files.append(e.name)
+        files.sort()
+        return files, plain
 
     # ------------------------------------------------------------------ load
 
@@ -186,17 +217,16 @@ class LogLoader:
         swaps: list[Path] = []
         cleaned: list[Path] = []
         min_cleaned = None
-        for path in self._files():
-            name = path.name
+        for name in self._scan()[0]:
             if name.endswith(DELETED_SUFFIX) and not name.endswith(_KRAFT_SNAPSHOT_DELETED):
-                self._delete(path, "deleted leftover")
+                self._delete(self.dir / name, "deleted leftover")
             elif name.endswith(CLEANED_SUFFIX):
                 off = offset_prefix(name)
                 if off is not None:
                     min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
-                cleaned.append(path)
+                cleaned.append(self.dir / name)
             elif name.endswith(SWAP_SUFFIX):
-                swaps.append(path)
+                swaps.append(self.dir / name)
         valid = []
         for path in swaps:
             off = offset_prefix(path.name)
@@ -232,6 +262,8 @@ class LogLoader:
                 off = offset_prefix(path.name)
                 if off is not None and min_off <= off < max_off:
                     self._delete(path, "replaced by swap")
+        if not swaps:
+            return  # every .swap file was collected (or deleted) above and nothing creates one in between
         for path in self._files():
             if path.name.endswith(SWAP_SUFFIX):
                 target = path.with_name(path.name[: -len(SWAP_SUFFIX)])
@@ -239,21 +271,28 @@ class LogLoader:
                 self.actions.append(("swap completed", target.name))
 
     def _load_segment_files(self) -> None:
-        for path in self._files():
-            name = path.name
+        names, plain = self._scan()
+        # Entries listed here exist unless deleted below, and only orphan indexes are (never a .log, nor an index
+        # of a segment that has its .log); a name not in the set (or a symlink) is checked on disk.
+
+        def exists(off: int, suffix: str) -> bool:
+            name = offset_to_name(off) + suffix  # raises ValueError for an out-of-range offset, as file_name
+            return name in plain or (self.dir / name).exists()
+
+        for name in names:
             if name.endswith(_INDEX_SUFFIXES):
                 off = offset_prefix(name)
-                if off is not None and not file_name(self.dir, off, LOG_SUFFIX).exists():
-                    self._delete(path, "orphan index")
+                if off is not None and not exists(off, LOG_SUFFIX):
+                    self._delete(self.dir / name, "orphan index")
             elif name.endswith(LOG_SUFFIX):
                 base = offset_prefix(name)
                 if base is None:
                     continue
-                time_index_new = not file_name(self.dir, base, TIME_INDEX_SUFFIX).exists()
+                time_index_new = not exists(base, TIME_INDEX_SUFFIX)
                 seg = self._open_segment(base)
                 truncated = 0
                 try:
-                    self._light_sanity_check(seg, time_index_new)
+                    self._light_sanity_check(seg, time_index_new, exists(base, INDEX_SUFFIX))
                 except FileNotFoundError:
                     self.actions.append(("recover: missing offset index", name))
                     truncated = self._recover_segment(seg)
@@ -265,10 +304,12 @@ class LogLoader:
                 self.segments.add(seg)
 
     @staticmethod
-    def _light_sanity_check(seg: LogSegment, time_index_new: bool) -> None:
+    def _light_sanity_check(seg: LogSegment, time_index_new: bool, offset_index_exists: bool | None = None) -> None:
         """Kafka's load-time check (KIP-263): the offset index must exist, the txn index must be sane; the
         offset and time indexes are not read (segments past the recovery point get rebuilt anyway)."""
-        if not Path(seg.offset_index.file).exists():
+        if offset_index_exists is None:
+            offset_index_exists = Path(seg.offset_index.file).exists()
+        if not offset_index_exists:
             raise FileNotFoundError(f"offset index {seg.offset_index.file} does not exist")
         if time_index_new:
             seg.time_index.resize(0)
@@ -277,13 +318,16 @@ class LogLoader:
     def _recover_segment(self, seg: LogSegment) -> int:
         """Kafka's ``recoverSegment``: a throwaway producer-state manager rebuilt up to the segment, then the
         segment re-read batch by batch (indexes, txn index, epochs), then a snapshot at its end."""
-        psm = self._new_psm()
+        listing, self._snapshot_listing = self._snapshot_listing, None
+        psm = self._new_psm() if listing is None else self._new_psm(snapshots=listing)
         rebuild_producer_state(
             psm, self.segments, self.log_start_ckpt, seg.base_offset,
             reload_from_clean_shutdown=False, now=self.clock(),
         )
         truncated = seg.recover(psm, self.epoch_cache)
         psm.take_snapshot()
+        # Only this manager touched snapshot files since the listing was taken, so its view is the dir's.
+        self._snapshot_listing = psm.snapshot_listing
         return truncated
 
     def _recover_log(self) -> LoadedLogOffsets:
@@ -326,6 +370,7 @@ class LogLoader:
         return None
 
     def _remove_and_delete_segments(self, doomed: list[LogSegment]) -> None:
+        self._snapshot_listing = None  # snapshots are renamed below: the next recovery lists the dir again
         for seg in doomed:
             self.segments.remove(seg.base_offset)
             self.actions.append(("deleted segment", seg.log_path.name))

@@ -158,9 +158,10 @@ class Log:
             self._epoch_cache = LeaderEpochFileCache(epoch_path, entries=[])
             self.epoch_cache_rebuilt = True
 
-        def new_psm(sync: bool = False) -> ProducerStateManager:
+        def new_psm(sync: bool = False, snapshots: dict | None = None) -> ProducerStateManager:
             return ProducerStateManager(
-                path, producer_id_expiration_ms=producer_id_expiration_ms, clock=clock, sync_snapshots=sync
+                path, producer_id_expiration_ms=producer_id_expiration_ms, clock=clock, sync_snapshots=sync,
+                snapshots=snapshots,
             )
 
         self._new_psm = new_psm

@@ -348,6 +348,7 @@ class ProducerStateManager:
         snapshot_reader: Callable[[Path], list[ProducerStateEntry]] | None = None,
         snapshot_writer: Callable[[Path, list[ProducerStateEntry]], None] | None = None,
         sync_snapshots: bool = True,
+        snapshots: dict[int, Any] | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -361,7 +362,10 @@ class ProducerStateManager:
         self._hash_order = _JavaLongHashOrder()
         self.ongoing_txns: dict[int, TxnMetadata] = {}  # first offset -> txn (kept sorted on read)
         self.unreplicated_txns: dict[int, TxnMetadata] = {}
-        self._snapshots: dict[int, Any] = self._load_snapshots()  # offset -> path (str or Path)
+        # offset -> path (str or Path), always in ascending offset order (so the newest is the last key).
+        # ``snapshots`` lets a caller that already knows the dir's snapshot files (the loader, handing one listing
+        # from one recovery-time manager to the next) skip the listing; the dict is used as is, not copied.
+        self._snapshots: dict[int, Any] = self._load_snapshots() if snapshots is None else snapshots
         self.last_map_offset = 0
         self.last_snap_offset = 0
 
@@ -383,12 +387,18 @@ class ProducerStateManager:
         return sorted(self._snapshots)
 
     @property
+    def snapshot_listing(self) -> dict[int, Any]:
+        """The snapshot files this manager knows of (offset -> path, ascending); kept in step with the dir as
+        long as nothing else adds or removes snapshot files. The loader passes it on to the next manager."""
+        return self._snapshots
+
+    @property
     def latest_snapshot_offset(self) -> int | None:
-        return max(self._snapshots) if self._snapshots else None
+        return next(reversed(self._snapshots)) if self._snapshots else None  # keys are kept sorted
 
     @property
     def oldest_snapshot_offset(self) -> int | None:
-        return min(self._snapshots) if self._snapshots else None
+        return next(iter(self._snapshots)) if self._snapshots else None
 
     def snapshot_file_for_offset(self, offset: int) -> Path | None:
         path = self._snapshots.get(offset)
@@ -449,8 +459,11 @@ class ProducerStateManager:
             write_snapshot(path, [self.producers[pid] for pid in order], sync=self.sync_snapshots)
         else:
             self._write(path, [self.producers[pid] for pid in order])
-        self._snapshots[self.last_map_offset] = path
-        self._snapshots = dict(sorted(self._snapshots.items()))
+        snaps = self._snapshots
+        newest = next(reversed(snaps)) if snaps else None
+        snaps[self.last_map_offset] = path
+        if newest is not None and self.last_map_offset < newest:
+            self._snapshots = dict(sorted(snaps.items()))  # out of order (rare): restore ascending keys
         self.last_snap_offset = self.last_map_offset
         return path
 
@@ -504,7 +517,7 @@ class ProducerStateManager:
     def _load_from_snapshot(self, log_start_offset: int, now: int) -> None:
         """Load the newest readable snapshot; a corrupt one is deleted and the next older one tried."""
         while self._snapshots:
-            offset = max(self._snapshots)
+            offset = next(reversed(self._snapshots))
             path = Path(self._snapshots[offset])
             try:
                 entries = self._read(path)
@@ -523,9 +536,19 @@ class ProducerStateManager:
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now: int | None = None) -> None:
         """Drop snapshots outside (log start, log end] and, if needed, reload state from the newest left."""
         now = self._clock() if now is None else now
-        for off in list(self._snapshots):
-            if off > log_end_offset or off <= log_start_offset:
-                self._remove_and_delete_snapshot(off)
+        # Keys are ascending: the doomed ones sit at both ends, so only those are visited (no O(n) pass per call,
+        # which made recovering n segments O(n^2)).
+        doomed = []
+        for off in reversed(self._snapshots):
+            if off <= log_end_offset:
+                break
+            doomed.append(off)
+        for off in self._snapshots:
+            if off > log_start_offset or off > log_end_offset:
+                break
+            doomed.append(off)
+        for off in doomed:
+            self._remove_and_delete_snapshot(off)
         if log_end_offset != self.last_map_offset:
             self._clear_producers()
             self.ongoing_txns.clear()
