@@ -547,16 +547,11 @@ class ReplicaMover:
                 if start >= min(target_end, src.log_end_offset):
                     break
                 try:
-                    batches = self._read_source(src, start)
+                    seg_base, batches = self._read_source(src, start)
                     parts: list[tuple[int, bytes, int, int]] = []  # (segment base, bytes, last base, last crc)
-                    for b in batches:
-                        seg_base = src.segments.floor(b.base_offset).base_offset
-                        raw = bytes(b.raw)
-                        if parts and parts[-1][0] == seg_base:
-                            sb, data, _, _ = parts[-1]
-                            parts[-1] = (sb, data + raw, b.base_offset, b.crc)
-                        else:
-                            parts.append((seg_base, raw, b.base_offset, b.crc))
+                    if batches:
+                        last = batches[-1]
+                        parts.append((seg_base, b"".join([b.raw for b in batches]), last.base_offset, last.crc))
                 except OSError as exc:
                     failure = (e.dir, exc, "source")
             if failure is not None:
@@ -589,8 +584,8 @@ class ReplicaMover:
         return total
 
     @staticmethod
-    def _read_source(src: Any, start: int) -> list[Any]:
-        """Whole batches of one source segment from ``start`` (caller holds the partition lock). Read from the
+    def _read_source(src: Any, start: int) -> tuple[int, list[Any]]:
+        """(segment base, whole batches of that one segment from ``start``); caller holds the partition lock. From the
         segments, not through ``Log.read``: batches below the log start still belong in a byte-identical copy."""
         seg = src.segments.floor(start)
         if seg is None:
@@ -600,9 +595,9 @@ class ReplicaMover:
         while seg is not None:
             got = seg.read(start, CHUNK_BYTES, max_position=active_size if seg is active else None)
             if got:
-                return got
+                return seg.base_offset, got
             seg = src.segments.higher(seg.base_offset)
-        return []
+        return -1, []
 
     def _update_lag(self, mv: _Move) -> None:
         m = self.m
