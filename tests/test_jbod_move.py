@@ -408,3 +408,29 @@ def test_target_disk_full_during_the_copy(tmp_path: Path) -> None:
             assert len(_keys(m)) == 6001
     finally:
         subprocess.run(["umount", str(b)], capture_output=True)
+
+
+def test_shutdown_during_a_move_leaves_a_resumable_future(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = LogManager([a, b], log_config=CFG)
+    m.startup()
+    m.get_or_create_log("t", 0)
+    for i in range(150):
+        m.append("t", 0, [(f"{i}".encode(), VALUE)])
+    opened = threading.Event()
+
+    def hook(key, step) -> None:
+        if step == "future_opened":
+            opened.set()
+            while not m._stopped:  # hold the move here until shutdown has begun
+                threading.Event().wait(0.01)
+
+    _hook(m, hook)
+    m.alter_replica_log_dir("t", 0, str(b))
+    assert opened.wait(60)
+    m.shutdown()
+    assert m.move_progress("t", 0)["state"] == "aborted"
+    with LogManager([a, b], log_config=CFG) as m2:
+        assert m2.log_dir_of("t", 0) == str(a) and m2.get_log("t", 0, is_future=True) is not None
+        assert m2.alter_replica_log_dir("t", 0, str(b), wait=True).state == "completed"
+        assert _keys(m2) == [(i, f"{i}".encode()) for i in range(150)]

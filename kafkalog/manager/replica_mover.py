@@ -94,6 +94,7 @@ class _SideFailed(Exception):
         super().__init__(f"{side}: {cause}")
         self.side = side
         self.cause = cause
+        self.log_dir: Any = None
 
 
 @dataclass
@@ -352,7 +353,7 @@ class ReplicaMover:
     # --- phase 1: the copy of the inactive segments --------------------------------------------------------------
 
     def _create_future(self, mv: _Move, e: Any) -> None:
-        m, (topic, partition) = self.m, mv.key
+        topic, partition = mv.key
         uid = _uuid.uuid4().hex
         fpath = os.path.join(mv.target.path, future_dir_name(topic, partition, unique_id=uid))
         fds: list[tuple[int, str, int]] = []  # (src fd, dest name, size)
@@ -555,7 +556,7 @@ class ReplicaMover:
                 except OSError as exc:
                     failure = (e.dir, exc, "source")
             if failure is not None:
-                self._fail(*failure)
+                self._fail(*failure, report=not locked)
             if not parts:
                 break
             with fe.lock:
@@ -577,7 +578,7 @@ class ReplicaMover:
                         raise
                     failure = (mv.target, exc.__cause__, "target")
             if failure is not None:
-                self._fail(*failure)
+                self._fail(*failure, report=not locked)
             if limit is not None and total >= limit:
                 break
         self._update_lag(mv)
@@ -632,6 +633,8 @@ class ReplicaMover:
             src, fut = e.log, fe.log
             try:
                 self._swap_locked(mv, e, fe, src, fut, src_path, del_path, fpath, new_path, failures, Log)
+            except _SideFailed as f:  # from the final copy round: reported below, after the locks
+                failures.append((f.log_dir, f.cause, f.side))
             finally:
                 mv.progress.pause_ms = (time.perf_counter() - t0) * 1000
         if failures:
@@ -738,11 +741,15 @@ class ReplicaMover:
 
     # --- helpers -------------------------------------------------------------------------------------------------
 
-    def _fail(self, d: Any, cause: OSError, side: str) -> None:
-        """Take ``d`` offline (through the channel) and end the move as failed on that side."""
-        self.m._report(d.path, cause, f"I/O error while moving a replica ({side})")
-        self.m._process_failures()
-        raise _SideFailed(side, cause)
+    def _fail(self, d: Any, cause: OSError, side: str, *, report: bool = True) -> None:
+        """Take ``d`` offline (through the channel) and end the move as failed on that side. With partition locks
+        held (``report=False``) the caller reports after releasing them: offline handling takes those locks."""
+        if report:
+            self.m._report(d.path, cause, f"I/O error while moving a replica ({side})")
+            self.m._process_failures()
+        err = _SideFailed(side, cause)
+        err.log_dir = d
+        raise err
 
     def _discard_future(self, key: TopicPartition, fe: Any) -> None:
         """Close a future log, rename it ``-delete`` and queue it for removal (Kafka's abort of a move)."""
