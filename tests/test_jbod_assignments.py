@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -140,7 +141,13 @@ def test_parse_expected_shapes() -> None:
 
 
 def _cli(*args) -> tuple[int, str]:
-    r = CliRunner().invoke(main, [str(x) for x in args], catch_exceptions=False)
+    # The CLI quiets the library's "kafkalog" logger process-wide; put it back so later caplog tests still see it.
+    logger = logging.getLogger("kafkalog")
+    level = logger.level
+    try:
+        r = CliRunner().invoke(main, [str(x) for x in args], catch_exceptions=False)
+    finally:
+        logger.setLevel(level)
     return r.exit_code, r.stdout
 
 
