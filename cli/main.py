@@ -143,7 +143,11 @@ def main(ctx: click.Context, debug: bool, quiet: bool) -> None:
     if debug:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     else:
-        logging.getLogger("kafkalog").setLevel(logging.ERROR)
+        # restored when the command ends, so an in-process caller (tests, a notebook) keeps its own logging
+        library_logger = logging.getLogger("kafkalog")
+        previous_level = library_logger.level
+        library_logger.setLevel(logging.ERROR)
+        ctx.call_on_close(lambda: library_logger.setLevel(previous_level))
 
 
 def _register() -> None:

@@ -540,8 +540,11 @@ class LogManager:
             entry = _Entry(key, log, d, is_future=parsed.kind == "future", last_flush_ms=self._clock())
             try:
                 # Lazy checking (KIP-263) is only for a clean shutdown: after a crash everything is checked.
-                self._checker.register(key, log, entry.lock,
-                                       check_all=self.config.sanity_check_all_logs or not d.had_clean_shutdown)
+                # A future log (a move in progress) shares its key with the current log; the mover registers it
+                # when it is promoted, so only current logs are registered here.
+                if not entry.is_future:
+                    self._checker.register(key, log, entry.lock,
+                                           check_all=self.config.sanity_check_all_logs or not d.had_clean_shutdown)
             except BaseException:
                 self._close_handles(entry)
                 raise
