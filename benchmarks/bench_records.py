@@ -16,6 +16,7 @@ import time
 from crc32c import crc32c
 
 from kafkalog.records import build_batch, read_batches, scan_batches
+from kafkalog.verify import verify_log_file
 
 
 def make_segment(size: int, batch_bytes: int) -> bytes:
@@ -41,6 +42,33 @@ def best_of(fn, repeat: int = 3) -> float:
         fn()
         best = min(best, time.perf_counter() - t)
     return best
+
+
+def loop_floor(data: bytes) -> tuple[float, float]:
+    """Per-batch cost (ns) of the two Python-level steps no pure-Python scan can avoid: following the length chain
+    (one ``unpack_from`` per batch) and one ``crc32c`` call on a memoryview slice per batch (incl. the CRC work)."""
+    import struct
+
+    size_of = struct.Struct(">8xi").unpack_from
+    mv = memoryview(data)
+    starts = []
+
+    def walk():
+        starts.clear()
+        add, pos, last = starts.append, 0, len(mv) - 17
+        while pos <= last:
+            add(pos)
+            pos += 12 + size_of(mv, pos)[0]
+
+    walk()
+    stops = starts[1:] + [len(mv)]
+
+    def crcs():
+        for s, e in zip(starts, stops, strict=True):
+            crc32c(mv[s + 21 : e])
+
+    n = len(starts)
+    return best_of(walk) / n * 1e9, best_of(crcs) / n * 1e9
 
 
 def kafka_python_records(data: bytes) -> int:
@@ -84,12 +112,23 @@ def main() -> None:
             t_raw = best_of(lambda mv=mv: crc32c(mv))
             t_scan = best_of(lambda path=path: scan_batches(path))
             t_scan_mem = best_of(lambda data=data: scan_batches(data))
+            t_verify = best_of(lambda path=path: verify_log_file(path, include_batches=False))
+            t_verify_b = best_of(lambda path=path: verify_log_file(path))
+            t_verify_iter = best_of(lambda path=path: sum(b.crc_valid for b in verify_log_file(path).batches), repeat=2)
+            t_verify_dict = best_of(lambda path=path: verify_log_file(path).to_dict(), repeat=2)
             t_reader = best_of(lambda path=path: sum(1 for b in read_batches(path) if b.is_valid()), repeat=1)
+            walk_ns, crc_ns = loop_floor(data)
             print(f"== {label} batches: {len(data) / 2**20:.0f} MiB, {n_batches} batches ==")
             print(f"  raw crc32c (one call)          {gb / t_raw:8.2f} GB/s")
             print(f"  scan_batches, in memory        {gb / t_scan_mem:8.2f} GB/s  ({100 * t_raw / t_scan_mem:.0f}% of raw crc32c)")
             print(f"  scan_batches, file (mmap)      {gb / t_scan:8.2f} GB/s  ({100 * t_raw / t_scan:.0f}% of raw crc32c)")
+            print(f"  verify_log_file (no batches)   {gb / t_verify:8.2f} GB/s")
+            print(f"  verify_log_file (batches)      {gb / t_verify_b:8.2f} GB/s  (columns; BatchReport made on access)")
+            print(f"  ... + iterate every batch      {gb / t_verify_iter:8.2f} GB/s")
+            print(f"  ... + to_dict()                {gb / t_verify_dict:8.2f} GB/s")
             print(f"  read_batches + is_valid()      {gb / t_reader:8.2f} GB/s")
+            print(f"  floor: length walk {walk_ns:.0f} ns/batch, crc32c call {crc_ns:.0f} ns/batch "
+                  f"(raw crc32c alone {t_raw / n_batches * 1e9:.0f} ns/batch)")
             small = data[: args.deep_mb << 20]
             small = small[: scan_batches(small, check_crc=False).valid_bytes]
             t_kp_shallow = best_of(lambda small=small: kafka_python_shallow(small), repeat=1)

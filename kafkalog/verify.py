@@ -8,7 +8,8 @@ batches whose CRC fails), and only I/O errors propagate.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from .records.compression import CompressionType
 from .records.record import TimestampType
 from .records.scan import scan_batches
 
-__all__ = ["BatchReport", "LogFileReport", "verify_log_file"]
+__all__ = ["BatchReport", "BatchReports", "LogFileReport", "verify_log_file"]
 
 
 @dataclass
@@ -65,6 +66,88 @@ class BatchReport:
         }
 
 
+#: ``BatchReport`` field names, in order, and the matching ``to_dict`` keys.
+_FIELDS = (
+    "position", "size", "base_offset", "last_offset", "count", "magic", "compression", "timestamp_type", "crc",
+    "crc_valid", "max_timestamp", "base_timestamp", "partition_leader_epoch", "producer_id", "producer_epoch",
+    "base_sequence", "is_transactional", "is_control",
+)
+_DICT_KEYS = (
+    "position", "size", "baseOffset", "lastOffset", "count", "magic", "compresscodec", "timestampType", "crc",
+    "isvalid", "maxTimestamp", "baseTimestamp", "partitionLeaderEpoch", "producerId", "producerEpoch",
+    "baseSequence", "isTransactional", "isControl",
+)
+_CHUNK = 4096  # rows turned into Python objects at a time while iterating
+
+
+class BatchReports(Sequence):
+    """The batches of a ``LogFileReport``, held as numpy columns (one per ``BatchReport`` field).
+
+    A ``BatchReport`` is built only when one is asked for (indexing, iteration), so a report over millions of
+    batches costs a few numpy arrays, not millions of objects; objects are not cached (each access builds a fresh
+    one). ``column(name)`` gives a field as a numpy array, ``where(mask)`` the reports of the selected rows only
+    (e.g. ``where(~batches.column("crc_valid"))`` for the bad ones), ``to_dicts()`` the ``to_dict()`` forms.
+    Compares equal to any sequence of the same ``BatchReport`` values (a list, as it used to be).
+    """
+
+    __slots__ = ("_cols",)
+
+    def __init__(self, columns: dict[str, np.ndarray]) -> None:
+        self._cols = [columns[name] for name in _FIELDS]
+
+    def __len__(self) -> int:
+        return len(self._cols[0])
+
+    def column(self, name: str) -> np.ndarray:
+        """One field for every batch (numpy array; names and types as the ``BatchReport`` fields)."""
+        return self._cols[_FIELDS.index(name)]
+
+    def _rows(self, lo: int, hi: int) -> Iterator[tuple]:
+        return zip(*[c[lo:hi].tolist() for c in self._cols], strict=True)
+
+    def _reports(self, lo: int, hi: int) -> list[BatchReport]:
+        return list(map(BatchReport, *[c[lo:hi].tolist() for c in self._cols]))
+
+    def __iter__(self) -> Iterator[BatchReport]:
+        n = len(self)
+        for lo in range(0, n, _CHUNK):
+            yield from self._reports(lo, min(n, lo + _CHUNK))
+
+    def __getitem__(self, index):
+        n = len(self)
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(n))]
+        i = index.__index__()
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("batch index out of range")
+        return self._reports(i, i + 1)[0]
+
+    def where(self, mask: np.ndarray) -> list[BatchReport]:
+        """The reports of the rows where ``mask`` (a bool array, one per batch) is True."""
+        rows = [c[mask].tolist() for c in self._cols]
+        return list(map(BatchReport, *rows))
+
+    def to_dicts(self) -> list[dict]:
+        """``[b.to_dict() for b in self]`` without building the ``BatchReport`` objects."""
+        out: list[dict] = []
+        n = len(self)
+        for lo in range(0, n, _CHUNK):
+            out += [dict(zip(_DICT_KEYS, row, strict=True)) for row in self._rows(lo, min(n, lo + _CHUNK))]
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"BatchReports({len(self)} batches)"
+
+
 @dataclass
 class LogFileReport:
     """What a ``.log`` file holds and whether it is clean.
@@ -88,21 +171,31 @@ class LogFileReport:
     bad_crc_count: int
     first_bad_crc_position: int | None
     offsets_monotonic: bool
-    batches: list[BatchReport] = field(default_factory=list)
+    #: ``BatchReports`` (columns, objects made on access) from ``verify_log_file``; a plain list otherwise.
+    batches: Sequence[BatchReport] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.invalid_bytes == 0 and self.bad_crc_count == 0 and self.offsets_monotonic
 
     def to_dict(self, *, include_batches: bool = True) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k != "batches"}
+        # Every field but ``batches`` is a plain value (what ``asdict`` would copy); batches are not walked.
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "batches"}
         d["ok"] = self.ok
         if include_batches:
-            d["batches"] = [b.to_dict() for b in self.batches]
+            b = self.batches
+            d["batches"] = b.to_dicts() if isinstance(b, BatchReports) else [x.to_dict() for x in b]
         return d
 
 
 _CODEC_NAMES = [c.kafka_name for c in CompressionType] + ["unknown"] * 3
+_CODEC_NAME_ARRAY = np.array(_CODEC_NAMES, dtype=object)
+#: timestamp type names by (magic != 0) * 2 + LogAppendTime bit
+_TS_TYPE_NAMES = np.array(
+    [TimestampType.NO_TIMESTAMP_TYPE.kafka_name] * 2
+    + [TimestampType.CREATE_TIME.kafka_name, TimestampType.LOG_APPEND_TIME.kafka_name],
+    dtype=object,
+)
 
 
 def verify_log_file(source, *, include_batches: bool = True, position: int = 0) -> LogFileReport:
@@ -136,36 +229,29 @@ def verify_log_file(source, *, include_batches: bool = True, position: int = 0) 
         offsets_monotonic=monotonic,
     )
     if include_batches and n:
-        attrs = h["attributes"].astype(np.int64).tolist()
-        magics = h["magic"].tolist()
-        cols = zip(
-            scan.positions.tolist(),
-            scan.sizes.tolist(),
-            base.tolist(),
-            last.tolist(),
-            counts.tolist(),
-            magics,
-            attrs,
-            h["crc"].tolist(),
-            scan.crc_ok.tolist(),
-            ts.tolist(),
-            h["base_timestamp"].tolist(),
-            h["partition_leader_epoch"].tolist(),
-            h["producer_id"].tolist(),
-            h["producer_epoch"].tolist(),
-            h["base_sequence"].tolist(),
-            strict=True,
+        attrs = h["attributes"].astype(np.int64)
+        magic = h["magic"].astype(np.int64)
+        v2 = magic == 2
+        report.batches = BatchReports(
+            {
+                "position": scan.positions,
+                "size": scan.sizes,
+                "base_offset": base,
+                "last_offset": last,
+                "count": counts,
+                "magic": magic,
+                "compression": _CODEC_NAME_ARRAY[attrs & 7],
+                "timestamp_type": _TS_TYPE_NAMES[(magic != 0) * 2 + ((attrs & 0x08) != 0)],
+                "crc": h["crc"].astype(np.int64),
+                "crc_valid": scan.crc_ok,
+                "max_timestamp": ts,
+                "base_timestamp": h["base_timestamp"].astype(np.int64),
+                "partition_leader_epoch": h["partition_leader_epoch"].astype(np.int64),
+                "producer_id": h["producer_id"].astype(np.int64),
+                "producer_epoch": h["producer_epoch"].astype(np.int64),
+                "base_sequence": h["base_sequence"].astype(np.int64),
+                "is_transactional": v2 & ((attrs & 0x10) != 0),
+                "is_control": v2 & ((attrs & 0x20) != 0),
+            }
         )
-        out = report.batches
-        for pos, size, b, lo, c, magic, a, crc, ok, mts, bts, ple, pid, pep, bseq in cols:
-            if magic == 0:
-                tstype = TimestampType.NO_TIMESTAMP_TYPE
-            else:
-                tstype = TimestampType.LOG_APPEND_TIME if a & 0x08 else TimestampType.CREATE_TIME
-            out.append(
-                BatchReport(
-                    pos, size, b, lo, c, magic, _CODEC_NAMES[a & 7], tstype.kafka_name, crc, ok, mts, bts, ple, pid,
-                    pep, bseq, magic == 2 and bool(a & 0x10), magic == 2 and bool(a & 0x20),
-                )
-            )
     return report

@@ -1,9 +1,11 @@
 """Fast shallow scan of a batch file: every header as a numpy column, CRCs checked in bulk.
 
 Verifying a segment needs each batch's header and CRC but no per-batch Python object. The only per-batch Python
-work here is following the length chain (one ``unpack_from``); headers are then copied out with one ``join`` and
-decoded as a numpy structured array, and CRCs are computed with ``map`` over memoryview slices (C-level loops,
-no copies). Legacy (magic 0/1) messages, rare in practice, fall back to ``LegacyBatch`` objects.
+work is one tight loop that follows the length chain (one ``unpack_from``) and, in the same iteration, takes the
+CRC32C of the batch (a memoryview slice, no copy); the structural checks (magic, minimum sizes, truncation) are then
+done on numpy columns, and the 61 header bytes of every batch are copied out with one numpy gather over a
+sliding-window view of the buffer and decoded as a structured array. Legacy (magic 0/1) messages, rare in practice,
+fall back to the per-message walk and ``LegacyBatch`` objects.
 """
 
 from __future__ import annotations
@@ -121,20 +123,93 @@ def _walk(buf, pos: int, end: int) -> tuple[list[int], list[int], bool, CorruptR
     return starts, stops, legacy, error, pos
 
 
-_GATHER_CHUNK = 1 << 16
-_HEADER_COLS = np.arange(RECORD_BATCH_OVERHEAD, dtype=np.int64)
+_SIZE = struct.Struct(">8xi").unpack_from
+_MIN_SIZE = LEGACY_RECORD_OVERHEAD_V0  # the smallest length field any magic allows: the chain always moves on
+
+
+def _walk_fast(buf, pos: int, end: int, with_crc: bool):
+    """Follow the length chain with as little per-batch Python as possible; returns (starts, stops, legacy,
+    error, stop position, crcs or None) exactly as ``_walk`` would (crcs: CRC32C of ``[start + 21, stop)``).
+
+    The loop only reads the length (and takes the CRC32C); it stops on a length below any magic's minimum (the
+    chain could go backwards) or a header running past ``end``. The per-magic checks are then applied to all
+    rows at once, and from the first failing row (or the loop's stop position) ``_walk`` takes over, so errors
+    and stop positions are the ones of the one-batch-at-a-time walk.
+    """
+    starts: list[int] = []
+    add_start = starts.append
+    last = end - HEADER_SIZE_UP_TO_MAGIC  # a header starting past this is truncated
+    size_of = _SIZE
+    crcs: list[int] | None = None
+    if with_crc:
+        crcs = []
+        add_crc = crcs.append
+        view = buf if isinstance(buf, memoryview) else memoryview(buf)
+        while pos <= last:
+            (size,) = size_of(view, pos)
+            if size < _MIN_SIZE:
+                break
+            add_start(pos)
+            stop = pos + LOG_OVERHEAD + size
+            add_crc(crc32c(view[pos + 21 : stop]))
+            pos = stop
+    else:
+        while pos <= last:
+            (size,) = size_of(buf, pos)
+            if size < _MIN_SIZE:
+                break
+            add_start(pos)
+            pos += LOG_OVERHEAD + size
+    n = len(starts)
+    if not n:
+        return _walk(buf, pos, end) + (None,)
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    first = np.fromiter(starts, np.int64, n)
+    stops_arr = np.empty(n, dtype=np.int64)
+    stops_arr[:-1] = first[1:]
+    stops_arr[-1] = pos
+    sizes = stops_arr - first - LOG_OVERHEAD
+    magic = arr[first + 16].view(np.int8)
+    ok = (
+        ((magic == 2) & (sizes >= RECORD_BATCH_OVERHEAD - LOG_OVERHEAD))
+        | ((magic == 1) & (sizes >= LEGACY_RECORD_OVERHEAD_V1))
+        | ((magic == 0) & (sizes >= LEGACY_RECORD_OVERHEAD_V0))
+    ) & (stops_arr <= end)
+    if not ok.all():
+        cut = int(np.argmin(ok))  # the first failing row: the one-by-one walk stops there
+        pos = starts[cut]
+        del starts[cut:]
+        if crcs is not None:
+            del crcs[cut:]
+        n = cut
+        stops_arr = stops_arr[:cut]
+        magic = magic[:cut]
+    stops = stops_arr.tolist()
+    legacy = bool(n) and bool((magic != 2).any())
+    if pos < end:
+        more_starts, more_stops, more_legacy, error, pos = _walk(buf, pos, end)
+        legacy = legacy or more_legacy  # as _walk: a legacy header seen before the stop counts
+        if more_starts:  # not expected (the row failed the same checks), but never lose a batch
+            starts += more_starts
+            stops += more_stops
+            crcs = None
+    else:
+        error = None
+    if legacy:
+        crcs = None
+    return starts, stops, legacy, error, pos, crcs
 
 
 def _gather_headers(buf, starts: list[int]) -> np.ndarray:
-    """Copy the 61 header bytes of every batch into one structured array with numpy fancy indexing
-    (in chunks, so the index matrix stays a few MiB)."""
+    """Copy the 61 header bytes of every batch into one structured array: one numpy gather of rows of a
+    sliding-window view (every row a 61-byte window of the buffer), no index matrix. Every start must have 61
+    bytes after it (true for v2 batches)."""
     arr = np.frombuffer(buf, dtype=np.uint8)
-    pos = np.array(starts, dtype=np.int64)
-    out = np.empty((len(pos), RECORD_BATCH_OVERHEAD), dtype=np.uint8)
-    for i in range(0, len(pos), _GATHER_CHUNK):
-        chunk = pos[i : i + _GATHER_CHUNK]
-        out[i : i + len(chunk)] = arr[chunk[:, None] + _HEADER_COLS]
-    return out.view(HEADER_DTYPE).reshape(len(pos))
+    windows = np.lib.stride_tricks.as_strided(
+        arr, shape=(len(arr) - RECORD_BATCH_OVERHEAD + 1, RECORD_BATCH_OVERHEAD), strides=(1, 1), writeable=False
+    )
+    out = windows[np.fromiter(starts, np.intp, len(starts))]
+    return out.view(HEADER_DTYPE).reshape(len(starts))
 
 
 def scan_batches(
@@ -151,7 +226,7 @@ def scan_batches(
         end = total
     if position < 0 or position > end:
         raise ValueError(f"position {position} outside the source (0..{end})")
-    starts, stops, legacy, error, stop_pos = _walk(buf, position, end)
+    starts, stops, legacy, error, stop_pos, crcs = _walk_fast(buf, position, end, check_crc)
     n = len(starts)
     getitem = buf.__getitem__
     if n:
@@ -202,8 +277,9 @@ def scan_batches(
                     ok.append(zlib.crc32(buf[s + 16 : e]) == int(headers["crc"][i]))
             crc_ok = np.array(ok, dtype=bool)
         else:
-            crcs = np.fromiter(map(crc32c, map(getitem, map(slice, [s + 21 for s in starts], stops))), np.uint32, n)
-            crc_ok = crcs == headers["crc"]
+            if crcs is None:
+                crcs = list(map(crc32c, map(getitem, map(slice, [s + 21 for s in starts], stops))))
+            crc_ok = np.fromiter(crcs, np.uint32, n) == headers["crc"]
     else:
         crc_ok = np.ones(n, dtype=bool)
     positions = np.array(starts, dtype=np.int64)
