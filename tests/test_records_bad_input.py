@@ -263,3 +263,13 @@ def test_legacy_size_below_minimum_stops_reader() -> None:
     struct.pack_into(">i", raw, 8, 15)  # below magic 1's 22-byte minimum
     batches, r = _read_all(bytes(raw))
     assert batches == [] and r.invalid_bytes == len(raw)
+
+
+def test_repr_of_a_batch_with_an_unknown_codec_does_not_raise():
+    """repr is used by loggers and debuggers: it must describe a damaged batch, not raise."""
+    from kafkalog.records import build_batch, read_batches
+
+    raw = bytearray(build_batch([(b"k", b"v")]))
+    raw[22] |= 0x07  # attributes low byte: codec id 7
+    (batch,) = list(read_batches(bytes(raw)))
+    assert "unknown(7)" in repr(batch)

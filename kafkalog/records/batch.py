@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from crc32c import crc32c
 
-from ..errors import CorruptRecordError, InvalidRecordError
+from ..errors import CorruptRecordError, InvalidRecordError, KafkaLogError
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, compress, decompress
 from .control import ControlRecordType, EndTransactionMarker
 from .record import Record, TimestampType
@@ -261,10 +261,16 @@ class RecordBatch:
         return EndTransactionMarker.from_key_value(recs[0].key, recs[0].value)
 
     def __repr__(self) -> str:
+        # never raises (loggers, debuggers): an unknown codec id is shown as its number
+        codec_id = self.attributes & 0x07
+        try:
+            codec = self.compression.kafka_name
+        except KafkaLogError:
+            codec = f"unknown({codec_id})"
         return (
             f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
             f"count={self.record_count}, size={self.size_in_bytes}, position={self.position}, "
-            f"compression={self.compression.kafka_name}, crc={self.crc})"
+            f"compression={codec}, crc={self.crc})"
         )
 
 
