@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kafkalog.discovery import discover_segments  # noqa: E402
 from kafkalog.records import CompressionType, build_batch  # noqa: E402
 from kafkalog.segment import LogSegment  # noqa: E402
-from kafkalog.spark.discovery import discover_segments  # noqa: E402
-from kafkalog.spark.validate import check_segment  # noqa: E402
+from kafkalog.verify import verify_segment  # noqa: E402
 
 
 def generate(root: Path, partitions: int, segments: int, segment_bytes: int) -> tuple[int, int]:
@@ -71,7 +71,7 @@ def generate(root: Path, partitions: int, segments: int, segment_bytes: int) -> 
 
 def library_loop(root: str) -> float:
     t = time.perf_counter()
-    bad = [s for s in (check_segment(i) for i in discover_segments(root)) if s.status != "ok"]
+    bad = [s for s in (verify_segment(i) for i in discover_segments(root)) if s.status != "ok"]
     assert not bad, bad[:3]
     return time.perf_counter() - t
 

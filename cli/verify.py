@@ -1,11 +1,12 @@
 """``kafkalog verify``: check segments, indexes and checkpoints under any path, report every problem, keep going.
 
-The per-segment and per-partition checks are the library's (``kafkalog.spark.validate.check_segment`` and
-``continuity_of``, built on ``kafkalog.verify.verify_log_file`` and the indexes' ``strict_check``; they need no
-Spark), so ``kafkalog verify`` and ``kafkalog spark validate`` give the same verdict on the same files. This module
-adds what an operator expects from a local tool on top: the checkpoint and metadata files of each partition and
-log dir are parsed too (a corrupt one is corruption, not "absent"), I/O errors are told apart from damage (exit 2,
-not 1), and progress is shown on a terminal.
+The per-segment and per-partition checks and their result types are the library's (``kafkalog.verify``:
+``verify_segment`` -> ``SegmentReport``, ``verify_partition`` -> ``PartitionReport``; segments are found by
+``kafkalog.discovery.discover_segments``), the same ones the Spark job runs, so ``kafkalog verify`` and
+``kafkalog spark validate`` give the same verdict on the same files. This module adds what an operator expects from
+a local tool on top: the checkpoint and metadata files of each partition and log dir are parsed too (a corrupt one
+is corruption, not "absent"), a segment the library reports ``unreadable`` (an I/O error) exits 2, not 1, and
+progress is shown on a terminal.
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .main import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, classify
 from .output import Event, Line, Output, make_output
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kafkalog.discovery import SegmentItem
+    from kafkalog.verify import SegmentReport
 
 OFFSET_CHECKPOINTS = (
     "recovery-point-offset-checkpoint",
@@ -133,15 +138,15 @@ def verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool,
     v = Verifier(out)
     items, partition_dirs, log_dirs, extra_files = _discover(paths, v)
     total = sum(max(i.size_bytes, 0) for i in items)
-    rows_by_partition: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    reports_by_partition: dict[str, list[SegmentReport]] = defaultdict(list)
     with out.progress("verifying", total=total) as bar:
         for item in items:
-            facts = _check_segment(item, not no_index_check, v)
-            if facts is not None:
-                rows_by_partition[item.partition_dir].append(_row(facts))
+            rep = _check_segment(item, not no_index_check, v)
+            if rep is not None:
+                reports_by_partition[item.partition_dir].append(rep)
             bar.advance(max(item.size_bytes, 0))
     for pdir in sorted(partition_dirs):
-        _check_partition(pdir, rows_by_partition.get(pdir, []), v)
+        _check_partition(pdir, reports_by_partition.get(pdir, []), v)
     for ldir in sorted(log_dirs):
         _check_log_dir(ldir, partition_dirs, v)
     for path in extra_files:
@@ -156,8 +161,8 @@ def verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool,
 
 def _discover(paths: tuple[str, ...], v: Verifier) -> tuple[list[Any], set[str], set[str], list[str]]:
     """Segments, partition dirs, log dirs and loose metadata files under ``paths`` (each reported once)."""
+    from kafkalog.discovery import discover_segments
     from kafkalog.errors import KafkaLogError
-    from kafkalog.spark.discovery import discover_segments
 
     items: list[Any] = []
     seen: set[str] = set()
@@ -219,96 +224,82 @@ def _is_log_dir(path: str, names: list[str]) -> bool:
 # --- segments ---------------------------------------------------------------------------------------------------
 
 
-def _check_segment(item: Any, index_check: bool, v: Verifier) -> Any | None:
-    from kafkalog.spark.validate import check_segment
+def _check_segment(item: SegmentItem, index_check: bool, v: Verifier) -> SegmentReport | None:
+    """Report one segment; the library's report, or None when its file could not be read (exit 2, not 1)."""
+    from kafkalog.verify import verify_segment
 
-    try:
-        # An unreadable file is an I/O error (exit 2), not corruption: find out before the check swallows it.
-        with open(item.path, "rb") as f:
-            f.read(1)
-    except OSError as exc:
-        v.error("segment", item.path, exc)
+    rep = verify_segment(item, index_check=index_check)
+    if rep.exception is not None:
+        # An I/O error (permission, EIO, a vanished file) is not damage: one error line, exit 2, and the segment is
+        # left out of its partition's continuity check.
+        v.error("segment", item.path, rep.exception)
         return None
-    facts = check_segment(item, index_check=index_check)
-    v.bytes_checked += facts.size_bytes
+    v.bytes_checked += rep.size_bytes
     problems = []
-    for pos, size in facts.corrupt_ranges:
+    for pos, size in rep.corrupt_ranges:
         problems.append(f"corrupt range: position {pos} size {size}")
-    if facts.error:
-        problems.append(facts.error)
-    status = "ok" if facts.status == "ok" else "corrupt"
-    if facts.index_status == "corrupt":
-        status = "corrupt"
-        problems.append(f"index: {facts.index_error}")
-    elif facts.index_status in ("stale", "missing"):
+    if rep.error:
+        problems.append(rep.error)
+    # "unreadable" without an OSError: a tiered segment stored transformed, which cannot be checked (exit 2).
+    status = {"ok": "ok", "corrupt": "corrupt"}.get(rep.status, "error")
+    if rep.index_status == "corrupt":
+        status = "error" if status == "error" else "corrupt"
+        problems.append(f"index: {rep.index_error}")
+    elif rep.index_status in ("stale", "missing"):
         if status == "ok":
             status = "warning"
-        problems.append(f"index {facts.index_status}: {facts.index_error}")
-    offsets = "empty" if facts.first_offset is None else f"offsets {facts.first_offset}-{facts.last_offset}"
-    summary = f"{facts.batch_count} batches, {facts.record_count} records, {offsets}, {facts.size_bytes} bytes"
+        problems.append(f"index {rep.index_status}: {rep.index_error}")
+    offsets = "empty" if rep.first_offset is None else f"offsets {rep.first_offset}-{rep.last_offset}"
+    summary = f"{rep.batch_count} batches, {rep.record_count} records, {offsets}, {rep.size_bytes} bytes"
     data = {
         "baseOffset": item.base_offset,
-        "firstOffset": facts.first_offset,
-        "lastOffset": facts.last_offset,
-        "batchCount": facts.batch_count,
-        "recordCount": facts.record_count,
-        "size": facts.size_bytes,
-        "validBytes": facts.valid_bytes,
-        "invalidBytes": facts.invalid_bytes,
-        "segmentStatus": facts.status,
-        "indexStatus": facts.index_status,
-        "indexError": facts.index_error,
-        "corruptRanges": [{"position": p, "size": s} for p, s in facts.corrupt_ranges],
-        "error": facts.error,
+        "firstOffset": rep.first_offset,
+        "lastOffset": rep.last_offset,
+        "batchCount": rep.batch_count,
+        "recordCount": rep.record_count,
+        "size": rep.size_bytes,
+        "validBytes": rep.valid_bytes,
+        "invalidBytes": rep.invalid_bytes,
+        "segmentStatus": rep.status,
+        "indexStatus": rep.index_status,
+        "indexError": rep.index_error,
+        "corruptRanges": [{"position": p, "size": s} for p, s in rep.corrupt_ranges],
+        "error": rep.error,
     }
     v.report(Finding("segment", item.path, status, summary, problems, data))
-    return facts
-
-
-def _row(facts: Any) -> dict[str, Any]:
-    i = facts.item
-    return {
-        "partition_dir": i.partition_dir,
-        "topic": i.topic,
-        "partition": i.partition,
-        "base_offset": i.base_offset,
-        "first_offset": facts.first_offset,
-        "last_offset": facts.last_offset,
-        "status": facts.status,
-    }
+    return rep
 
 
 # --- partitions and log dirs ------------------------------------------------------------------------------------
 
 
-def _check_partition(pdir: str, rows: list[dict[str, Any]], v: Verifier) -> None:
+def _check_partition(pdir: str, segments: list[SegmentReport], v: Verifier) -> None:
     from kafkalog.errors import KafkaLogError
-    from kafkalog.spark.validate import continuity_of
+    from kafkalog.verify import verify_partition
 
     problems: list[str] = []
     status = "ok"
-    data: dict[str, Any] = {"segmentCount": len(rows)}
+    data: dict[str, Any] = {"segmentCount": len(segments)}
     log_end: int | None = None
-    if rows:
-        (_, topic, partition, n, corrupt, log_start, log_end, gaps, overlaps, recovery, lso, hwm, pstatus,
-         pproblems) = continuity_of(sorted(rows, key=lambda r: r["base_offset"]))  # fmt: skip
+    if segments:
+        p = verify_partition(segments)
+        log_end = p.log_end_offset
         data.update(
-            topic=topic,
-            partition=partition,
-            logStartOffset=log_start,
-            logEndOffset=log_end,
-            gaps=[{"from": a, "to": b} for a, b in gaps],
-            overlaps=[{"segmentBaseOffset": a, "previousLastOffset": b} for a, b in overlaps],
-            recoveryPoint=recovery,
-            logStartOffsetCheckpoint=lso,
-            highWatermark=hwm,
-            continuity=pstatus,
+            topic=p.topic,
+            partition=p.partition,
+            logStartOffset=p.log_start_offset,
+            logEndOffset=p.log_end_offset,
+            gaps=[{"from": a, "to": b} for a, b in p.gaps],
+            overlaps=[{"segmentBaseOffset": a, "previousLastOffset": b} for a, b in p.overlaps],
+            recoveryPoint=p.checkpoint_recovery_point,
+            logStartOffsetCheckpoint=p.checkpoint_log_start_offset,
+            highWatermark=p.checkpoint_high_watermark,
+            continuity=p.status,
         )
-        problems.extend(pproblems)
-        if pstatus in ("overlap", "checkpoint_mismatch"):
+        problems.extend(p.problems)
+        # gaps are normal after compaction (reported, not an error); corrupt segments are reported on their own
+        if p.status in ("overlap", "checkpoint_mismatch"):
             status = "corrupt"
-        elif pstatus == "gap" and status == "ok":
-            status = "ok"  # gaps are normal after compaction: reported, not an error
     # Metadata files of the partition: a file that does not parse is corruption.
     epoch_path = os.path.join(pdir, "leader-epoch-checkpoint")
     if os.path.exists(epoch_path):
@@ -353,8 +344,8 @@ def _check_partition(pdir: str, rows: list[dict[str, Any]], v: Verifier) -> None
                 status = "corrupt" if code == EXIT_CORRUPT else "error"
                 problems.append(f"{name}: {message}")
     summary = ""
-    if rows:
-        summary = f"{len(rows)} segments, log start {data['logStartOffset']}, log end {data['logEndOffset']}"
+    if segments:
+        summary = f"{len(segments)} segments, log start {data['logStartOffset']}, log end {data['logEndOffset']}"
     v.report(Finding("partition", pdir, status, summary, problems, data))
 
 

@@ -79,7 +79,7 @@ def run_validation(roots: Any, out: str, master: str | None = None) -> int:
 
 
 def discover_segments(roots: Any) -> list:
-    """Every segment under ``roots`` (no Spark needed)."""
-    from kafkalog.spark.discovery import discover_segments as _discover
+    """Every segment under ``roots`` (no Spark needed): :func:`kafkalog.discovery.discover_segments`."""
+    from kafkalog.discovery import discover_segments as _discover
 
     return _discover(roots)

@@ -45,8 +45,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import CorruptRecordError, KafkaLogError
-from kafkalog.spark.discovery import SegmentItem, discover_segments, index_class
+from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
 
 SCHEMA = (
     "topic string, partition int, offset long, timestamp long, timestamp_type string, key binary, value binary, "
@@ -261,7 +262,6 @@ def _roots(opts: dict[str, str]) -> list[str]:
 
 def _aborted_txns(items: list[SegmentItem]) -> list[tuple[int, int, int]]:
     """(producer_id, first_offset, last_offset) of every aborted transaction recorded in the partition's txn indexes."""
-    TransactionIndex = index_class("TransactionIndex")
     out: list[tuple[int, int, int]] = []
     for item in items:
         if item.txnindex_size <= 0:
@@ -281,11 +281,9 @@ def _start_position(item: SegmentItem, offset_lo: int, ts_lo: int) -> tuple[int,
     Missing or unusable indexes just mean starting at 0: pushdown is an optimisation, never a correctness risk
     beyond trusting Kafka's own index semantics.
     """
-    OffsetIndex = index_class("OffsetIndex")
     start_offset = max(offset_lo, item.base_offset)
     if ts_lo > -(1 << 63) and item.timeindex_size > 0:
         try:
-            TimeIndex = index_class("TimeIndex")
             tidx = TimeIndex(item.sibling(".timeindex"), item.base_offset, writable=False)
             try:
                 tidx.sanity_check()

@@ -1,4 +1,7 @@
-"""Find every segment under archive roots, cheaply, on the driver: names and ``stat`` only, no file contents.
+"""Find every segment under roots, cheaply: names and ``stat`` only, no file contents.
+
+Used by ``kafkalog verify`` and by the Spark job's driver (:mod:`kafkalog.spark.validate`), which packs the
+:class:`SegmentItem` list into tasks; nothing here needs Spark.
 
 A root may be a Kafka log dir, a partition dir, a single ``.log`` file, or any tree of those (backups of several
 brokers, dated snapshots). Three layouts are recognised:
@@ -12,7 +15,7 @@ brokers, dated snapshots). Three layouts are recognised:
   ``<topic>-<topic id>/<partition>/<20 digits>-<segment id>.log`` with ``.indexes`` (all indexes in one blob,
   described by ``.rsm-manifest``). The ``.log`` is validated when it is stored untransformed; indexes are not.
 
-Only local paths (and ``file://`` URLs) are supported: validation maps files with mmap, which needs a local or
+Only local paths (and ``file://`` URLs) are supported: verification maps files with mmap, which needs a local or
 mounted file system (NFS, FUSE mounts of object stores work).
 """
 
@@ -25,6 +28,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
 from kafkalog.errors import KafkaLogError
+
+__all__ = ["TEMP_SUFFIXES", "SegmentItem", "discover_segments"]
 
 #: Temporary suffixes Kafka leaves behind (async delete, cleaner, segment split); never live data.
 TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap")
@@ -164,37 +169,3 @@ def discover_segments(roots: str | os.PathLike | Iterable[str | os.PathLike]) ->
         if i + 1 == len(items) or items[i + 1].partition_dir != item.partition_dir:
             items[i] = dataclasses.replace(item, is_last=True)
     return items
-
-
-def group_for_tasks(items: list[SegmentItem], n_groups: int) -> list[list[SegmentItem]]:
-    """Split segments into ``n_groups`` groups of similar total size (longest-processing-time-first).
-
-    Segments stay the unit of work (a group never splits one, a dir may span groups); grouping only amortises
-    per-task overhead when an archive has many small segments.
-    """
-    n_groups = max(1, min(n_groups, len(items)))
-    bins: list[list[SegmentItem]] = [[] for _ in range(n_groups)]
-    loads = [0] * n_groups
-    for item in sorted(items, key=lambda s: -max(s.size_bytes, 0)):
-        i = loads.index(min(loads))
-        bins[i].append(item)
-        loads[i] += max(item.size_bytes, 0) + 4096  # a fixed cost per segment: open, mmap, index checks
-    return [b for b in bins if b]
-
-
-_INDEX_MODULES = {
-    "OffsetIndex": "kafkalog.index.offset_index",
-    "TimeIndex": "kafkalog.index.time_index",
-    "TransactionIndex": "kafkalog.index.txn_index",
-}
-
-
-def index_class(name: str) -> type:
-    """``kafkalog.index.<name>``, also when the package does not re-export it (raises ImportError if absent)."""
-    import importlib
-
-    pkg = importlib.import_module("kafkalog.index")
-    cls = getattr(pkg, name, None)
-    if cls is None:
-        cls = getattr(importlib.import_module(_INDEX_MODULES[name]), name)
-    return cls
