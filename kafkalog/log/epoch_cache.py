@@ -9,6 +9,7 @@ entry), truncations flush too (Kafka flushes those asynchronously; a synchronous
 from __future__ import annotations
 
 import bisect
+import errno
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -42,9 +43,13 @@ def _entry(obj: object) -> EpochEntry:
 def _default_reader(path: Path) -> list[EpochEntry]:
     from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
 
-    if not path.exists():
-        return []
-    return [_entry(e) for e in read_leader_epoch_checkpoint(path)]
+    try:
+        entries = read_leader_epoch_checkpoint(path)
+    except OSError as exc:  # no stat first: a missing file costs one failed open
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):  # what Path.exists calls missing
+            return []
+        raise
+    return [_entry(e) for e in entries]
 
 
 def _default_writer(path: Path, entries: list[EpochEntry]) -> None:

@@ -27,7 +27,7 @@ from kafkalog.errors import (
     KafkaStorageError,
 )
 from kafkalog.log.epoch_cache import LeaderEpochFileCache
-from kafkalog.log.producer_state import ProducerStateManager
+from kafkalog.log.producer_state import ProducerStateManager, snapshot_offset
 from kafkalog.log.segments import LogSegments
 from kafkalog.names import (
     CLEANED_SUFFIX,
@@ -155,13 +155,30 @@ class LogLoader:
         # to the next one instead of listing the dir again: one listing per segment made recovery O(n^2).
         # None whenever something else may have touched the snapshot files since.
         self._snapshot_listing: dict | None = None
+        # One listing of the partition dir shared by every step (temp files, swaps, segments, producer snapshots);
+        # dropped whenever the loader deletes or renames a file, so the next step lists again.
+        self._listing: tuple[list[str], set[str], set[str]] | None = None  # files, plain, symlinks
+        self._dir_str = str(self.dir)
+        self._recovered = False  # a recovery-time producer-state manager wrote snapshots the main one does not know
 
     # ------------------------------------------------------------------ helpers
 
     def _open_segment(self, base: int, suffix: str = "") -> LogSegment:
         return LogSegment.open(self.dir, base, config=self.config, file_suffix=suffix, clock=self.clock)
 
+    def _existing_segment(self, base: int) -> LogSegment:
+        """``LogSegment.open`` for a ``.log`` the listing shows as a plain file: no stat to find out it exists
+        (nothing is opened either; the segment opens its files on first use)."""
+        config = self.config
+        if config is None:
+            return LogSegment(self.dir, base, clock=self.clock)
+        return LogSegment(
+            self.dir, base, clock=self.clock, index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes, roll_jitter_ms=config.random_segment_jitter(),
+        )
+
     def _delete(self, path: Path, why: str) -> None:
+        self._listing = None
         try:
             path.unlink()
         except FileNotFoundError:
@@ -175,23 +192,43 @@ class LogLoader:
     def _scan(self) -> tuple[list[str], set[str]]:
         """Names of the regular files (symlinks followed, as ``Path.is_file``) in name order, and the names of
         the entries that are not symlinks (known to exist without a stat). One scandir, no stat per file unless
-        it is a symlink, no Path objects (building and sorting those cost more than the listing)."""
+        it is a symlink, no Path objects (building and sorting those cost more than the listing). The result is
+        kept until the loader changes a file name (``_delete``, swaps, recovery)."""
+        if self._listing is not None:
+            return self._listing[0], self._listing[1]
         files: list[str] = []
         plain: set[str] = set()
+        links: set[str] = set()
         with os.scandir(self.dir) as it:
             for e in it:
-                if not e.is_symlink():
+                if e.is_symlink():
+                    links.add(e.name)
+                else:
                     plain.add(e.name)
                 if _is_file(e):
                     files.append(e.name)
         files.sort()
+        self._listing = (files, plain, links)
         return files, plain
+
+    def _snapshot_files(self) -> dict[int, str]:
+        """The producer snapshots in the listing (offset -> path, ascending), as ``ProducerStateManager`` lists
+        them (``<20 digits>.snapshot``, regular files with symlinks followed)."""
+        d = self._dir_str
+        found = {}
+        for name in self._scan()[0]:
+            off = snapshot_offset(name)
+            if off is not None:
+                found[off] = os.path.join(d, name)
+        return found  # names are sorted, so are the offsets (20 digits each)
 
     # ------------------------------------------------------------------ load
 
     def load(self) -> LoadedLogOffsets:
         swaps = self._remove_temp_files_and_collect_swaps()
         self._complete_swaps(swaps)
+        # The producer-state manager learns its snapshot files from the loader's listing, not by listing again.
+        self.psm.reset_snapshot_listing(self._snapshot_files())
         self._load_segment_files()
         offsets = self._recover_log()
         active = self.segments.last
@@ -206,7 +243,10 @@ class LogLoader:
 
         if not self.psm.is_empty():
             raise KafkaStorageError("producer state must be empty during log initialization")
-        self.psm.remove_stray_snapshots(self.segments.base_offsets())
+        # Without recovery only the main manager touched snapshot files since the listing: its view is the dir's.
+        self.psm.remove_stray_snapshots(
+            self.segments.base_offsets(), snapshots=None if self._recovered else dict(self.psm.snapshot_listing)
+        )
         rebuild_producer_state(
             self.psm, self.segments, new_log_start, offsets.next_offset,
             reload_from_clean_shutdown=self.clean_shutdown, now=self.clock(),
@@ -267,17 +307,19 @@ class LogLoader:
         for path in self._files():
             if path.name.endswith(SWAP_SUFFIX):
                 target = path.with_name(path.name[: -len(SWAP_SUFFIX)])
+                self._listing = None
                 os.replace(path, target)
                 self.actions.append(("swap completed", target.name))
 
     def _load_segment_files(self) -> None:
         names, plain = self._scan()
+        links = self._listing[2]  # type: ignore[index]
         # Entries listed here exist unless deleted below, and only orphan indexes are (never a .log, nor an index
-        # of a segment that has its .log); a name not in the set (or a symlink) is checked on disk.
+        # of a segment that has its .log); a name not listed does not exist; a symlink is checked on disk.
 
         def exists(off: int, suffix: str) -> bool:
             name = offset_to_name(off) + suffix  # raises ValueError for an out-of-range offset, as file_name
-            return name in plain or (self.dir / name).exists()
+            return name in plain or (name in links and (self.dir / name).exists())
 
         for name in names:
             if name.endswith(_INDEX_SUFFIXES):
@@ -288,11 +330,15 @@ class LogLoader:
                 base = offset_prefix(name)
                 if base is None:
                     continue
+                stem = offset_to_name(base)  # raises ValueError for an out-of-range offset, as file_name
                 time_index_new = not exists(base, TIME_INDEX_SUFFIX)
-                seg = self._open_segment(base)
+                # A plain (non-symlink) .log in the listing exists: build the segment without asking the disk.
+                seg = self._existing_segment(base) if name == stem + LOG_SUFFIX and name in plain \
+                    else self._open_segment(base)
                 truncated = 0
                 try:
-                    self._light_sanity_check(seg, time_index_new, exists(base, INDEX_SUFFIX))
+                    self._light_sanity_check(seg, time_index_new, exists(base, INDEX_SUFFIX),
+                                             txn_index_exists=exists(base, TXN_INDEX_SUFFIX))
                 except FileNotFoundError:
                     self.actions.append(("recover: missing offset index", name))
                     truncated = self._recover_segment(seg)
@@ -304,21 +350,27 @@ class LogLoader:
                 self.segments.add(seg)
 
     @staticmethod
-    def _light_sanity_check(seg: LogSegment, time_index_new: bool, offset_index_exists: bool | None = None) -> None:
+    def _light_sanity_check(seg: LogSegment, time_index_new: bool, offset_index_exists: bool | None = None,
+                            *, txn_index_exists: bool = True) -> None:
         """Kafka's load-time check (KIP-263): the offset index must exist, the txn index must be sane; the
-        offset and time indexes are not read (segments past the recovery point get rebuilt anyway)."""
+        offset and time indexes are not read (segments past the recovery point get rebuilt anyway). A txn index
+        that does not exist is empty, hence sane: it is not opened (Kafka opens its channel only if the file
+        exists)."""
         if offset_index_exists is None:
             offset_index_exists = Path(seg.offset_index.file).exists()
         if not offset_index_exists:
             raise FileNotFoundError(f"offset index {seg.offset_index.file} does not exist")
         if time_index_new:
             seg.time_index.resize(0)
-        seg.txn_index.sanity_check()
+        if txn_index_exists:
+            seg.txn_index.sanity_check()
 
     def _recover_segment(self, seg: LogSegment) -> int:
         """Kafka's ``recoverSegment``: a throwaway producer-state manager rebuilt up to the segment, then the
         segment re-read batch by batch (indexes, txn index, epochs), then a snapshot at its end."""
         listing, self._snapshot_listing = self._snapshot_listing, None
+        self._listing = None  # recovery rewrites index and snapshot files
+        self._recovered = True
         psm = self._new_psm() if listing is None else self._new_psm(snapshots=listing)
         rebuild_producer_state(
             psm, self.segments, self.log_start_ckpt, seg.base_offset,
@@ -371,6 +423,7 @@ class LogLoader:
 
     def _remove_and_delete_segments(self, doomed: list[LogSegment]) -> None:
         self._snapshot_listing = None  # snapshots are renamed below: the next recovery lists the dir again
+        self._listing = None
         for seg in doomed:
             self.segments.remove(seg.base_offset)
             self.actions.append(("deleted segment", seg.log_path.name))

@@ -11,6 +11,8 @@ manager's failure channel decides what an I/O error means for the log dir.
 
 from __future__ import annotations
 
+import errno
+import os
 import struct
 import threading
 import time
@@ -47,6 +49,8 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
 PARTITION_METADATA_FILE = "partition.metadata"
+#: The errors ``Path.exists`` answers False for: a file failing to open with one of these does not exist.
+_MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 _I32_MAX = 2**31 - 1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 
@@ -144,7 +148,13 @@ class Log:
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._high_watermark: int | None = None  # None: follows the log end offset
         self._topic, self._partition = _topic_partition(path)
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(path)  # Path.mkdir(parents=True, exist_ok=True) without pathlib's overhead
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise
+        except FileNotFoundError:
+            path.mkdir(parents=True, exist_ok=True)
 
         self._topic_id = self._init_topic_id(topic_id)
 
@@ -165,7 +175,7 @@ class Log:
             )
 
         self._new_psm = new_psm
-        self._psm = new_psm(True)
+        self._psm = new_psm(True, {})  # the loader hands it the snapshot files from its own listing
         self._segments = LogSegments()
         loader = LogLoader(
             path, config, segments=self._segments, clean_shutdown=clean_shutdown,
@@ -185,7 +195,12 @@ class Log:
         from kafkalog.checkpoint.partition_metadata import read_partition_metadata, write_partition_metadata
 
         meta = self._dir / PARTITION_METADATA_FILE
-        stored = read_partition_metadata(meta) if meta.exists() else None
+        try:
+            stored = read_partition_metadata(meta)
+        except OSError as exc:  # no stat first: one failed open is the whole cost of a missing file
+            if exc.errno not in _MISSING_ERRNOS:
+                raise
+            stored = None
         if topic_id is not None:
             if stored is not None and stored != topic_id:
                 raise InconsistentMetadataError(

@@ -68,6 +68,14 @@ def snapshot_file_name(offset: int) -> str:
     return f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
+def snapshot_offset(name: str) -> int | None:
+    """The offset of a producer snapshot file name (``<20 digits>.snapshot``), None for any other name."""
+    if not name.endswith(SNAPSHOT_SUFFIX):
+        return None
+    m = _SNAPSHOT_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
 def _decrement_sequence(seq: int, delta: int) -> int:
     """Kafka's ``DefaultRecordBatch.decrementSequence`` (sequences wrap at Integer.MAX_VALUE)."""
     if seq < delta:
@@ -376,9 +384,9 @@ class ProducerStateManager:
         try:
             with os.scandir(self.log_dir) as it:
                 for entry in it:
-                    name = entry.name
-                    if name.endswith(SNAPSHOT_SUFFIX) and _SNAPSHOT_RE.match(name) and entry.is_file():
-                        found[int(name[:20])] = entry.path  # str: Path objects per file add up (O(n^2))
+                    off = snapshot_offset(entry.name)
+                    if off is not None and entry.is_file():
+                        found[off] = entry.path  # str: Path objects per file add up (O(n^2))
         except FileNotFoundError:
             pass
         return dict(sorted(found.items()))
@@ -433,11 +441,22 @@ class ProducerStateManager:
         for off in [o for o in self._snapshots if o > offset]:
             self._remove_and_delete_snapshot(off)
 
-    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
-        """Drop snapshots that match no segment, except the newest one past the last segment (clean close)."""
+    def reset_snapshot_listing(self, snapshots: dict[int, Any]) -> None:
+        """Take ``snapshots`` (offset -> path, ascending; used as is) as the dir's snapshot files: the loader
+        hands over the listing it already has instead of this manager listing the dir again."""
+        self._snapshots = snapshots
+
+    def remove_stray_snapshots(
+        self, segment_base_offsets: Iterable[int], *, snapshots: dict[int, Any] | None = None
+    ) -> None:
+        """Drop snapshots that match no segment, except the newest one past the last segment (clean close).
+
+        The dir is listed again unless the caller knows its snapshot files (``snapshots``, ascending, taken over).
+        """
         bases = set(segment_base_offsets)
         max_base = max(bases) if bases else None
-        snapshots = self._load_snapshots()
+        if snapshots is None:
+            snapshots = self._load_snapshots()
         latest_stray: int | None = None
         for off in sorted(snapshots):
             if off in bases:
