@@ -102,11 +102,6 @@ def test_symlinked_partition_dir_not_followed(tmp_path: Path, caplog: pytest.Log
     assert listing(outside) == snapshot
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (manager/log_manager.py _prepare_dir): a symlinked partition dir is skipped silently "
-    "(entry.is_dir(follow_symlinks=False) -> continue) instead of being refused with a warning naming it",
-)
 def test_symlinked_partition_dir_reported(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     outside, _ = _outside_partition(tmp_path)
     d = tmp_path / "logs"

@@ -477,6 +477,10 @@ class LogManager:
         with os.scandir(d.path) as it:
             for entry in it:
                 if not entry.is_dir(follow_symlinks=False):
+                    if entry.is_symlink() and entry.is_dir():
+                        # never followed: it may point outside the log dir (path safety), but say so
+                        _log.error("refusing %s: a partition directory must not be a symlink (points to %s)",
+                                   entry.path, os.path.realpath(entry.path))
                     continue
                 try:
                     parsed = parse_partition_dir(entry.name)
