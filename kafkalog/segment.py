@@ -21,16 +21,36 @@ from kafkalog.errors import (
     CorruptRecordError,
     LogSegmentOffsetOverflowError,
 )
+from kafkalog.index.base import _is_real_file
 from kafkalog.index.offset_index import OffsetIndex, OffsetPosition
 from kafkalog.index.time_index import TimeIndex, TimestampOffset
 from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
-from kafkalog.names import file_name
+from kafkalog.names import offset_to_name
+from kafkalog.records.batch import HEADER, RecordBatch
 from kafkalog.records.reader import read_batches
+from kafkalog.records.scan import ScanResult, scan_batches
 
 _I32_MAX = 2**31 - 1
 _DEFAULT_INDEX_INTERVAL = 4096
 _DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 _FALLBACK_CHUNK = 1 << 20
+_unpack_header = HEADER.unpack_from
+
+
+class _RecoveryPlan:
+    """What one-pass recovery computed from the header columns (see ``LogSegment._recovery_plan``)."""
+
+    __slots__ = ("valid_bytes", "count", "scan", "offset_entries", "time_entries", "last_index_position",
+                 "max_ts_and_offset")
+
+    def __init__(self, valid_bytes: int, count: int, scan: ScanResult) -> None:
+        self.valid_bytes = valid_bytes
+        self.count = count  # batches in the valid prefix
+        self.scan = scan
+        self.offset_entries = b""
+        self.time_entries = b""
+        self.last_index_position = 0
+        self.max_ts_and_offset = TimestampOffset(-1, -1)
 
 
 class TimestampAndOffset(NamedTuple):
@@ -61,25 +81,24 @@ class LogSegment:
         file_suffix: str = "",
         clock: Callable[[], int] | None = None,
     ) -> None:
-        self._dir = Path(dir)
+        self._dir = dir if isinstance(dir, Path) else Path(dir)
         self._base_offset = int(base_offset)
         self._suffix = file_suffix
         self.index_interval_bytes = int(index_interval_bytes)
         self.max_index_size = int(max_index_size)
         self.roll_jitter_ms = int(roll_jitter_ms)
         self._clock = clock or _wall_clock_ms
-        self._log_path = Path(file_name(self._dir, self._base_offset, ".log" + file_suffix))
-        self._offset_index = OffsetIndex(
-            file_name(self._dir, self._base_offset, ".index" + file_suffix), self._base_offset,
-            max_index_size=self.max_index_size,
-        )
-        self._time_index = TimeIndex(
-            file_name(self._dir, self._base_offset, ".timeindex" + file_suffix), self._base_offset,
-            max_index_size=self.max_index_size,
-        )
-        self._txn_index = TransactionIndex(
-            file_name(self._dir, self._base_offset, ".txnindex" + file_suffix), self._base_offset
-        )
+        # File names as strings (names.file_name's rules); Path objects are made only when asked for: building
+        # four per segment was a measurable share of opening thousands of segments.
+        if not isinstance(file_suffix, str) or "/" in file_suffix or "\0" in file_suffix:
+            raise ValueError(f"bad file suffix {file_suffix!r}")
+        stem = os.path.join(str(self._dir), offset_to_name(self._base_offset))
+        self._log_path = stem + ".log" + file_suffix
+        self._offset_index = OffsetIndex(stem + ".index" + file_suffix, self._base_offset,
+                                         max_index_size=self.max_index_size)
+        self._time_index = TimeIndex(stem + ".timeindex" + file_suffix, self._base_offset,
+                                     max_index_size=self.max_index_size)
+        self._txn_index = TransactionIndex(stem + ".txnindex" + file_suffix, self._base_offset)
         self._file = None  # opened on first use
         self._size: int | None = None  # known once the file is opened
         self._lock = threading.RLock()  # guards the lazy open only
@@ -87,6 +106,20 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_ts_and_offset: TimestampOffset | None = None  # None = not loaded from the time index yet
+
+    @property
+    def _log_path(self) -> Path:
+        p = self._log_path_obj
+        if p is None:
+            p = self._log_path_obj = Path(self._log_fspath)
+        return p
+
+    @_log_path.setter
+    def _log_path(self, value: str | os.PathLike) -> None:
+        if isinstance(value, Path):
+            self._log_path_obj, self._log_fspath = value, str(value)
+        else:
+            self._log_path_obj, self._log_fspath = None, os.fspath(value)
 
     # --- construction --------------------------------------------------------------------------------------------
 
@@ -112,7 +145,7 @@ class LogSegment:
                 roll_jitter_ms=config.random_segment_jitter(),
             )
         seg = cls(dir, base_offset, file_suffix=file_suffix, clock=clock, **kwargs)
-        if not seg._log_path.exists():
+        if not os.path.exists(seg._log_fspath):
             seg._open_file()
         return seg
 
@@ -122,7 +155,7 @@ class LogSegment:
                 # O_NOFOLLOW: a segment file that is a symlink may point outside the log dir, and recovery would
                 # truncate whatever it points at; refuse it (ELOOP) instead of following it.
                 flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                fd = os.open(self._log_path, flags, 0o644)
+                fd = os.open(self._log_fspath, flags, 0o644)
                 self._file = os.fdopen(fd, "r+b", buffering=0)
                 self._size = os.fstat(fd).st_size
             return self._file
@@ -146,7 +179,7 @@ class LogSegment:
         """Bytes in the ``.log`` (stat, not open, when the file was not touched yet)."""
         if self._size is None:
             if self._file is None:
-                return os.stat(self._log_path).st_size
+                return os.stat(self._log_fspath).st_size
             self._open_file()
         return self._size  # type: ignore[return-value]
 
@@ -431,7 +464,197 @@ class LogSegment:
         ``producer_state`` (a ProducerStateManager) and ``leader_epoch_cache`` are updated per batch as Kafka's
         recovery does, so transactions aborted in this segment land in the rebuilt ``.txnindex``.
         Returns the number of bytes truncated.
+
+        One pass: ``scan_batches`` gives every header as numpy columns with the CRCs checked, the valid prefix
+        (:meth:`valid_prefix`'s rules) and both indexes are computed from the columns, and each index file is
+        written once; only batches that need per-batch work (a producer id, a leader-epoch change) become
+        ``RecordBatch`` objects. The files are byte for byte those of :meth:`_recover_per_batch`, which still
+        handles what the columns cannot (legacy batches, no mmap, an index that would fill up).
         """
+        f = self._open_file()
+        size = self._size
+        assert size is not None
+        plan = None
+        mm = None
+        if size > 0:
+            if not _is_real_file(f):  # pyfakefs: its descriptors may equal an unrelated real one; never map
+                return self._recover_per_batch(producer_state, leader_epoch_cache)
+            try:
+                mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):
+                return self._recover_per_batch(producer_state, leader_epoch_cache)
+        try:
+            buf = memoryview(mm) if mm is not None else memoryview(b"")
+            plan = self._recovery_plan(buf, size)
+            if plan is None:
+                del buf
+                return self._recover_per_batch(producer_state, leader_epoch_cache)
+            self._txn_index.reset()  # the offset and time index files are rewritten whole below
+            self._replay_batches(buf, plan, producer_state, leader_epoch_cache)
+            del buf
+        finally:
+            if mm is not None:
+                try:
+                    mm.close()
+                except BufferError:
+                    pass  # a batch view is still referenced somewhere; the mapping goes with it
+        valid_bytes = plan.valid_bytes
+        truncated = size - valid_bytes
+        if truncated > 0:
+            self._truncate_file(valid_bytes)
+        self._offset_index.replace_entries(plan.offset_entries)
+        self._time_index.replace_entries(plan.time_entries)
+        self._max_ts_and_offset = plan.max_ts_and_offset
+        self._bytes_since_last_index_entry = valid_bytes - plan.last_index_position
+        return truncated
+
+    def _recovery_plan(self, buf: memoryview, size: int) -> _RecoveryPlan | None:
+        """Everything :meth:`_recover_per_batch` would compute, from the header columns; None when that path
+        must run instead (legacy batches, an index that would fill, positions past i32)."""
+        if self.max_index_size < TimeIndex.ENTRY_SIZE:
+            return None
+        try:
+            scan = scan_batches(buf, position=0, end=size, check_crc=True, stop_at_bad_crc=True)
+        except CorruptRecordError:
+            return None
+        if scan.legacy_rows:  # empty: every batch in the prefix is magic 2
+            return None
+        h = scan.headers
+        n = len(scan)
+        positions = scan.positions
+        base = self._base_offset
+        valid_bytes = scan.valid_bytes
+        m = n
+        if n:
+            firsts = h["base_offset"].astype(np.int64)
+            lasts = firsts + h["last_offset_delta"].astype(np.int64)
+            # valid_prefix's rules on the columns: the first batch breaking them ends the prefix, or the one
+            # before it when that one had jumped ahead of its own predecessor and this one still starts after it.
+            floors = np.empty(n, dtype=np.int64)
+            floors[0] = base - 1
+            floors[1:] = lasts[:-1]
+            rel = lasts - base
+            bad_range = (lasts < firsts) | (rel < 0) | (rel > _I32_MAX)
+            bad = bad_range | (firsts <= floors)
+            if bad.any():
+                k = int(bad.argmax())
+                m = k
+                if not bad_range[k] and k >= 2 and firsts[k - 1] > floors[k - 1] + 1 and firsts[k] > floors[k - 1]:
+                    m = k - 1
+                valid_bytes = int(positions[m])
+        if m and int(positions[m - 1]) > _I32_MAX:
+            return None
+        plan = _RecoveryPlan(valid_bytes, m, scan)
+        if m == 0:
+            return plan
+        pos = positions[:m]
+        lasts = lasts[:m]
+        # Offset index: an entry at the first batch starting more than index.interval.bytes after the last entry
+        # (position 0 before the first), checked before the batch counts.
+        interval = self.index_interval_bytes
+        if interval < 0:
+            sel = np.arange(m)
+        elif m == 1 or (scan.sizes[: m - 1] > interval).all():
+            sel = np.arange(1, m)  # every gap is larger: every batch after the first
+        else:
+            nxt = np.searchsorted(pos, pos + interval, side="right").tolist()
+            i = int(np.searchsorted(pos, interval, side="right"))
+            chosen = []
+            while i < m:
+                chosen.append(i)
+                i = nxt[i]
+            sel = np.asarray(chosen, dtype=np.intp)
+        k_entries = len(sel)
+        if k_entries > self.max_index_size // OffsetIndex.ENTRY_SIZE:
+            return None  # the per-batch path raises IndexFullError where Kafka would
+        # Running (max timestamp, offset of the batch that first reached it), starting from (-1, -1).
+        max_ts = np.maximum.accumulate(np.maximum(h["max_timestamp"][:m].astype(np.int64), -1))
+        rises = np.empty(m, dtype=bool)
+        rises[0] = max_ts[0] > -1
+        rises[1:] = max_ts[1:] > max_ts[:-1]
+        holder = np.maximum.accumulate(np.where(rises, np.arange(m), -1))
+        final_ts = int(max_ts[-1])
+        final_off = int(lasts[holder[-1]]) if holder[-1] >= 0 else -1
+        plan.max_ts_and_offset = TimestampOffset(final_ts, final_off)
+        time_cap = self.max_index_size // TimeIndex.ENTRY_SIZE
+        if k_entries:
+            plan.last_index_position = int(pos[sel[-1]])
+            off_entries = np.empty(k_entries, dtype=OffsetIndex.DTYPE)
+            off_entries["relative_offset"] = lasts[sel] - base
+            off_entries["position"] = pos[sel]
+            plan.offset_entries = off_entries.tobytes()
+            # A time entry with each offset entry, kept when its timestamp exceeds the previous kept one's.
+            cand_ts = max_ts[sel]
+            keep = np.empty(k_entries, dtype=bool)
+            keep[0] = cand_ts[0] > -1
+            keep[1:] = cand_ts[1:] > cand_ts[:-1]
+            # maybe_append refuses (IndexFullError) once the entries before an append leave no spare slot.
+            if int(keep[:-1].sum()) >= time_cap - 1:
+                return None
+            kept = sel[keep]
+            t_ts = cand_ts[keep]
+            t_off = np.where(holder[kept] >= 0, lasts[holder[kept]], -1)
+        else:
+            t_ts = t_off = np.empty(0, dtype=np.int64)
+        last_ts = int(t_ts[-1]) if len(t_ts) else -1
+        if final_ts > last_ts:  # the entry written on close, in the reserved slot
+            if len(t_ts) >= time_cap:
+                return None
+            t_ts = np.append(t_ts, final_ts)
+            t_off = np.append(t_off, final_off)
+        if len(t_ts):
+            t_entries = np.empty(len(t_ts), dtype=TimeIndex.DTYPE)
+            t_entries["timestamp"] = t_ts
+            t_entries["relative_offset"] = t_off - base
+            plan.time_entries = t_entries.tobytes()
+        return plan
+
+    def _replay_batches(self, buf: memoryview, plan: _RecoveryPlan, producer_state, leader_epoch_cache) -> None:
+        """The per-batch part of recovery: leader-epoch changes and producer state, from the plan's columns."""
+        m = plan.count
+        if m == 0:
+            return
+        h = plan.scan.headers[:m]
+        positions = plan.scan.positions
+        sizes = plan.scan.sizes
+        if leader_epoch_cache is not None:
+            epochs = h["partition_leader_epoch"].astype(np.int64)
+            before = np.empty(m, dtype=np.int64)
+            before[0] = -1
+            before[1:] = np.maximum.accumulate(epochs)[:-1]
+            # Only a batch whose epoch exceeds every earlier one can exceed the cache's latest epoch then.
+            for i in np.flatnonzero((epochs >= 0) & (epochs > before)).tolist():
+                epoch = int(epochs[i])
+                latest = leader_epoch_cache.latest_epoch
+                if latest is None or epoch > latest:
+                    leader_epoch_cache.assign(epoch, int(h["base_offset"][i]))
+        if producer_state is None:
+            return
+        from kafkalog.log.producer_state import ProducerStateManager
+
+        skip_plain = (
+            isinstance(producer_state, ProducerStateManager)
+            and type(producer_state).recover_batch is ProducerStateManager.recover_batch
+            and type(producer_state).apply_batch is ProducerStateManager.apply_batch
+        )
+        if skip_plain:
+            # apply_batch does nothing for a batch without a producer id but move the map end offset
+            rows = np.flatnonzero(h["producer_id"] != -1).tolist()
+        else:
+            rows = range(m)
+        recover_batch = producer_state.recover_batch
+        from_header = RecordBatch._from_header
+        for i in rows:
+            p = int(positions[i])
+            recover_batch(from_header(buf[p : p + int(sizes[i])], p, _unpack_header(buf, p)), self)
+        if skip_plain:
+            last = plan.scan.headers[m - 1]
+            producer_state.update_map_end_offset(int(last["base_offset"]) + int(last["last_offset_delta"]) + 1)
+
+    def _recover_per_batch(self, producer_state=None, leader_epoch_cache=None) -> int:
+        """The batch-at-a-time recovery (two passes, one index append per entry): the reference the one-pass
+        :meth:`recover` must equal byte for byte, and its path for legacy (magic 0/1) batches, files that cannot
+        be mapped, and rebuilds whose indexes would fill up (it raises exactly where Kafka's appends would)."""
         size = self.size
         valid_bytes = self.valid_prefix(size)
         self._offset_index.reset()

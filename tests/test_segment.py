@@ -317,3 +317,161 @@ def test_strict_sanity_check_accepts_every_kafka_written_segment(rel, golden_cop
         seg = LogSegment.open(d, int(log.stem))
         seg.sanity_check(strict=True)
         seg.close_handlers()
+
+
+# --- one-pass recovery against the per-batch paths ------------------------------------------------------------------
+
+_T0 = 1_700_000_000_000
+
+
+def _random_batches(rng, base: int, n: int, *, transactions: bool = False) -> list[bytes]:
+    """Random v2 batches from ``base``: random sizes, offset gaps, out-of-order (and some missing) timestamps,
+    leader epochs that sometimes rise, and (``transactions``) transactional batches with commit/abort markers."""
+    from kafkalog.records import ControlRecordType, EndTransactionMarker, build_end_txn_marker_batch
+
+    out, offset, epoch = [], base, rng.choice([-1, 0, 3])
+    open_txn: dict[int, int] = {}  # producer id -> next sequence
+    for _ in range(n):
+        if rng.random() < 0.1:
+            epoch += 1
+        ts = -1 if rng.random() < 0.05 else _T0 + rng.randint(-50_000, 50_000)
+        if transactions and open_txn and rng.random() < 0.25:
+            pid = rng.choice(sorted(open_txn))
+            del open_txn[pid]
+            kind = rng.choice([ControlRecordType.ABORT, ControlRecordType.COMMIT])
+            out.append(build_end_txn_marker_batch(EndTransactionMarker(kind, 0), offset=offset, timestamp=ts,
+                                                  producer_id=pid, producer_epoch=0, partition_leader_epoch=epoch))
+            offset += 1 + rng.choice([0, 0, 2])
+            continue
+        count = rng.randint(1, 6)
+        records = [(b"k", b"v" * rng.randint(0, 300))] * count
+        kwargs = {}
+        if transactions and rng.random() < 0.5:
+            pid = rng.randint(1, 4)
+            seq = open_txn.get(pid, 0)
+            open_txn[pid] = seq + count
+            kwargs = dict(producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=True)
+        elif rng.random() < 0.2:
+            kwargs = dict(producer_id=100, producer_epoch=0, base_sequence=-1)
+        out.append(build_batch(records, base_offset=offset, timestamp=ts, partition_leader_epoch=epoch, **kwargs))
+        offset += count + rng.choice([0, 0, 0, 5])
+    return out
+
+
+def _index_files(d: Path, base: int) -> dict[str, bytes | None]:
+    out = {}
+    for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+        p = d / f"{base:020d}{suffix}"
+        out[suffix] = p.read_bytes() if p.exists() else None
+    return out
+
+
+@pytest.mark.parametrize("interval", [0, 1, 100, 4096])
+@pytest.mark.parametrize("max_index_size", [10 * 1024 * 1024, 60, 200])
+def test_one_pass_recovery_equals_append_path(tmp_path, interval, max_index_size):
+    """Recovering a segment written by per-batch appends (rolled when an index fills, as a Log does) rebuilds
+    exactly the index files the appends and close left, and the same files as the per-batch recovery."""
+    import random
+
+    rng = random.Random(interval * 7919 + max_index_size)
+    for trial in range(6):
+        base = rng.choice([0, 1000])
+        kw = dict(index_interval_bytes=interval, max_index_size=max_index_size)
+        dirs = [tmp_path / f"{trial}-{name}" for name in ("append", "one-pass", "per-batch")]
+        for d in dirs:
+            d.mkdir()
+        (dirs[0] / f"{base:020d}.log").touch()
+        seg = LogSegment(dirs[0], base, **kw)
+        for raw in _random_batches(rng, base, rng.randint(0, 60)):
+            if seg.offset_index.is_full() or seg.time_index.is_full():
+                break
+            seg.append(raw)
+        seg.close()
+        log_name = f"{base:020d}.log"
+        for d in dirs[1:]:
+            shutil.copy(dirs[0] / log_name, d / log_name)
+        one, ref = LogSegment(dirs[1], base, **kw), LogSegment(dirs[2], base, **kw)
+        assert one.recover() == 0 == ref._recover_per_batch()
+        expected = _index_files(dirs[0], base)
+        if not expected[".log"]:  # no append ever touched the indexes; recovery creates them empty
+            expected[".index"] = expected[".timeindex"] = b""
+        assert _index_files(dirs[1], base) == expected
+        assert _index_files(dirs[2], base) == expected
+        assert one.max_timestamp_so_far == ref.max_timestamp_so_far == seg.max_timestamp_so_far
+        assert one.offset_of_max_timestamp_so_far == ref.offset_of_max_timestamp_so_far
+        assert one._bytes_since_last_index_entry == ref._bytes_since_last_index_entry
+        for s in (one, ref):
+            s.close()
+        assert _index_files(dirs[1], base) == _index_files(dirs[2], base)
+
+
+def _damage(rng, data: bytearray, batch_starts: list[int]) -> None:
+    """One random kind of damage: a cut tail, a flipped byte, a rewritten base offset, or none."""
+    kind = rng.choice(["none", "cut", "flip", "base", "base"])
+    if not data or kind == "none":
+        return
+    if kind == "cut":
+        del data[rng.randrange(len(data)):]
+    elif kind == "flip":
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    else:
+        at = rng.choice(batch_starts)
+        old = int.from_bytes(data[at : at + 8], "big", signed=True)
+        new = max(0, old + rng.choice([-100, -3, -1, 1, 2, 50, 2**31]))
+        data[at : at + 8] = new.to_bytes(8, "big", signed=True)
+
+
+@pytest.mark.parametrize("interval", [0, 1, 100, 4096])
+def test_one_pass_recovery_equals_per_batch_recovery(tmp_path, interval):
+    """Random segments (transactions, epochs, damaged bytes, small indexes that may fill): the one-pass recovery
+    leaves the same files, producer state, leader epochs and segment state as the per-batch recovery, or raises
+    the same error."""
+    import random
+
+    from kafkalog.log.epoch_cache import LeaderEpochFileCache
+    from kafkalog.log.producer_state import ProducerStateManager
+
+    rng = random.Random(interval)
+    for trial in range(25):
+        base = rng.choice([0, 500])
+        max_index_size = rng.choice([10 * 1024 * 1024, 10 * 1024 * 1024, 48, 100, 400])
+        kw = dict(index_interval_bytes=interval, max_index_size=max_index_size)
+        batches = _random_batches(rng, base, rng.randint(0, 50), transactions=True)
+        starts, pos = [], 0
+        for b in batches:
+            starts.append(pos)
+            pos += len(b)
+        data = bytearray(b"".join(batches))
+        _damage(rng, data, starts or [0])
+        stale = rng.random() < 0.5  # index files left from before the crash
+        results = []
+        for name, per_batch in (("one-pass", False), ("per-batch", True)):
+            d = tmp_path / f"{trial}-{name}"
+            d.mkdir()
+            (d / f"{base:020d}.log").write_bytes(data)
+            if stale:
+                (d / f"{base:020d}.index").write_bytes(b"\x00\x00\x00\x07" * 6)
+                (d / f"{base:020d}.txnindex").write_bytes(AbortedTxn(9, base, base + 1, base + 2).to_bytes())
+            seg = LogSegment(d, base, **kw)
+            psm = ProducerStateManager(d, clock=lambda: _T0)
+            cache = LeaderEpochFileCache(None, entries=[(0, 0)] if base else None)
+            try:
+                truncated = (seg._recover_per_batch if per_batch else seg.recover)(psm, cache)
+            except Exception as exc:  # noqa: BLE001 - both paths must fail alike
+                results.append(("raised", type(exc)))
+                continue
+            state = (
+                truncated,
+                seg.max_timestamp_so_far,
+                seg.offset_of_max_timestamp_so_far,
+                seg._bytes_since_last_index_entry,
+                seg.offset_index.entry_count,
+                seg.time_index.last_entry,
+                cache.entries(),
+                psm.map_end_offset,
+                sorted((pid, repr(e)) for pid, e in psm.active_producers.items()),
+                sorted(psm.ongoing_txns),
+            )
+            seg.close()
+            results.append((state, _index_files(d, base)))
+        assert results[0] == results[1], f"trial {trial}"

@@ -65,8 +65,9 @@ class AbstractIndex:
         writable: bool = True,
         use_mmap: bool = True,
     ) -> None:
-        # Nothing here may touch the file system: see the module docstring (lazy loading).
-        self._path = Path(path)
+        # Nothing here may touch the file system: see the module docstring (lazy loading). The Path object is
+        # also made lazily (the ``file`` property): a loader opening thousands of segments only needs the string.
+        self._path = path
         self._base_offset = int(base_offset)
         self._max_index_size = int(max_index_size)
         self._writable = writable
@@ -84,6 +85,20 @@ class AbstractIndex:
         self._warm_entries = WARM_SECTION_BYTES // self.ENTRY_SIZE
 
     # ------------------------------------------------------------------------------------------------ properties
+
+    @property
+    def _path(self) -> Path:
+        p = self._path_obj
+        if p is None:
+            p = self._path_obj = Path(self._fspath)
+        return p
+
+    @_path.setter
+    def _path(self, value: str | os.PathLike[str]) -> None:
+        if isinstance(value, Path):
+            self._path_obj, self._fspath = value, str(value)
+        else:
+            self._path_obj, self._fspath = None, os.fspath(value)
 
     @property
     def file(self) -> Path:
@@ -161,7 +176,7 @@ class AbstractIndex:
     def _load(self) -> None:
         es = self.ENTRY_SIZE
         newly_created = False
-        if not self._path.exists():
+        if not os.path.exists(self._fspath):
             if not self._writable:
                 # A reader never creates files: a missing read-only index is simply empty.
                 self._install(bytearray(), None, None, 0, 0)
@@ -169,9 +184,9 @@ class AbstractIndex:
             if self._max_index_size < es:
                 raise ConfigError(f"Invalid max index size {self._max_index_size} for {self._path}")
             newly_created = True
-            with open(self._path, "xb") as fh:
+            with open(self._fspath, "xb") as fh:
                 fh.truncate(es * (self._max_index_size // es))
-        fh = open(self._path, "r+b" if self._writable else "rb")  # noqa: SIM115 - kept open in fallback mode
+        fh = open(self._fspath, "r+b" if self._writable else "rb")  # noqa: SIM115 - kept open in fallback mode
         try:
             length = os.fstat(fh.fileno()).st_size
             entries = 0 if newly_created else length // es
@@ -299,9 +314,9 @@ class AbstractIndex:
                 self._changed()
                 return True
             self._release()
-            with open(self._path, "r+b") as fh:
+            with open(self._fspath, "r+b") as fh:
                 fh.truncate(rounded)
-            fh = open(self._path, "r+b")  # noqa: SIM115 - ownership passes to _map
+            fh = open(self._fspath, "r+b")  # noqa: SIM115 - ownership passes to _map
             try:
                 self._map(fh, rounded, entries)
             except BaseException:
@@ -313,6 +328,34 @@ class AbstractIndex:
         """Cut the file to the bytes in use (on roll and close). A never-loaded index is left untouched."""
         if self._loaded and self._writable:
             self.resize(self._entries * self.ENTRY_SIZE)
+
+    def replace_entries(self, packed: bytes | bytearray | memoryview) -> None:
+        """Make the file hold exactly ``packed`` (whole big-endian entries) and leave the index unloaded.
+
+        What ``reset`` + one ``append`` per entry + ``trim_to_valid_size`` leave on disk, with one open and
+        one write instead of a preallocate, two maps and a trim per rebuild (segment recovery). The file is
+        written in place, never truncated to zero first: ext4 (auto_da_alloc) flushes a file rewritten after a
+        truncate to zero on close, which costs more than the whole rebuild; a file that already holds these
+        bytes is left alone. The index reopens lazily, as an existing file (entries = length / entry size).
+        """
+        self._check_writable()
+        data = memoryview(packed).cast("B")
+        size = len(data)
+        if size % self.ENTRY_SIZE:
+            raise IndexStateError(f"{size} bytes are not whole entries of {self._path}")
+        with self._lock:
+            self._release()
+            fd = os.open(self._fspath, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                length = os.fstat(fd).st_size
+                if length != size or os.pread(fd, size, 0) != data:
+                    written = 0
+                    while written < size:
+                        written += os.pwrite(fd, data[written:], written)
+                    if length > size:
+                        os.ftruncate(fd, size)
+            finally:
+                os.close(fd)
 
     def reset(self) -> None:
         """Remove every entry and grow back to the max size."""

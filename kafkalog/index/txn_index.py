@@ -68,7 +68,7 @@ class TransactionIndex:
     """Kafka's transaction index for the segment starting at ``base_offset``. The constructor touches no file."""
 
     def __init__(self, path: str | os.PathLike[str], base_offset: int, *, writable: bool = True) -> None:
-        self._path = Path(path)
+        self._path = path  # the Path object itself is made on first use (see ``_path``)
         self._base_offset = int(base_offset)
         self._writable = writable
         self._lock = threading.RLock()
@@ -76,6 +76,20 @@ class TransactionIndex:
         self._data = bytearray()
         self._fh = None  # opened on first write
         self._last_offset: int | None = None
+
+    @property
+    def _path(self) -> Path:
+        p = self._path_obj
+        if p is None:
+            p = self._path_obj = Path(self._fspath)
+        return p
+
+    @_path.setter
+    def _path(self, value: str | os.PathLike[str]) -> None:
+        if isinstance(value, Path):
+            self._path_obj, self._fspath = value, str(value)
+        else:
+            self._path_obj, self._fspath = None, os.fspath(value)
 
     @property
     def file(self) -> Path:
@@ -127,7 +141,7 @@ class TransactionIndex:
             if self._loaded:
                 return
             try:
-                with open(self._path, "rb") as fh:
+                with open(self._fspath, "rb") as fh:
                     data = bytearray(fh.read())
             except FileNotFoundError:
                 data = bytearray()
@@ -179,14 +193,14 @@ class TransactionIndex:
         if self._fh is None:
             if not self._writable:
                 raise IndexStateError(f"Transaction index {self._path} is read-only")
-            mode = "r+b" if self._path.exists() else "w+b"
-            self._fh = open(self._path, mode)  # noqa: SIM115 - kept open until close()
+            mode = "r+b" if os.path.exists(self._fspath) else "w+b"
+            self._fh = open(self._fspath, mode)  # noqa: SIM115 - kept open until close()
         return self._fh
 
     def _truncate_bytes(self, size: int) -> None:
         if size >= len(self._data):
             return
-        if self._fh is not None or self._path.exists():
+        if self._fh is not None or os.path.exists(self._fspath):
             fh = self._handle()
             fh.truncate(size)
             fh.flush()
