@@ -654,8 +654,13 @@ def summarize(seg_rows: Sequence, part_rows: Sequence) -> str:
 
 
 def exit_code(seg_rows: Sequence, part_rows: Sequence) -> int:
-    """1 when any segment is not ok, any index is corrupt, or a partition overlaps/contradicts its checkpoints."""
+    """The exit code of a verification, by the rule of ``kafkalog verify`` and api.md (0 ok, 1 corruption, 2 usage
+    or I/O error): 2 when any segment is ``unreadable`` (an ``OSError``, or a tiered segment stored transformed: it
+    could not be checked); else 1 when any segment is corrupt, any index is corrupt, or a partition overlaps or
+    contradicts its checkpoints (gaps alone do not fail); else 0."""
     get = _getter
+    if any(get(r, "status") == "unreadable" for r in seg_rows):
+        return 2
     if any(get(r, "status") != "ok" or get(r, "index_status") == "corrupt" for r in seg_rows):
         return 1
     if any(get(r, "status") not in ("ok", "gap") for r in part_rows):

@@ -62,9 +62,7 @@ def _rows_as_manifest(rows) -> list[tuple]:
     def hx(b):
         return None if b is None else bytes(b).hex()
 
-    return [
-        (r.offset, r.timestamp, hx(r.key), hx(r.value), [(h.key, hx(h.value)) for h in r.headers]) for r in rows
-    ]
+    return [(r.offset, r.timestamp, hx(r.key), hx(r.value), [(h.key, hx(h.value)) for h in r.headers]) for r in rows]
 
 
 # --------------------------------------------------------------------------------------------- validation job
@@ -152,6 +150,44 @@ def test_validate_corrupted_copies_agree_with_verify(spark, tmp_path: Path) -> N
     clean = _copy_logdir(tmp_path / "clean", ["golden-gzip-0"])
     assert main([str(clean), "--out", str(tmp_path / "clean-report")]) == 0
     assert main([str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
+    # an unreadable segment (here a dangling symlink: FileNotFoundError on the executor) is an I/O error: exit 2,
+    # as `kafkalog verify` says for the same dir
+    from click.testing import CliRunner
+    from kafkalog_cli.main import main as cli_main
+
+    (clean / "golden-gzip-0" / f"{10**12:020d}.log").symlink_to(tmp_path / "nowhere.log")
+    unreadable = {r.path: r for r in validate_archive(spark, str(clean)).collect()}
+    assert [r.status for r in unreadable.values()].count("unreadable") == 1
+    assert main([str(clean), "--out", str(tmp_path / "unreadable-report")]) == 2
+    assert CliRunner().invoke(cli_main, ["verify", str(clean)]).exit_code == 2
+
+
+def test_reports_to_arrow_keeps_every_field(tmp_path: Path) -> None:
+    """The job's Arrow results hold exactly ``SegmentReport.to_row()`` (no Spark session needed)."""
+    from kafkalog.discovery import discover_segments
+    from kafkalog.spark.validate import SEGMENT_SCHEMA, _n_tasks, group_for_tasks, reports_to_arrow
+    from kafkalog.verify import SEGMENT_FIELDS, verify_segment
+
+    root = _copy_logdir(tmp_path / "logdir", ["golden-none-0", "golden-segments-0"])
+    log = root / "golden-none-0" / "00000000000000000000.log"
+    with open(log, "r+b") as f:
+        f.truncate(log.stat().st_size - 7)
+    (root / "golden-none-0" / f"{10**12:020d}.log").symlink_to(tmp_path / "nowhere.log")
+    items = discover_segments(str(root))
+    reports = [verify_segment(i) for i in items]
+    assert {r.status for r in reports} == {"ok", "corrupt", "unreadable"}
+    batch = reports_to_arrow(reports)
+    assert batch.schema.names == list(SEGMENT_FIELDS) == [c.split(" ")[0] for c in SEGMENT_SCHEMA.split(", ")]
+    got = [tuple(d[n] for n in SEGMENT_FIELDS) for d in batch.to_pylist()]
+    want = [r.to_row() for r in reports]
+    ranges = SEGMENT_FIELDS.index("corrupt_ranges")
+    got = [g[:ranges] + ([(x["position"], x["size"]) for x in g[ranges]],) + g[ranges + 1 :] for g in got]
+    assert got == want
+    assert reports_to_arrow([]).num_rows == 0
+    # tasks: 2 per core, packed by size, never more than the segments
+    assert _n_tasks(items, 2) == 4 and _n_tasks(items[:3], 8) == 3
+    groups = group_for_tasks(items, 4)
+    assert sorted(i.path for g in groups for i in g) == sorted(i.path for i in items)
 
 
 # ------------------------------------------------------------------------------------------------ DataSource
@@ -211,7 +247,9 @@ def test_datasource_read_committed_drops_aborted_records(spark) -> None:
     case = "golden-txn-0"
     manifest = load_manifest(f"manifests/{case}.json")
     aborted = [
-        (e["producerId"], e["firstOffset"], e["lastOffset"]) for s in manifest["segments"] for e in s["txnIndex"]["entries"]
+        (e["producerId"], e["firstOffset"], e["lastOffset"])
+        for s in manifest["segments"]
+        for e in s["txnIndex"]["entries"]
     ]
     assert aborted
     want = []
@@ -225,7 +263,9 @@ def test_datasource_read_committed_drops_aborted_records(spark) -> None:
                 if b["isControl"] or in_aborted:
                     dropped += not b["isControl"]
                     continue
-                want.append((r["offset"], r["timestamp"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]]))
+                want.append(
+                    (r["offset"], r["timestamp"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"]])
+                )
     assert dropped > 0
     df = spark.read.format("kafkalog").option("isolation", "read_committed").load(str(GOLDEN / "logdir" / case))
     rows = df.orderBy("offset").collect()

@@ -5,6 +5,7 @@ partition continuity finds gaps, overlaps and checkpoints beyond the data."""
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 import os
 import struct
@@ -250,6 +251,12 @@ def test_exit_code_and_summary_of_damage(tmp_path: Path) -> None:
     assert rep.status == "corrupt" and rep.corrupt_ranges == [(0, os.path.getsize(item.path))]
     part = verify_partition([rep])
     assert part.status == "corrupt" and exit_code([rep], [part]) == 1
+    # an unreadable segment is an I/O error, as for `kafkalog verify` and api.md: 2 wins over 1
+    gone = dataclasses.replace(item, path=str(tmp_path / "gone.log"))
+    lost = verify_segment(gone)
+    assert lost.status == "unreadable" and exit_code([lost], []) == 2
+    assert exit_code([rep, lost], [part, verify_partition([lost])]) == 2
+    assert exit_code([r.to_dict() for r in (rep, lost)], []) == 2
     assert f"  CORRUPT {item.path}: 1 batch(es) fail their CRC, first at position 0 [0+" in summarize([rep], [part])
 
 

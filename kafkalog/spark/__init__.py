@@ -54,12 +54,14 @@ def register(spark: SparkSession) -> None:
     _register(spark)
 
 
-def validate_archive(spark: SparkSession, roots: Any, *, index_check: bool = True) -> DataFrame:
+def validate_archive(
+    spark: SparkSession, roots: Any, *, index_check: bool = True, tasks_per_core: int = 2
+) -> DataFrame:
     """One row per segment under ``roots``, validated on the executors (see :mod:`kafkalog.spark.validate`)."""
     _require_pyspark()
     from kafkalog.spark.validate import validate_archive as _validate
 
-    return _validate(spark, roots, index_check=index_check)
+    return _validate(spark, roots, index_check=index_check, tasks_per_core=tasks_per_core)
 
 
 def partition_continuity(df: DataFrame) -> DataFrame:

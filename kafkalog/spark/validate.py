@@ -16,12 +16,14 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import KafkaLogError
 from kafkalog.verify import (
     PARTITION_FIELDS,
+    SEGMENT_FIELDS,
     exit_code,
     summarize,
     verify_partition,
@@ -34,6 +36,7 @@ __all__ = [
     "group_for_tasks",
     "main",
     "partition_continuity",
+    "reports_to_arrow",
     "run_validation",
     "validate_archive",
 ]
@@ -57,9 +60,49 @@ PARTITION_SCHEMA = (
 # ``PARTITION_FIELDS`` (``SegmentReport.to_row()``, ``PartitionReport.to_row()``); tests/test_verify.py checks it.
 
 
-def _check_group(group: Iterable[SegmentItem], index_check: bool) -> Iterator[tuple]:
-    for item in group:
-        yield verify_segment(item, index_check=index_check).to_row()
+def _segment_arrow_schema():
+    """SEGMENT_SCHEMA as an Arrow schema (built once per process)."""
+    global _ARROW_SCHEMA
+    if _ARROW_SCHEMA is None:
+        import pyarrow as pa
+
+        types = {
+            "string": pa.string(), "int": pa.int32(), "long": pa.int64(), "array<string>": pa.list_(pa.string()),
+            "array<int>": pa.list_(pa.int32()),
+            "array<struct<position:long,size:long>>": pa.list_(
+                pa.struct([("position", pa.int64()), ("size", pa.int64())])
+            ),
+        }  # fmt: skip
+        cols = [c.split(" ", 1) for c in SEGMENT_SCHEMA.split(", ")]  # no ", " inside any type of this DDL
+        _ARROW_SCHEMA = pa.schema([(name, types[ddl]) for name, ddl in cols])
+    return _ARROW_SCHEMA
+
+
+_ARROW_SCHEMA = None
+
+
+def reports_to_arrow(reports: Sequence) -> Any:
+    """``SegmentReport``s as one Arrow ``RecordBatch`` (columns = SEGMENT_SCHEMA): the job returns its results
+    columnar, so the JVM takes them without per-row Python -> JVM conversion."""
+    import pyarrow as pa
+
+    schema = _segment_arrow_schema()
+    rows = [r.to_row() for r in reports]
+    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in schema]
+    ranges = SEGMENT_FIELDS.index("corrupt_ranges")
+    cols[ranges] = [[{"position": p, "size": s} for p, s in v] for v in cols[ranges]]
+    return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+
+
+def _check_tasks(groups: list[list[SegmentItem]], index_check: bool):
+    """The mapInArrow function: its input holds task numbers (one per Spark task), its output the reports."""
+
+    def run(batches):
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                yield reports_to_arrow([verify_segment(item, index_check=index_check) for item in groups[task]])
+
+    return run
 
 
 def group_for_tasks(items: list[SegmentItem], n_groups: int) -> list[list[SegmentItem]]:
@@ -74,33 +117,42 @@ def group_for_tasks(items: list[SegmentItem], n_groups: int) -> list[list[Segmen
     for item in sorted(items, key=lambda s: -max(s.size_bytes, 0)):
         i = loads.index(min(loads))
         bins[i].append(item)
-        loads[i] += max(item.size_bytes, 0) + 4096  # a fixed cost per segment: open, mmap, index checks
+        loads[i] += max(item.size_bytes, 0) + _SEGMENT_COST
     return [b for b in bins if b]
 
 
-def _n_tasks(items: Sequence[SegmentItem], parallelism: int) -> int:
-    """Tasks of ~32 MiB, at least one per core and at most 4 per core (enough to even out skew) unless the
-    archive is big (then ~128 MiB each): a Spark task costs tens of ms, a 32 MiB segment group ~100 ms to check."""
-    total = sum(max(i.size_bytes, 0) + 4096 for i in items)
-    n = min(max(parallelism, math.ceil(total / (32 << 20))), parallelism * 4)
-    n = max(n, math.ceil(total / (128 << 20)))
+#: a fixed cost per segment in bytes-equivalent (open, mmap, three index files): ~0.1 ms at ~1-2 GB/s
+_SEGMENT_COST = 128 << 10
+#: the most work one task gets (bytes-equivalent): ~1-2 s of checking at library speed, so a retried task
+#: repeats little while the ~50-100 ms a Python task costs in Spark stays a few percent
+MAX_TASK_BYTES = 2 << 30
+
+
+def _n_tasks(items: Sequence[SegmentItem], parallelism: int, tasks_per_core: int = 2) -> int:
+    """``tasks_per_core`` tasks per core (2: enough to even out a slow core or a skewed segment, few enough that
+    Spark's per-task cost, ~30-70 ms for a Python task on a small box, stays small), more when tasks would exceed
+    MAX_TASK_BYTES; never more tasks than segments."""
+    total = sum(max(i.size_bytes, 0) + _SEGMENT_COST for i in items)
+    n = max(parallelism * tasks_per_core, math.ceil(total / MAX_TASK_BYTES))
     return max(1, min(len(items), n))
 
 
-def validate_archive(spark, roots, *, index_check: bool = True):
+def validate_archive(spark, roots, *, index_check: bool = True, tasks_per_core: int = 2):
     """A DataFrame with one row per segment under ``roots`` (columns: SEGMENT_SCHEMA).
 
     ``status`` is ``ok``, ``corrupt`` (see ``corrupt_ranges``/``error``) or ``unreadable``; ``index_status`` is
     ``ok``, ``missing``, ``corrupt`` or ``not_checked``. The DataFrame is lazy: each action re-runs the checks, so
     cache it when you use it twice.
+
+    Segments are packed by size into about ``tasks_per_core`` x cores tasks (one Spark task per group: a
+    ``spark.range`` of task numbers through ``mapInArrow``), and each task returns its reports as one Arrow batch.
     """
     items = discover_segments(roots)
-    sc = spark.sparkContext
     if not items:
         return spark.createDataFrame([], SEGMENT_SCHEMA)
-    groups = group_for_tasks(items, _n_tasks(items, sc.defaultParallelism))
-    rdd = sc.parallelize(groups, len(groups)).flatMap(lambda g: _check_group(g, index_check))
-    return spark.createDataFrame(rdd, SEGMENT_SCHEMA)
+    groups = group_for_tasks(items, _n_tasks(items, spark.sparkContext.defaultParallelism, tasks_per_core))
+    tasks = spark.range(0, len(groups), 1, len(groups))
+    return tasks.mapInArrow(_check_tasks(groups, index_check), SEGMENT_SCHEMA)
 
 
 def partition_continuity(df):
