@@ -17,7 +17,7 @@ from ..errors import CorruptRecordError, InvalidRecordError, KafkaLogError
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, compress, decompress
 from .control import ControlRecordType, EndTransactionMarker
 from .record import Record, TimestampType
-from .varint import encode_varint, encode_varlong
+from .varint import decode_zigzag, encode_varint, encode_varlong
 
 __all__ = [
     "RecordBatch",
@@ -307,7 +307,7 @@ def _decode_records(
                 size = (u >> 1) ^ -(u & 1)
                 pos += 2
             else:
-                size, pos = _slow_varint(buf, pos, 5)
+                size, pos = decode_zigzag(buf, pos, 5)
             start = pos
             if size < 0 or pos + size > end:
                 raise CorruptRecordError(
@@ -324,7 +324,7 @@ def _decode_records(
                 ts_delta = (u >> 1) ^ -(u & 1)
                 pos += 2
             else:
-                ts_delta, pos = _slow_varint(buf, pos, 10)
+                ts_delta, pos = decode_zigzag(buf, pos, 10)
             b = buf[pos]
             if b < 0x80:
                 off_delta = (b >> 1) ^ -(b & 1)
@@ -334,7 +334,7 @@ def _decode_records(
                 off_delta = (u >> 1) ^ -(u & 1)
                 pos += 2
             else:
-                off_delta, pos = _slow_varint(buf, pos, 5)
+                off_delta, pos = decode_zigzag(buf, pos, 5)
             b = buf[pos]
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
@@ -344,7 +344,7 @@ def _decode_records(
                 n = (u >> 1) ^ -(u & 1)
                 pos += 2
             else:
-                n, pos = _slow_varint(buf, pos, 5)
+                n, pos = decode_zigzag(buf, pos, 5)
             if n < 0:
                 key = None
             else:
@@ -359,7 +359,7 @@ def _decode_records(
                 n = (u >> 1) ^ -(u & 1)
                 pos += 2
             else:
-                n, pos = _slow_varint(buf, pos, 5)
+                n, pos = decode_zigzag(buf, pos, 5)
             if n < 0:
                 value = None
             else:
@@ -374,7 +374,7 @@ def _decode_records(
                 nh = (u >> 1) ^ -(u & 1)
                 pos += 2
             else:
-                nh, pos = _slow_varint(buf, pos, 5)
+                nh, pos = decode_zigzag(buf, pos, 5)
             if nh == 0:
                 headers: tuple = ()
             else:
@@ -384,7 +384,7 @@ def _decode_records(
                     raise CorruptRecordError(f"header count {nh} exceeds the record's remaining bytes")
                 hl = []
                 for _h in range(nh):
-                    n, pos = _slow_varint(buf, pos, 5)
+                    n, pos = decode_zigzag(buf, pos, 5)
                     if n < 0:
                         raise CorruptRecordError(f"invalid negative header key size {n}")
                     if pos + n > rec_end:
@@ -394,7 +394,7 @@ def _decode_records(
                     except UnicodeDecodeError:
                         raise CorruptRecordError("header key is not valid UTF-8") from None
                     pos += n
-                    n, pos = _slow_varint(buf, pos, 5)
+                    n, pos = decode_zigzag(buf, pos, 5)
                     if n < 0:
                         hval = None
                     else:
@@ -429,25 +429,6 @@ set_key = Record.key.__set__
 set_value = Record.value.__set__
 set_headers = Record.headers.__set__
 set_sequence = Record.sequence.__set__
-
-
-def _slow_varint(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
-    """Multi-byte zig-zag varint (max_bytes 5 for int, 10 for long); IndexError propagates to the caller."""
-    result = 0
-    shift = 0
-    limit = pos + max_bytes
-    while True:
-        if pos >= limit:
-            raise CorruptRecordError(f"varint is longer than {max_bytes} bytes")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-    if max_bytes == 5:
-        result &= 0xFFFFFFFF
-    return (result >> 1) ^ -(result & 1), pos
 
 
 # --- writer ------------------------------------------------------------------------------------------------------

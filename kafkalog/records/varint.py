@@ -68,49 +68,39 @@ def size_of_varlong(value: int) -> int:
     return n
 
 
+def decode_zigzag(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
+    """Decode a zig-zag varint of at most ``max_bytes`` (5 = int, 10 = long) at ``pos``.
+
+    The one decoding loop; hot paths inline the one- and two-byte cases and fall back to it. Running past the
+    buffer raises IndexError for the caller to turn into its own error.
+    """
+    result = 0
+    shift = 0
+    limit = pos + max_bytes
+    while True:
+        if pos >= limit:
+            raise CorruptRecordError(f"{'varint' if max_bytes == 5 else 'varlong'} is longer than {max_bytes} bytes")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+    result &= 0xFFFFFFFF if max_bytes == 5 else 0xFFFFFFFFFFFFFFFF
+    return (result >> 1) ^ -(result & 1), pos
+
+
 def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """Decode a zig-zag varint at ``pos``; return (value, next position). At most 5 bytes, as Kafka."""
     try:
-        b = buf[pos]
-        if b < 0x80:
-            return (b >> 1) ^ -(b & 1), pos + 1
-        result = b & 0x7F
-        shift = 7
-        pos += 1
-        while True:
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
-            if shift > 28:
-                raise CorruptRecordError("varint is longer than 5 bytes")
+        return decode_zigzag(buf, pos, 5)
     except IndexError:
         raise CorruptRecordError("varint runs past the end of the buffer") from None
-    result &= 0xFFFFFFFF
-    return (result >> 1) ^ -(result & 1), pos
 
 
 def decode_varlong(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """Decode a zig-zag varlong at ``pos``; return (value, next position). At most 10 bytes, as Kafka."""
     try:
-        b = buf[pos]
-        if b < 0x80:
-            return (b >> 1) ^ -(b & 1), pos + 1
-        result = b & 0x7F
-        shift = 7
-        pos += 1
-        while True:
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                raise CorruptRecordError("varlong is longer than 10 bytes")
+        return decode_zigzag(buf, pos, 10)
     except IndexError:
         raise CorruptRecordError("varlong runs past the end of the buffer") from None
-    result &= 0xFFFFFFFFFFFFFFFF
-    return (result >> 1) ^ -(result & 1), pos
