@@ -46,7 +46,40 @@ def _is_real_file(fh: object) -> bool:
     return isinstance(fh, (io.BufferedRandom, io.BufferedReader, io.FileIO))
 
 
-class AbstractIndex:
+class IndexFile:
+    """The file name and base offset every index kind carries. The path is kept as a string and made a ``Path``
+    only when asked: building thousands of Path objects showed up in startup profiles."""
+
+    _fspath: str
+    _path_obj: Path | None
+    _base_offset: int
+
+    @property
+    def _path(self) -> Path:
+        p = self._path_obj
+        if p is None:
+            p = self._path_obj = Path(self._fspath)
+        return p
+
+    @_path.setter
+    def _path(self, value: str | os.PathLike[str]) -> None:
+        if isinstance(value, Path):
+            self._path_obj, self._fspath = value, str(value)
+        else:
+            self._path_obj, self._fspath = None, os.fspath(value)
+
+    @property
+    def file(self) -> Path:
+        return self._path
+
+    path = file
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+
+class AbstractIndex(IndexFile):
     """A file of fixed-size big-endian entries, searched by Kafka's rules. Subclasses define the entry layout."""
 
     ENTRY_SIZE: ClassVar[int]
@@ -86,29 +119,6 @@ class AbstractIndex:
 
     # ------------------------------------------------------------------------------------------------ properties
 
-    @property
-    def _path(self) -> Path:
-        p = self._path_obj
-        if p is None:
-            p = self._path_obj = Path(self._fspath)
-        return p
-
-    @_path.setter
-    def _path(self, value: str | os.PathLike[str]) -> None:
-        if isinstance(value, Path):
-            self._path_obj, self._fspath = value, str(value)
-        else:
-            self._path_obj, self._fspath = None, os.fspath(value)
-
-    @property
-    def file(self) -> Path:
-        return self._path
-
-    path = file
-
-    @property
-    def base_offset(self) -> int:
-        return self._base_offset
 
     @property
     def max_index_size(self) -> int:

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexStateError, InvalidOffsetError
+from kafkalog.index.base import IndexFile
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
@@ -64,7 +65,7 @@ class TxnIndexSearchResult(NamedTuple):
     is_complete: bool
 
 
-class TransactionIndex:
+class TransactionIndex(IndexFile):
     """Kafka's transaction index for the segment starting at ``base_offset``. The constructor touches no file."""
 
     def __init__(self, path: str | os.PathLike[str], base_offset: int, *, writable: bool = True) -> None:
@@ -77,31 +78,7 @@ class TransactionIndex:
         self._fh = None  # opened on first write
         self._last_offset: int | None = None
 
-    @property
-    def _path(self) -> Path:
-        p = self._path_obj
-        if p is None:
-            p = self._path_obj = Path(self._fspath)
-        return p
-
-    @_path.setter
-    def _path(self, value: str | os.PathLike[str]) -> None:
-        if isinstance(value, Path):
-            self._path_obj, self._fspath = value, str(value)
-        else:
-            self._path_obj, self._fspath = None, os.fspath(value)
-
-    @property
-    def file(self) -> Path:
-        return self._path
-
-    path = file
-
-    @property
-    def base_offset(self) -> int:
-        return self._base_offset
-
-    start_offset = base_offset
+    start_offset = IndexFile.base_offset  # Kafka's name for a txn index's base
 
     @property
     def is_loaded(self) -> bool:
