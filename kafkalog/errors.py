@@ -90,6 +90,17 @@ class InconsistentMetadataError(KafkaLogError):
     """Log dirs that disagree on ``cluster.id`` / ``node.id``, or a topic id that does not match."""
 
 
+# --- arguments --------------------------------------------------------------------------------------------------
+
+
+class InvalidArgumentError(KafkaLogError, ValueError):
+    """A bad argument value that no more specific class covers (also a ValueError, for generic callers)."""
+
+
+class InvalidArgumentTypeError(KafkaLogError, TypeError):
+    """An argument of a type the function does not take (also a TypeError, for generic callers)."""
+
+
 # --- configuration and names ----------------------------------------------------------------------------------
 
 

@@ -14,7 +14,12 @@ import uuid as _uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkalog.errors import InvalidPartitionDirError, InvalidTopicError
+from kafkalog.errors import (
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    InvalidPartitionDirError,
+    InvalidTopicError,
+)
 
 # --- segment file names -----------------------------------------------------------------------------------------
 
@@ -43,14 +48,14 @@ _SEGMENT_FILE_RE = re.compile(
 def offset_to_name(offset: int) -> str:
     """The 20-digit zero-padded form of a base offset (Kafka's ``LogFileUtils.filenamePrefixFromOffset``)."""
     if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
-        raise ValueError(f"base offset must be an int in [0, 2^63-1], got {offset!r}")
+        raise InvalidArgumentError(f"base offset must be an int in [0, 2^63-1], got {offset!r}")
     return f"{offset:020d}"
 
 
 def file_name(dir: str | os.PathLike[str], offset: int, suffix: str) -> Path:
     """``dir / <20-digit offset><suffix>``; ``suffix`` may be a combination such as ``.log.deleted``."""
     if not isinstance(suffix, str) or not suffix.startswith(".") or "/" in suffix or "\0" in suffix:
-        raise ValueError(f"bad file suffix {suffix!r}")
+        raise InvalidArgumentError(f"bad file suffix {suffix!r}")
     return Path(dir) / (offset_to_name(offset) + suffix)
 
 
@@ -81,12 +86,13 @@ def parse_segment_file_name(name: str) -> SegmentFileName | None:
 def offset_from_file_name(name: str | os.PathLike[str]) -> int:
     """The base offset in a segment file name (Kafka reads the part before the first dot).
 
-    Raises ValueError for a name that is not a segment file name, so a stray file is never taken for offset 0.
+    Raises InvalidArgumentError (a ValueError) for a name that is not a segment file name, so a stray file is
+    never taken for offset 0.
     """
     base = os.path.basename(os.fspath(name))
     parsed = parse_segment_file_name(base)
     if parsed is None:
-        raise ValueError(f"not a segment file name: {base!r}")
+        raise InvalidArgumentError(f"not a segment file name: {base!r}")
     return parsed.offset
 
 
@@ -231,7 +237,7 @@ def _check_unique_id(unique_id: str | None) -> str:
     if unique_id is None:
         return _unique_id()
     if not isinstance(unique_id, str) or not re.fullmatch(r"[0-9a-f]{32}", unique_id):
-        raise ValueError(f"unique id must be 32 lowercase hex digits, got {unique_id!r}")
+        raise InvalidPartitionDirError(f"unique id must be 32 lowercase hex digits, got {unique_id!r}")
     return unique_id
 
 
@@ -244,14 +250,14 @@ def uuid_to_base64url(value: bytes | int | _uuid.UUID) -> str:
         raw = value.bytes
     elif isinstance(value, int) and not isinstance(value, bool):
         if not 0 <= value < (1 << 128):
-            raise ValueError("uuid int out of range")
+            raise InvalidArgumentError(f"uuid int out of range [0, 2^128): {value}")
         raw = value.to_bytes(16, "big")
     elif isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
     else:
-        raise TypeError(f"cannot make a uuid from {type(value).__name__}")
+        raise InvalidArgumentTypeError(f"cannot make a uuid from {type(value).__name__}")
     if len(raw) != 16:
-        raise ValueError(f"a uuid is 16 bytes, got {len(raw)}")
+        raise InvalidArgumentError(f"a uuid is 16 bytes, got {len(raw)}")
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
@@ -259,16 +265,16 @@ _B64URL_RE = re.compile(r"^[A-Za-z0-9_-]{22}(==)?$")
 
 
 def base64url_to_uuid_bytes(text: str) -> bytes:
-    """Kafka's ``Uuid.fromString``: the 16 bytes of a base64url id; ValueError for anything else.
+    """Kafka's ``Uuid.fromString``: the 16 bytes of a base64url id; InvalidArgumentError for anything else.
 
     Stricter than Java's decoder in one way: the 22nd character must not carry stray low bits, so every
     accepted string is the canonical spelling of its bytes and re-encodes to itself.
     """
     if not isinstance(text, str) or not _B64URL_RE.fullmatch(text):
-        raise ValueError(f"not a base64url-encoded 16-byte uuid: {text!r}")
+        raise InvalidArgumentError(f"not a base64url-encoded 16-byte uuid: {text!r}")
     raw = base64.urlsafe_b64decode(text[:22] + "==")
     if len(raw) != 16 or uuid_to_base64url(raw) != text[:22]:
-        raise ValueError(f"not a canonical base64url-encoded 16-byte uuid: {text!r}")
+        raise InvalidArgumentError(f"not a canonical base64url-encoded 16-byte uuid: {text!r}")
     return raw
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .discovery import SegmentItem
-from .errors import KafkaLogError
+from .errors import InvalidArgumentError, KafkaLogError
 from .records.compression import CompressionType
 from .records.record import TimestampType
 from .records.scan import scan_batches
@@ -518,12 +518,12 @@ def verify_partition(segments: Iterable[SegmentReport | dict | Any]) -> Partitio
 
     Segments are put in base-offset order; an overlap is an error, a gap is reported. When the partition dir's
     parent holds Kafka's checkpoints, the recovery point, log start offset and high watermark must not lie beyond
-    the data. Raises ValueError for no segments.
+    the data. Raises InvalidArgumentError (a ValueError) for no segments.
     """
     get = _getter
     rows = sorted(segments, key=lambda r: int(get(r, "base_offset")))
     if not rows:
-        raise ValueError("verify_partition needs at least one segment")
+        raise InvalidArgumentError("verify_partition needs at least one segment")
     first = rows[0]
     pdir, topic, partition = get(first, "partition_dir"), get(first, "topic"), int(get(first, "partition"))
     gaps: list[tuple[int, int]] = []

@@ -14,6 +14,8 @@ import errno
 import os
 from pathlib import Path
 
+from kafkalog.errors import InvalidArgumentTypeError
+
 TMP_SUFFIX = ".tmp"
 
 
@@ -46,7 +48,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, sync: bool = True
     untouched unless the rename itself succeeded.
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"atomic_write takes bytes, got {type(data).__name__}")
+        raise InvalidArgumentTypeError(f"atomic_write takes bytes, got {type(data).__name__}")
     target = Path(path)
     tmp = tmp_path_for(target)
     try:

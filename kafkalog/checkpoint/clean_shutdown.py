@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkalog.checkpoint.atomic import atomic_write, fsync_dir
+from kafkalog.errors import InvalidArgumentError
 
 CLEAN_SHUTDOWN_FILE_NAME = ".kafka_cleanshutdown"
 CLEAN_SHUTDOWN_VERSION = 0
@@ -35,7 +36,7 @@ def format_clean_shutdown(broker_epoch: int, version: int = CLEAN_SHUTDOWN_VERSI
     """The exact bytes Kafka writes (Jackson, no spaces, no final newline)."""
     for name, value in (("broker_epoch", broker_epoch), ("version", version)):
         if isinstance(value, bool) or not isinstance(value, int) or not -(1 << 63) <= value < (1 << 63):
-            raise ValueError(f"{name} must be a 64-bit int, got {value!r}")
+            raise InvalidArgumentError(f"{name} must be a 64-bit int, got {value!r}")
     return f'{{"version":{version},"brokerEpoch":{broker_epoch}}}'.encode("ascii")
 
 

@@ -21,6 +21,7 @@ from kafkalog.checkpoint._format import (
     parse_java_int,
 )
 from kafkalog.checkpoint.atomic import atomic_write
+from kafkalog.errors import InvalidArgumentError
 
 LEADER_EPOCH_CHECKPOINT_VERSION = 0
 LEADER_EPOCH_CHECKPOINT_FILENAME = "leader-epoch-checkpoint"
@@ -55,12 +56,13 @@ def read_leader_epoch_checkpoint(path: str | os.PathLike[str]) -> list[EpochEntr
 
 
 def format_leader_epoch_checkpoint(entries: Iterable[EpochEntry | tuple[int, int]]) -> bytes:
+    """The bytes Kafka writes for these entries; InvalidArgumentError for an epoch or offset out of range."""
     lines = []
     for entry in entries:
         epoch, offset = (entry.epoch, entry.start_offset) if isinstance(entry, EpochEntry) else entry
         for value, lo, hi, what in ((epoch, INT32_MIN, INT32_MAX, "epoch"), (offset, INT64_MIN, INT64_MAX, "offset")):
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                raise ValueError(f"{what} out of range: {value!r}")
+                raise InvalidArgumentError(f"{what} out of range: {value!r}")
         lines.append(f"{epoch} {offset}")
     return format_checkpoint(LEADER_EPOCH_CHECKPOINT_VERSION, lines)
 

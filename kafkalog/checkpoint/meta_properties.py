@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from kafkalog.checkpoint.atomic import atomic_write
-from kafkalog.errors import CorruptCheckpointError
+from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
 from kafkalog.names import base64url_to_uuid_bytes, is_reserved_directory_id, random_directory_id
 
 META_PROPERTIES_FILENAME = "meta.properties"
@@ -45,15 +45,15 @@ class MetaProperties:
 
     def __post_init__(self) -> None:
         if self.version not in (0, 1):
-            raise ValueError(f"unknown meta.properties version {self.version!r} (known: 0, 1)")
+            raise InvalidArgumentError(f"unknown meta.properties version {self.version!r} (known: 0, 1)")
         if self.version == 1 and (self.cluster_id is None or self.node_id is None):
-            raise ValueError("meta.properties version 1 needs cluster.id and node.id")
+            raise InvalidArgumentError("meta.properties version 1 needs cluster.id and node.id")
         if self.node_id is not None and (
             isinstance(self.node_id, bool)
             or not isinstance(self.node_id, int)
             or not INT32_MIN <= self.node_id <= INT32_MAX
         ):
-            raise ValueError(f"node id must be a 32-bit int, got {self.node_id!r}")
+            raise InvalidArgumentError(f"node id must be a 32-bit int, got {self.node_id!r}")
         if self.directory_id is not None:
             base64url_to_uuid_bytes(self.directory_id)
 

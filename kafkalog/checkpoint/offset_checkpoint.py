@@ -21,7 +21,7 @@ from kafkalog.checkpoint._format import (
     parse_java_int,
 )
 from kafkalog.checkpoint.atomic import atomic_write
-from kafkalog.errors import CorruptCheckpointError
+from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
 from kafkalog.names import topic_invalid_reason, validate_topic
 
 OFFSET_CHECKPOINT_VERSION = 0
@@ -58,7 +58,10 @@ def read_offset_checkpoint(path: str | os.PathLike[str]) -> dict[TopicPartitionK
 def format_offset_checkpoint(
     offsets: Mapping[TopicPartitionKey, int] | Iterable[tuple[str, int, int]], *, sort: bool = True
 ) -> bytes:
-    """The exact bytes Kafka writes for these entries (in sorted order unless ``sort=False``)."""
+    """The exact bytes Kafka writes for these entries (in sorted order unless ``sort=False``).
+
+    InvalidTopicError for a bad topic name, InvalidArgumentError for a partition or offset out of range.
+    """
     items = list(offsets.items()) if isinstance(offsets, Mapping) else [((t, p), o) for t, p, o in offsets]
     if sort:
         items.sort(key=lambda kv: kv[0])
@@ -66,9 +69,9 @@ def format_offset_checkpoint(
     for (topic, partition), offset in items:
         validate_topic(topic)
         if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= INT32_MAX:
-            raise ValueError(f"partition must be an int in [0, 2^31-1], got {partition!r}")
+            raise InvalidArgumentError(f"partition must be an int in [0, 2^31-1], got {partition!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or not INT64_MIN <= offset <= INT64_MAX:
-            raise ValueError(f"offset must be a 64-bit int, got {offset!r}")
+            raise InvalidArgumentError(f"offset must be a 64-bit int, got {offset!r}")
         lines.append(f"{topic} {partition} {offset}")
     return format_checkpoint(OFFSET_CHECKPOINT_VERSION, lines)
 

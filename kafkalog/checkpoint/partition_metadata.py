@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kafkalog.checkpoint._format import INT32_MAX, parse_java_int, split_lines
 from kafkalog.checkpoint.atomic import atomic_write
-from kafkalog.errors import CorruptCheckpointError
+from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
 from kafkalog.names import ZERO_UUID, base64url_to_uuid_bytes
 
 PARTITION_METADATA_FILENAME = "partition.metadata"
@@ -72,10 +72,10 @@ def read_partition_metadata(path: str | os.PathLike[str]) -> str:
 
 
 def format_partition_metadata(topic_id: str) -> bytes:
-    """The exact bytes Kafka's ``PartitionMetadata.encode`` writes."""
-    base64url_to_uuid_bytes(topic_id)  # ValueError for a malformed id
+    """The exact bytes Kafka's ``PartitionMetadata.encode`` writes; InvalidArgumentError for a bad topic id."""
+    base64url_to_uuid_bytes(topic_id)  # InvalidArgumentError for a malformed id
     if topic_id[:22] == ZERO_UUID:
-        raise ValueError("the zero uuid is not a topic id")
+        raise InvalidArgumentError("the zero uuid is not a topic id")
     return f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id[:22]}".encode("ascii")
 
 

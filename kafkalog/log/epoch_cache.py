@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from kafkalog.errors import InvalidArgumentError
+
 #: Kafka's ``UNDEFINED_EPOCH`` / ``UNDEFINED_EPOCH_OFFSET`` (OffsetsForLeaderEpochResponse).
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -200,7 +202,7 @@ class LeaderEpochFileCache:
 
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:
-            raise ValueError(f"invalid partition leader epoch entry {entry}")
+            raise InvalidArgumentError(f"invalid partition leader epoch entry {entry}")
         latest = self.latest_entry()
         if latest is not None and not (entry.epoch != latest.epoch or entry.start_offset < latest.start_offset):
             return False

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import crc32c
 
 from kafkalog.checkpoint.atomic import atomic_write
-from kafkalog.errors import CorruptSnapshotError
+from kafkalog.errors import CorruptSnapshotError, InvalidArgumentError
 
 PRODUCER_SNAPSHOT_VERSION = 1
 _HEADER = struct.Struct(">hIi")  # version, crc, count
@@ -65,7 +65,7 @@ class ProducerSnapshotEntry:
                 or not isinstance(value, int)
                 or not -(1 << (bits - 1)) <= value < (1 << (bits - 1))
             ):
-                raise ValueError(f"{name} must be a {bits}-bit int, got {value!r}")
+                raise InvalidArgumentError(f"{name} must be a {bits}-bit int, got {value!r}")
 
     @property
     def has_batch(self) -> bool:
@@ -185,7 +185,7 @@ def java_hashmap_order(
     entries = list(entries)
     n = capacity or java_hashmap_capacity(len(entries))
     if n & (n - 1):
-        raise ValueError(f"capacity must be a power of two, got {n}")
+        raise InvalidArgumentError(f"capacity must be a power of two, got {n}")
 
     def bin_of(e: ProducerSnapshotEntry) -> int:
         h = java_long_hash(e.producer_id)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kafkalog.errors import CorruptSnapshotError, InvalidRecordError, KafkaLogError
+from kafkalog.errors import CorruptSnapshotError, InvalidArgumentError, InvalidRecordError, KafkaLogError
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_ID = -1
@@ -606,7 +606,7 @@ class ProducerStateManager:
 
     def update(self, info: ProducerAppendInfo) -> None:
         if info.producer_id == NO_PRODUCER_ID:
-            raise ValueError("invalid producer id -1 passed to update")
+            raise InvalidArgumentError("invalid producer id -1 passed to update")
         updated = info.to_entry()
         current = self.producers.get(info.producer_id)
         if current is not None:

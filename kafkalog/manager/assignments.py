@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkalog.errors import InvalidArgumentError
 from kafkalog.names import LOST_DIRECTORY_ID, MIGRATING_DIRECTORY_ID, UNASSIGNED_DIRECTORY_ID
 
 __all__ = [
@@ -199,7 +200,10 @@ def dir_states_of(manager: Any) -> list[DirState]:
 
 def parse_expected(doc: Any) -> dict[TopicPartition, str]:
     """An expected-assignment document: ``{"topic-partition": "dirId", ...}``, or a list of
-    ``{"topic": ..., "partition": ..., "directoryId": ...}`` (optionally under a ``"partitions"`` key)."""
+    ``{"topic": ..., "partition": ..., "directoryId": ...}`` (optionally under a ``"partitions"`` key).
+
+    Raises InvalidArgumentError (a ValueError) for a malformed document or directory id, and
+    InvalidPartitionDirError (a ValueError) for a key that is not a ``<topic>-<partition>`` name."""
     from kafkalog.names import base64url_to_uuid_bytes, parse_partition_dir
 
     if isinstance(doc, dict) and "partitions" in doc and isinstance(doc["partitions"], list):
@@ -210,22 +214,22 @@ def parse_expected(doc: Any) -> dict[TopicPartition, str]:
         for name, dir_id in doc.items():
             tp = parse_partition_dir(name)
             if tp.kind:
-                raise ValueError(f"{name!r} is not a topic-partition")
+                raise InvalidArgumentError(f"{name!r} is not a topic-partition")
             items.append(((tp.topic, tp.partition), dir_id))
     elif isinstance(doc, list):
         items = []
         for entry in doc:
             if not isinstance(entry, dict) or not {"topic", "partition", "directoryId"} <= entry.keys():
-                raise ValueError(f"expected entries need topic, partition and directoryId: {entry!r}")
+                raise InvalidArgumentError(f"expected entries need topic, partition and directoryId: {entry!r}")
             part = entry["partition"]
             if isinstance(part, bool) or not isinstance(part, int) or part < 0:
-                raise ValueError(f"bad partition in {entry!r}")
+                raise InvalidArgumentError(f"bad partition in {entry!r}")
             items.append(((str(entry["topic"]), part), entry["directoryId"]))
     else:
-        raise ValueError("the expected assignments must be a JSON object or list")
+        raise InvalidArgumentError("the expected assignments must be a JSON object or list")
     for tp, dir_id in items:
         if not isinstance(dir_id, str):
-            raise ValueError(f"directory id of {tp[0]}-{tp[1]} must be a string, got {dir_id!r}")
-        base64url_to_uuid_bytes(dir_id)  # ValueError for a malformed id
+            raise InvalidArgumentError(f"directory id of {tp[0]}-{tp[1]} must be a string, got {dir_id!r}")
+        base64url_to_uuid_bytes(dir_id)  # InvalidArgumentError for a malformed id
         out[tp] = dir_id
     return out

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from crc32c import crc32c
 
-from ..errors import CorruptRecordError, UnsupportedMagicError
+from ..errors import CorruptRecordError, InvalidArgumentError, InvalidArgumentTypeError, UnsupportedMagicError
 from .batch import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
 
 __all__ = ["BatchReader", "read_batches", "open_source", "HEADER_SIZE_UP_TO_MAGIC"]
@@ -50,7 +50,7 @@ def open_source(source) -> tuple[memoryview, object | None]:
             except (OSError, ValueError):  # e.g. a filesystem without mmap: fall back to reading
                 return memoryview(f.read()), None
         return memoryview(mm), mm
-    raise TypeError(f"cannot read record batches from {type(source).__name__}")
+    raise InvalidArgumentTypeError(f"cannot read record batches from {type(source).__name__}")
 
 
 class BatchReader:
@@ -65,7 +65,7 @@ class BatchReader:
         if end is None or end > total:
             end = total
         if position < 0 or position > end:
-            raise ValueError(f"position {position} outside the source (0..{end})")
+            raise InvalidArgumentError(f"position {position} outside the source (0..{end})")
         self.buffer = buf
         self._keep = keep
         self.start = position

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from crc32c import crc32c
 
-from ..errors import CorruptRecordError, UnsupportedMagicError
+from ..errors import CorruptRecordError, InvalidArgumentError, UnsupportedMagicError
 from .batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from .reader import HEADER_SIZE_UP_TO_MAGIC, LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1, open_source
 
@@ -225,7 +225,7 @@ def scan_batches(
     if end is None or end > total:
         end = total
     if position < 0 or position > end:
-        raise ValueError(f"position {position} outside the source (0..{end})")
+        raise InvalidArgumentError(f"position {position} outside the source (0..{end})")
     starts, stops, legacy, error, stop_pos, crcs = _walk_fast(buf, position, end, check_crc)
     n = len(starts)
     getitem = buf.__getitem__

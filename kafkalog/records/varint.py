@@ -6,7 +6,7 @@ varint running off the end of the buffer, is corrupt data rather than a reason t
 
 from __future__ import annotations
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, InvalidArgumentError
 
 __all__ = [
     "decode_varint",
@@ -37,14 +37,14 @@ def _encode_unsigned(u: int) -> bytes:
 def encode_varint(value: int) -> bytes:
     """Zig-zag encode a signed 32-bit value."""
     if not _INT_MIN <= value <= _INT_MAX:
-        raise ValueError(f"varint out of int32 range: {value}")
+        raise InvalidArgumentError(f"varint out of int32 range: {value}")
     return _encode_unsigned(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
 
 def encode_varlong(value: int) -> bytes:
     """Zig-zag encode a signed 64-bit value."""
     if not _LONG_MIN <= value <= _LONG_MAX:
-        raise ValueError(f"varlong out of int64 range: {value}")
+        raise InvalidArgumentError(f"varlong out of int64 range: {value}")
     return _encode_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
