@@ -8,6 +8,17 @@ while a segment is active, trims them to the used size on roll/close, and takes 
   on first use, so loading thousands of segments costs nothing until an index is needed.
 * **Fallback**: where ``mmap`` is impossible (pyfakefs, some network filesystems) the file is read into a
   ``bytearray`` and entries are written through ordinary file writes, with identical results on disk.
+* **Disk full**: a preallocated index is a sparse file, and a store into a mapped page with no block behind it on
+  a full filesystem kills the process with SIGBUS. Before an entry lands past the blocks known to back the file,
+  ``posix_fallocate`` reserves the next chunk (64 KiB, doubling up to 1 MiB; page aligned and inside the file, so
+  its size and bytes do not change; on a nearly full disk just the pages the entry needs). A full disk is then an
+  ``OSError`` (ENOSPC, EDQUOT, EROFS, EIO ...) from the append, with the index as it was. One call per chunk, one
+  integer compare per entry. Where the filesystem cannot fallocate (EOPNOTSUPP / EINVAL, pyfakefs, no
+  ``os.posix_fallocate``) or the mapped file is no longer at its path, entries are written unguarded, as before.
+  (glibc emulates ``posix_fallocate`` where the filesystem lacks ``fallocate`` by writing a zero byte per block,
+  only where a zero is already read: the content stays the same.) Copy-on-write filesystems (btrfs, ZFS) may
+  still need new blocks when a reserved page is written, so there the guard narrows the window rather than
+  closing it.
 * **Search**: single lookups run Kafka's exact warm/cold binary search over the raw bytes (``struct``), which beats
   per-call numpy overhead; batches go through ``numpy.searchsorted`` over a cached native copy of the keys, and
   fall back to the exact per-target search when the keys are not strictly increasing (a damaged file), so answers
@@ -16,6 +27,7 @@ while a segment is active, trims them to the used size on roll/close, and takes 
 
 from __future__ import annotations
 
+import errno
 import io
 import mmap
 import os
@@ -31,6 +43,17 @@ from kafkalog.errors import ConfigError, IndexOffsetOverflowError, IndexStateErr
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # Kafka's segment.index.bytes default
 WARM_SECTION_BYTES = 8192  # Kafka's warm section: the last 8 KiB of entries stay in page cache
 _INT32_MAX = 2**31 - 1
+
+_PAGE = mmap.PAGESIZE
+# Blocks reserved ahead of index writes per posix_fallocate call: 64 KiB first, doubling per chunk up to 1 MiB, so
+# a quiet index holds little unused disk and a busy one pays ~14 calls per 10 MiB (~100 us each, cold, measured).
+_RESERVE_MIN = max(64 * 1024, 4 * _PAGE)
+_RESERVE_MAX = max(1024 * 1024, _RESERVE_MIN)
+# posix_fallocate errors meaning "this filesystem (or file) cannot preallocate": write unguarded, as before.
+_FALLOCATE_UNSUPPORTED = frozenset(
+    getattr(errno, name) for name in ("EOPNOTSUPP", "ENOTSUP", "EINVAL", "ENOSYS", "ENODEV", "ESPIPE")
+    if hasattr(errno, name)
+)
 
 # Field selectors for the slot search: the key (what lookups search) or the value (what truncation may search).
 KEY = 0
@@ -116,6 +139,14 @@ class AbstractIndex(IndexFile):
         self._generation = 0  # bumped on every change, invalidates the key cache
         self._key_cache: tuple[int, np.ndarray, bool] | None = None
         self._warm_entries = WARM_SECTION_BYTES // self.ENTRY_SIZE
+        # Disk-full guard (module docstring): the file has blocks from the write position's page up to
+        # _reserved_end; 0 after every (re)map, truncation or resize, so the next write reserves from its own page
+        # on. _reserve_bytes is the next chunk's size. _file_id is the mapped file's (st_dev, st_ino): reservations
+        # go through a new descriptor, and only into that file.
+        self._reserved_end = 0
+        self._reserve_bytes = _RESERVE_MIN
+        self._fallocate_ok = hasattr(os, "posix_fallocate")
+        self._file_id: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------------------------------------ properties
 
@@ -198,15 +229,19 @@ class AbstractIndex(IndexFile):
                 fh.truncate(es * (self._max_index_size // es))
         fh = open(self._fspath, "r+b" if self._writable else "rb")  # noqa: SIM115 - kept open in fallback mode
         try:
-            length = os.fstat(fh.fileno()).st_size
+            st = os.fstat(fh.fileno())
+            length = st.st_size
             entries = 0 if newly_created else length // es
-            self._map(fh, length, entries)
+            self._map(fh, length, entries, st)
         except BaseException:
             fh.close()
             raise
 
-    def _map(self, fh: io.BufferedRandom, length: int, entries: int) -> None:
-        """Map ``fh`` (taking ownership of it) or fall back to an in-memory copy plus file writes."""
+    def _map(self, fh: io.BufferedRandom, length: int, entries: int, st: os.stat_result | None = None) -> None:
+        """Map ``fh`` (taking ownership of it) or fall back to an in-memory copy plus file writes.
+
+        ``st`` is ``fh``'s stat when the caller has it (saves a syscall per lazy load).
+        """
         if length == 0 and self._use_mmap and _is_real_file(fh):
             # Nothing to map (a trimmed empty index); a later resize maps the grown file.
             fh.close()
@@ -219,6 +254,10 @@ class AbstractIndex(IndexFile):
             except (OSError, ValueError):
                 mm = None
             if mm is not None:
+                if self._writable:
+                    if st is None:
+                        st = os.fstat(fh.fileno())
+                    self._file_id = (st.st_dev, st.st_ino)
                 fh.close()  # the mapping outlives the descriptor, as in Kafka
                 self._install(mm, mm, None, length, entries)
                 return
@@ -242,6 +281,8 @@ class AbstractIndex(IndexFile):
         self._length = length
         self._max_entries = length // self.ENTRY_SIZE
         self._entries = entries
+        self._reserved_end = 0
+        self._reserve_bytes = _RESERVE_MIN
         self._loaded = True
         self._changed()
 
@@ -250,6 +291,8 @@ class AbstractIndex(IndexFile):
         mm, fh = self._mm, self._fh
         self._buf, self._mm, self._fh = bytearray(), None, None
         self._key_cache = None
+        self._reserved_end = 0
+        self._file_id = None
         self._loaded = False
         if mm is not None:
             try:
@@ -281,18 +324,105 @@ class AbstractIndex(IndexFile):
         return 0 <= offset - self._base_offset <= _INT32_MAX
 
     def _write_entry(self, packed: bytes) -> None:
-        """Write one packed entry into the next free slot (caller holds the lock and checked for room)."""
+        """Write one packed entry into the next free slot (caller holds the lock and checked for room).
+
+        Raises ``OSError`` (ENOSPC, EIO, EROFS ...) with the index unchanged when the blocks for the entry cannot
+        be had, instead of a SIGBUS from the mapping.
+        """
         pos = self._entries * self.ENTRY_SIZE
-        self._buf[pos : pos + len(packed)] = packed
-        if self._fh is not None:
-            self._fh.seek(pos)
-            self._fh.write(packed)
+        end = pos + len(packed)
+        if end > self._reserved_end:
+            self._reserve(pos, end)
+        fh = self._fh
+        if fh is not None:
+            # Written through before anything changes, so a write error is this entry's and leaves the index as it
+            # was. A real file takes pwrite, past the buffer: a failed buffered write stays in the buffer and fails
+            # every later flush, trim and close of the handle.
+            if _is_real_file(fh):
+                fd = fh.fileno()
+                view = memoryview(packed)
+                done = 0
+                while done < len(view):
+                    n = os.pwrite(fd, view[done:], pos + done)
+                    if n <= 0:
+                        raise OSError(errno.EIO, "short write to the index file", self._fspath)
+                    done += n
+            else:
+                fh.seek(pos)
+                fh.write(packed)
+                fh.flush()
+        self._buf[pos:end] = packed
         self._entries += 1
         self._changed()
 
+    def _reserve(self, pos: int, end: int) -> None:
+        """Make sure blocks back the file from ``pos``'s page through ``end`` (and up to a chunk beyond) before an
+        entry is written there, so a full filesystem is an ``OSError`` now rather than a SIGBUS in the store.
+        Caller holds the lock; ``end`` is inside the file."""
+        length = self._length
+        if not self._fallocate_ok:
+            self._reserved_end = length  # no guard possible: no further checks until the next (re)map
+            return
+        start = pos - pos % _PAGE
+        stop = min(length, start + self._reserve_bytes)
+        fh = self._fh
+        if fh is not None:
+            if not _is_real_file(fh):
+                # pyfakefs: its descriptor may equal a real, unrelated one; never hand it to the OS.
+                self._reserved_end = length
+                return
+            self._fallocate(fh.fileno(), start, stop, end, length)
+            return
+        if self._mm is None:
+            return
+        # The mapping closed its descriptor: reserve through a short-lived one, in the mapped file only.
+        try:
+            fd = os.open(self._fspath, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            self._reserved_end = length  # the mapped file left its path: unguarded until the next map
+            return
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != self._file_id or st.st_size < stop:
+                # Another file now has this path (or ours shrank behind our back): fallocate there would grow or
+                # allocate a file that is not the one mapped. Unguarded until the next map.
+                self._reserved_end = length
+                return
+            self._fallocate(fd, start, stop, end, length)
+        finally:
+            os.close(fd)
+
+    def _fallocate(self, fd: int, start: int, stop: int, end: int, length: int) -> None:
+        """Reserve [start, stop) (``end``: where the pending entry ends); ENOSPC / EDQUOT on the whole chunk falls
+        back to just the pages up to ``end``. Raises ``OSError`` naming the file; marks unsupported filesystems."""
+        try:
+            os.posix_fallocate(fd, start, stop - start)
+        except OSError as exc:
+            code = exc.errno
+            if code in _FALLOCATE_UNSUPPORTED:
+                self._fallocate_ok = False  # remembered for this index, across remaps
+                self._reserved_end = length
+                return
+            need = min(length, -(-end // _PAGE) * _PAGE)
+            if code not in (errno.ENOSPC, errno.EDQUOT) or need >= stop:
+                raise OSError(code, exc.strerror, self._fspath) from exc
+            # Not a whole chunk left: the pages this entry needs may still fit.
+            try:
+                os.posix_fallocate(fd, start, need - start)
+            except OSError as exc2:
+                raise OSError(exc2.errno, exc2.strerror, self._fspath) from exc2
+            stop = need
+        else:
+            if self._reserve_bytes < _RESERVE_MAX:
+                self._reserve_bytes *= 2
+        self._reserved_end = stop
+
     def _truncate_to_entries(self, entries: int) -> None:
         # Like Kafka, only the entry count moves back; stale bytes stay until overwritten or trimmed.
-        self._entries = max(0, min(entries, self._entries))
+        entries = max(0, min(entries, self._entries))
+        if entries < self._entries:
+            self._reserved_end = 0  # the next write may land below the reserved chunk: reserve from its page on
+        self._entries = entries
         self._changed()
 
     def resize(self, new_size: int) -> bool:
@@ -321,6 +451,8 @@ class AbstractIndex(IndexFile):
                 self._buf = data  # a new object: numpy views of the old one may still be alive
                 self._length = rounded
                 self._max_entries = rounded // es
+                self._reserved_end = 0  # a grown tail is a hole again
+                self._reserve_bytes = _RESERVE_MIN
                 self._changed()
                 return True
             self._release()
