@@ -19,6 +19,7 @@ import numpy as np
 
 from kafkalog.errors import (
     CorruptRecordError,
+    InvalidArgumentError,
     LogSegmentOffsetOverflowError,
 )
 from kafkalog.index.base import _is_real_file
@@ -91,7 +92,7 @@ class LogSegment:
         # File names as strings (names.file_name's rules); Path objects are made only when asked for: building
         # four per segment was a measurable share of opening thousands of segments.
         if not isinstance(file_suffix, str) or "/" in file_suffix or "\0" in file_suffix:
-            raise ValueError(f"bad file suffix {file_suffix!r}")
+            raise InvalidArgumentError(f"bad file suffix {file_suffix!r}")
         stem = os.path.join(str(self._dir), offset_to_name(self._base_offset))
         self._log_path = stem + ".log" + file_suffix
         self._offset_index = OffsetIndex(stem + ".index" + file_suffix, self._base_offset,
@@ -376,7 +377,7 @@ class LogSegment:
         ``min_one_batch``, as Kafka's fetch with minOneMessage). Returns a list of batches, or None when
         ``offset`` is past this segment's end."""
         if max_bytes < 0:
-            raise ValueError(f"invalid max_bytes {max_bytes}")
+            raise InvalidArgumentError(f"invalid max_bytes {max_bytes}")
         mapping = self._offset_index.lookup(offset)
         found = self._search_for_offset(offset, mapping[1])
         if found is None:

@@ -160,6 +160,31 @@ def test_disk_full_on_append(fake) -> None:
     assert len(events) == 1
 
 
+def test_disk_full_on_direct_log_append(fake) -> None:
+    """The Log handed out by get_or_create_log, used directly (not through the manager), takes its dir offline
+    on an I/O error too (Kafka's UnifiedLog holds the failure channel), and is unusable afterwards."""
+    m, events = _manager()
+    m.startup()
+    _populate(m)
+    b, a = _on(m, "/b"), _on(m, "/a")
+    log = m.get_log("t", b[0])
+    _disk_full(fake)
+    with pytest.raises(KafkaStorageError) as ei:
+        for _ in range(200):
+            log.append_as_leader([(b"k", VALUE)])
+    assert isinstance(ei.value.__cause__, OSError)
+    assert "/b" in str(ei.value)
+    _assert_b_offline_a_serving(m, events, b, a)
+    for call in (lambda: log.append_as_leader([(b"k", b"x")]), lambda: log.read(0), log.roll, log.flush):
+        with pytest.raises(KafkaStorageError):
+            call()
+    direct = m.get_log("t", a[0])
+    info = direct.append_as_leader([(b"k", b"direct")])
+    assert direct.read(info.first_offset)[0].records()[0].value == b"direct"
+    m.shutdown()
+    assert len(events) == 1
+
+
 def test_disk_full_on_roll(fake) -> None:
     """Trimming the old segment's indexes frees their preallocation, so fill the disk exactly: the new
     segment's producer snapshot or index then has no room."""

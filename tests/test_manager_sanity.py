@@ -88,7 +88,7 @@ def test_unclean_shutdown_checks_everything_at_load(tmp_path: Path) -> None:
         assert {s.status for s in m.sanity_check_states().values()} == {CheckStatus.CHECKED}
 
 
-@pytest.mark.parametrize("via", ["background", "read"])
+@pytest.mark.parametrize("via", ["background", "read", "direct-read"])
 def test_corrupt_index_in_an_inactive_segment_is_rebuilt(tmp_path: Path, via: str) -> None:
     dirs = _make(tmp_path)
     with LogManager(dirs, log_config=CFG) as m:
@@ -103,8 +103,10 @@ def test_corrupt_index_in_an_inactive_segment_is_rebuilt(tmp_path: Path, via: st
         assert before.status is CheckStatus.PENDING
         if via == "background":
             m.start_sanity_checker([("t", 0)]).wait()
-        else:
+        elif via == "read":
             m.read("t", 0, victim)  # lands on the corrupt segment: checked, then earlier ones, then recovered
+        else:  # the Log the manager handed out, called directly, follows the same rule
+            m.get_log("t", 0).read(victim)
         st = m.sanity_check_state("t", 0)
         assert st.corrupt_segments == (victim,) and st.truncated_bytes == 0
         # Every segment before the corrupt one was checked before the partition was touched again.

@@ -5,13 +5,18 @@ with the same files appearing and disappearing as in Kafka. Loading is ``loader.
 ``producer_state.ProducerStateManager``; leader epochs are ``epoch_cache.LeaderEpochFileCache``.
 
 Threading: one re-entrant lock per Log serialises appends, rolls, truncations, retention and reads of the active
-segment (reads of inactive segments only touch immutable bytes). I/O errors propagate as ``OSError``: the
-manager's failure channel decides what an I/O error means for the log dir.
+segment (reads of inactive segments only touch immutable bytes).
+
+I/O errors: a standalone Log lets ``OSError`` propagate. A Log owned by a ``LogManager`` carries the manager's
+``StorageHooks`` (Kafka's ``UnifiedLog`` holds the ``LogDirFailureChannel`` for the same reason): an I/O error in
+any public operation, whoever calls it, takes the dir offline and surfaces as ``KafkaStorageError``, and a read
+first has the segments it lands on sanity-checked when KIP-263 left them pending.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import struct
 import threading
@@ -19,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from crc32c import crc32c
 
@@ -27,6 +32,7 @@ from kafkalog.errors import (
     CorruptCheckpointError,
     CorruptRecordError,
     InconsistentMetadataError,
+    InvalidArgumentTypeError,
     InvalidOffsetError,
     InvalidRecordError,
     KafkaStorageError,
@@ -99,11 +105,61 @@ def _topic_partition(path: Path) -> tuple[str | None, int | None]:
         return (head or None), (int(tail) if tail.isdigit() else None)
 
 
+class StorageHooks(Protocol):
+    """What a LogManager plugs into each Log it owns, so direct calls on the Log follow the manager's rules."""
+
+    def before_read(self, log: Log, offset: int) -> None:
+        """Runs before a read at ``offset`` (outside the Log's lock): check pending segments first (KIP-263)."""
+
+    def on_io_error(self, log: Log, cause: OSError, what: str) -> BaseException:
+        """The exception to raise for ``cause`` (after taking the log's dir offline, or ``cause`` itself when the
+        caller's own failure handling must see the raw error)."""
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _storage_op(what: str, *, reads_at: bool = False) -> Callable[[_F], _F]:
+    """Route an OSError of a public operation through the Log's hooks (when it has some).
+
+    Only the outermost operation of a thread reports: a public method called by another one while the Log's lock
+    is held lets the error travel up to the outer call, which reports it once the lock is released (offline
+    handling waits for partition locks, so it must never run under one).
+    """
+
+    def deco(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def op(self: Log, *args: Any, **kwargs: Any) -> Any:
+            hooks = self._hooks
+            if hooks is None or self._lock._is_owned():  # type: ignore[attr-defined]
+                return fn(self, *args, **kwargs)
+            try:
+                if reads_at:
+                    hooks.before_read(self, args[0] if args else kwargs["offset"])
+                return fn(self, *args, **kwargs)
+            except OSError as exc:
+                err = hooks.on_io_error(self, exc, what)
+                if err is exc:
+                    raise
+                raise err from exc
+            except KafkaStorageError as exc:
+                if not isinstance(exc.__cause__, OSError):
+                    raise
+                err = hooks.on_io_error(self, exc.__cause__, what)
+                if err is exc.__cause__:
+                    raise
+                raise err from exc.__cause__
+
+        return op  # type: ignore[return-value]
+
+    return deco
+
+
 class Log:
     """A partition log. Use ``Log.open(path, ...)``; close it (or use ``with``) to write the final snapshot."""
 
     def __init__(self) -> None:  # use Log.open
-        raise TypeError("use Log.open(path, ...)")
+        raise InvalidArgumentTypeError("use Log.open(path, ...)")
 
     # ------------------------------------------------------------------ open / close
 
@@ -147,6 +203,7 @@ class Log:
         self._closed = False
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._high_watermark: int | None = None  # None: follows the log end offset
+        self._hooks: StorageHooks | None = None  # set by a LogManager (attach_storage_hooks)
         self._topic, self._partition = _topic_partition(path)
         try:
             os.mkdir(path)  # Path.mkdir(parents=True, exist_ok=True) without pathlib's overhead
@@ -233,6 +290,10 @@ class Log:
             self._psm.take_snapshot()
             self._segments.close()
             self._closed = True
+
+    def attach_storage_hooks(self, hooks: StorageHooks | None) -> None:
+        """Called by the LogManager that owns this log (None detaches)."""
+        self._hooks = hooks
 
     def close_handlers(self) -> None:
         """Release file handles without writing anything (the manager's path for an offline dir)."""
@@ -326,6 +387,7 @@ class Log:
 
     # ------------------------------------------------------------------ append
 
+    @_storage_op("append")
     def append_as_leader(
         self,
         records: Iterable[Any] | bytes | bytearray | memoryview,
@@ -365,6 +427,7 @@ class Log:
                 )
             return self._append(data, origin=AppendOrigin.CLIENT, log_append_time=log_append if log_append else -1)
 
+    @_storage_op("append")
     def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches replicated from a leader: offsets, epochs and timestamps are kept as they are.
 
@@ -519,6 +582,7 @@ class Log:
             return self._roll(roll_offset), True
         return seg, False
 
+    @_storage_op("roll")
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected, log end offset) and snapshot the producer state there."""
         with self._lock:
@@ -556,6 +620,7 @@ class Log:
 
     # ------------------------------------------------------------------ read
 
+    @_storage_op("read", reads_at=True)
     def read(self, offset: int, max_bytes: int = 1 << 20, *, max_offset: int | None = None) -> list[RecordBatch]:
         """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least one batch).
 
@@ -563,6 +628,7 @@ class Log:
         high watermark or LSO) stops before batches starting at or past it.
         """
         with self._lock:
+            self._check_open()
             start, end = self._log_start_offset, self._log_end_offset
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(f"offset {offset} is outside [{start}, {end}] of {self._dir}")
@@ -583,10 +649,12 @@ class Log:
             out = [b for b in out if b.base_offset < max_offset]
         return out
 
+    @_storage_op("offset lookup")
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets: the first offset whose timestamp >= ``timestamp``; -2 earliest, -1 latest, -3 the
         record with the largest timestamp. None when no record is that late."""
         with self._lock:
+            self._check_open()
             if timestamp == EARLIEST_TIMESTAMP:
                 return TimestampAndOffset(-1, self._log_start_offset, self._epoch_cache.epoch_for_offset(self._log_start_offset))
             if timestamp == LATEST_TIMESTAMP:
@@ -612,10 +680,12 @@ class Log:
 
     # ------------------------------------------------------------------ flush
 
+    @_storage_op("flush")
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``offset``) (default: the log end) and move
         the recovery point there (Kafka's ``flush``). The caller checkpoints the recovery point."""
         with self._lock:
+            self._check_open()
             target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
             if target <= self._recovery_point:
                 return
@@ -625,6 +695,7 @@ class Log:
 
     # ------------------------------------------------------------------ truncation
 
+    @_storage_op("truncate")
     def truncate_to(self, target_offset: int) -> bool:
         """Drop everything at and above ``target_offset`` (follower truncation); True if anything was removed."""
         if target_offset < 0:
@@ -654,6 +725,7 @@ class Log:
                 self._high_watermark = target_offset
             return True
 
+    @_storage_op("truncate")
     def truncate_fully_and_start_at(self, new_offset: int, log_start_offset: int | None = None) -> None:
         """Delete every segment and start an empty one at ``new_offset`` (Kafka's truncateFullyAndStartAt)."""
         with self._lock:
@@ -676,6 +748,7 @@ class Log:
 
     # ------------------------------------------------------------------ retention
 
+    @_storage_op("log start offset update")
     def maybe_increment_log_start_offset(self, new_log_start: int) -> bool:
         """Move the log start forward (DeleteRecords or retention); never past the high watermark."""
         with self._lock:
@@ -691,6 +764,7 @@ class Log:
             self._recovery_point = max(self._recovery_point, new_log_start)
             return True
 
+    @_storage_op("retention")
     def delete_old_segments(self) -> int:
         """Kafka's retention pass: log-start breach, then ``retention.bytes``, then ``retention.ms`` (by each
         segment's largest timestamp against ``clock``). Deleted segments are renamed ``.deleted`` and removed by
@@ -789,6 +863,7 @@ class Log:
         if self._config.file_delete_delay_ms <= 0:
             self.delete_expired_files()
 
+    @_storage_op("file deletion")
     def delete_expired_files(self, now: int | None = None) -> int:
         """Remove ``.deleted`` files whose ``file.delete.delay.ms`` has passed (the manager's scheduler hook).
         Returns how many files were removed."""

@@ -43,6 +43,7 @@ from kafkalog.errors import (
 from kafkalog.log.config import LogConfig
 from kafkalog.manager.failure_channel import LogDirFailureChannel
 from kafkalog.manager.log_dir import LogDir, normalize_dirs, reconcile_meta_properties, write_meta
+from kafkalog.manager.partition_lock import PartitionLock, holds_partition_lock
 from kafkalog.manager.placement import next_log_dirs
 from kafkalog.manager.sanity_checker import PartitionCheckState, SanityChecker, SanityCheckRun, release_segment
 from kafkalog.manager.scheduler import Scheduler
@@ -163,7 +164,7 @@ class _Entry:
     log: Any
     dir: LogDir
     is_future: bool = False
-    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    lock: PartitionLock = field(default_factory=PartitionLock, repr=False)
     closed: bool = False
     last_flush_ms: int = 0
 
@@ -197,6 +198,21 @@ def _segment_count(path: str) -> int:
             return sum(1 for e in it if e.name.endswith(".log"))
     except OSError:
         return 0
+
+
+class _ManagedLogHooks:
+    """The ``StorageHooks`` every log of a manager carries: a direct call on a Log handed out by
+    ``get_or_create_log``/``get_log`` follows the same rules as the manager's own operations (I/O error = dir
+    offline + KafkaStorageError; a read checks KIP-263-pending segments first)."""
+
+    def __init__(self, manager: LogManager) -> None:
+        self._m = manager
+
+    def before_read(self, log: Any, offset: int) -> None:
+        self._m._checker.ensure_checked((log.topic, log.partition), offset, log=log)
+
+    def on_io_error(self, log: Any, cause: OSError, what: str) -> BaseException:
+        return self._m._log_io_error(log, cause, what)
 
 
 class LogManager:
@@ -242,6 +258,7 @@ class LogManager:
         self._started = False
         self._stopped = False
         self._mover: Any = None  # ReplicaMover, created on first use (KIP-113)
+        self._log_hooks = _ManagedLogHooks(self)
 
     # --- context manager ---------------------------------------------------------------------------------------
 
@@ -542,6 +559,7 @@ class LogManager:
                                  recovery_point=ld.recovery_points.get(key, 0),
                                  log_start_offset=ld.log_start_offsets.get(key))
             entry = _Entry(key, log, d, is_future=parsed.kind == "future", last_flush_ms=self._clock())
+            self.adopt_log(log)
             try:
                 # Lazy checking (KIP-263) is only for a clean shutdown: after a crash everything is checked.
                 # A future log (a move in progress) shares its key with the current log; the mover registers it
@@ -712,6 +730,32 @@ class LogManager:
             return self.fatal_error
         return KafkaStorageError(f"{message}: log dir {d.path} is offline ({cause})")
 
+    def adopt_log(self, log: Any) -> Any:
+        """Give a Log this manager owns the manager's storage hooks (every Log the manager hands out has them)."""
+        attach = getattr(log, "attach_storage_hooks", None)
+        if attach is not None:
+            attach(self._log_hooks)
+        return log
+
+    def _log_io_error(self, log: Any, cause: OSError, what: str) -> BaseException:
+        """An I/O error in a direct call on one of our logs: take its dir offline and say so.
+
+        When this thread is inside the manager's own machinery (it holds a partition lock or the state/offline
+        locks), the raw ``cause`` goes back up: that code reports it after releasing its locks, because offline
+        handling waits for partition locks and must never run under one.
+        """
+        d = self._dirs.get(os.path.dirname(os.fspath(log.dir)))
+        if d is None or self._holds_manager_locks():
+            return cause
+        return self._fail(d, cause, f"I/O error on {what} of {log.topic}-{log.partition}")
+
+    def _holds_manager_locks(self) -> bool:
+        return (
+            holds_partition_lock()
+            or self._state_lock._is_owned()  # type: ignore[attr-defined]
+            or self._offline_lock._is_owned()  # type: ignore[attr-defined]
+        )
+
     def _checker_io_error(self, key: TopicPartition, cause: OSError) -> None:
         with self._state_lock:
             e = self._logs.get(key) or self._future_logs.get(key)
@@ -844,6 +888,7 @@ class LogManager:
                     if self.fatal_error is not None:
                         raise self.fatal_error from cause
                     continue
+                self.adopt_log(log)
                 entry = _Entry(key, log, d, last_flush_ms=self._clock())
                 self._checker.register_new(key, log, entry.lock)
                 with self._state_lock:

@@ -23,7 +23,14 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kafkalog.errors import CorruptRecordError, KafkaLogError, KafkaStorageError
+from kafkalog.errors import (
+    CorruptRecordError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    KafkaLogError,
+    KafkaStorageError,
+)
+from kafkalog.manager.partition_lock import PartitionLock
 
 __all__ = ["CheckStatus", "PartitionCheckState", "SanityCheckRun", "SanityChecker", "is_corruption"]
 
@@ -60,7 +67,9 @@ def is_corruption(exc: BaseException) -> bool:
     """
     if isinstance(exc, FileNotFoundError):
         return True
-    return isinstance(exc, KafkaLogError) and not isinstance(exc, KafkaStorageError)
+    return isinstance(exc, KafkaLogError) and not isinstance(
+        exc, (KafkaStorageError, InvalidArgumentError, InvalidArgumentTypeError)
+    )
 
 
 def check_segment(seg: object) -> None:
@@ -93,7 +102,7 @@ def release_segment(seg: object) -> None:
 class _Tracker:
     key: TopicPartition
     log: object
-    lock: threading.RLock
+    lock: PartitionLock
     pending: set[int] = field(default_factory=set)
     checked: int = 0
     corrupt: list[int] = field(default_factory=list)
@@ -169,7 +178,7 @@ class SanityChecker:
 
     # --- registration --------------------------------------------------------------------------------------------
 
-    def register(self, key: TopicPartition, log: object, lock: threading.RLock, *, check_all: bool) -> None:
+    def register(self, key: TopicPartition, log: object, lock: PartitionLock, *, check_all: bool) -> None:
         """Called when a partition is loaded. Checks every segment (``check_all``) or just the active one now;
         the rest stay pending. OSError propagates to the caller (the loader marks the dir offline)."""
         segments = list(log.segments)  # type: ignore[attr-defined]
@@ -182,7 +191,7 @@ class SanityChecker:
             elif segments:
                 self._check_bases(tracker, [segments[-1].base_offset], raise_io=True)
 
-    def register_new(self, key: TopicPartition, log: object, lock: threading.RLock) -> None:
+    def register_new(self, key: TopicPartition, log: object, lock: PartitionLock) -> None:
         """A log created by this process has nothing to check."""
         with self._lock:
             self._trackers[key] = _Tracker(key, log, lock)
@@ -222,12 +231,13 @@ class SanityChecker:
 
     # --- checking ------------------------------------------------------------------------------------------------
 
-    def ensure_checked(self, key: TopicPartition, offset: int) -> None:
+    def ensure_checked(self, key: TopicPartition, offset: int, *, log: object | None = None) -> None:
         """Before a read at ``offset``: check the segment holding it (and the next one, which a read that runs
-        off the end of its segment may reach) if still pending. Cheap when nothing is pending."""
+        off the end of its segment may reach) if still pending. Cheap when nothing is pending. With ``log``,
+        only when that is the log registered for ``key`` (a future log being moved has no checks of its own)."""
         with self._lock:
             t = self._trackers.get(key)
-        if t is None or not t.pending or t.offline:
+        if t is None or not t.pending or t.offline or (log is not None and t.log is not log):
             return
         with t.lock:
             if not t.pending:
