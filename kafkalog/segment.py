@@ -68,6 +68,9 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_LAZY_INDEX_ATTRS = frozenset({"_offset_index", "_time_index", "_txn_index"})
+
+
 class LogSegment:
     """A ``.log`` plus its three indexes. Not thread-safe by itself: the owning Log serialises writers."""
 
@@ -95,11 +98,9 @@ class LogSegment:
             raise InvalidArgumentError(f"bad file suffix {file_suffix!r}")
         stem = os.path.join(str(self._dir), offset_to_name(self._base_offset))
         self._log_path = stem + ".log" + file_suffix
-        self._offset_index = OffsetIndex(stem + ".index" + file_suffix, self._base_offset,
-                                         max_index_size=self.max_index_size)
-        self._time_index = TimeIndex(stem + ".timeindex" + file_suffix, self._base_offset,
-                                     max_index_size=self.max_index_size)
-        self._txn_index = TransactionIndex(stem + ".txnindex" + file_suffix, self._base_offset)
+        # The three index objects are made on first use (__getattr__): a lazily loaded partition never touches
+        # its inactive segments' indexes, and building them was most of the cost of listing a segment.
+        self._stem = stem
         self._file = None  # opened on first use
         self._size: int | None = None  # known once the file is opened
         self._lock = threading.RLock()  # guards the lazy open only
@@ -107,6 +108,19 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_ts_and_offset: TimestampOffset | None = None  # None = not loaded from the time index yet
+
+    def __getattr__(self, name: str):
+        # Only reached when normal lookup fails: the first use of an index attribute builds all three.
+        if name in _LAZY_INDEX_ATTRS and "_stem" in self.__dict__:
+            self._make_indexes()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _make_indexes(self) -> None:
+        stem, suffix, base = self._stem, self._suffix, self._base_offset
+        self._offset_index = OffsetIndex(stem + ".index" + suffix, base, max_index_size=self.max_index_size)
+        self._time_index = TimeIndex(stem + ".timeindex" + suffix, base, max_index_size=self.max_index_size)
+        self._txn_index = TransactionIndex(stem + ".txnindex" + suffix, base)
 
     @property
     def _log_path(self) -> Path:
@@ -720,20 +734,24 @@ class LogSegment:
         f.truncate(size)
         self._size = size
 
-    def sanity_check(self, *, strict: bool = False) -> None:
+    def sanity_check(self, *, strict: bool = False, whole_batches: bool = False) -> None:
         """Kafka's checks: the offset index must exist (else the segment needs recovery, FileNotFoundError);
         txn index sane; offset and time index sane. With ``strict`` also kafkalog's stricter index checks against
         the batches in the ``.log`` (entries strictly increasing, positions inside the file, each offset entry
-        at a batch start whose last offset matches)."""
+        at a batch start whose last offset matches); with ``whole_batches`` too, the ``.log`` must end on a whole
+        batch (CorruptRecordError otherwise). One shallow scan serves both."""
         if not self._offset_index.file.exists():
             raise FileNotFoundError(f"offset index file {self._offset_index.file} does not exist")
         self._txn_index.sanity_check()
         self._offset_index.sanity_check()
         self._time_index.sanity_check()
         if strict:
-            starts, lasts, max_ts, _ = self.batch_table()
+            starts, lasts, max_ts, _, valid_end = self._batch_columns()
+            size = self.size
+            if whole_batches and valid_end < size:
+                raise CorruptRecordError(f"{size - valid_end} bytes after the last whole batch", position=valid_end)
             next_offset = int(lasts[-1]) + 1 if len(lasts) else self._base_offset
-            self._offset_index.strict_check(self.size, batch_starts=starts, batch_last_offsets=lasts)
+            self._offset_index.strict_check(size, batch_starts=starts, batch_last_offsets=lasts)
             self._time_index.strict_check(
                 next_offset=next_offset, batch_last_offsets=lasts, batch_max_timestamps=max_ts
             )
@@ -742,21 +760,48 @@ class LogSegment:
     def batch_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Start positions, last offsets, max timestamps and is-magic-2 flags of every whole batch (shallow scan,
         no CRC): what the strict index checks compare entries against."""
+        return self._batch_columns()[:4]  # type: ignore[return-value]
+
+    def _batch_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """``batch_table`` plus the end of the last whole batch: the header columns of ``scan_batches`` over a
+        read-only map when the file can be mapped, else the batch-by-batch scan."""
+        f = self._open_file()
+        size = self.size
+        if size > 0 and _is_real_file(f):  # pyfakefs descriptors may equal an unrelated real one: never map
+            try:
+                mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):
+                mm = None
+            if mm is not None:
+                try:
+                    buf = memoryview(mm)
+                    scan = scan_batches(buf, position=0, end=size, check_crc=False)
+                    del buf
+                finally:
+                    try:
+                        mm.close()
+                    except BufferError:
+                        pass  # a view is still referenced somewhere; the mapping goes with it
+                h = scan.headers
+                lasts = h["base_offset"].astype(np.int64) + h["last_offset_delta"].astype(np.int64)
+                return (scan.positions, lasts, h["max_timestamp"].astype(np.int64), h["magic"] >= 2,
+                        int(scan.valid_bytes))
         starts: list[int] = []
-        lasts: list[int] = []
+        lasts_l: list[int] = []
         max_ts: list[int] = []
         v2: list[bool] = []
-        it, _ = self.scan(0)
+        it, state = self.scan(0)
         for batch in it:
             starts.append(batch.position)
-            lasts.append(batch.last_offset)
+            lasts_l.append(batch.last_offset)
             max_ts.append(batch.max_timestamp)
             v2.append(batch.magic >= 2)
         return (
             np.asarray(starts, dtype=np.int64),
-            np.asarray(lasts, dtype=np.int64),
+            np.asarray(lasts_l, dtype=np.int64),
             np.asarray(max_ts, dtype=np.int64),
             np.asarray(v2, dtype=bool),
+            int(state["valid_end"]),
         )
 
     # --- truncation, lifecycle -----------------------------------------------------------------------------------

@@ -69,6 +69,12 @@ def _is_real_file(fh: object) -> bool:
     return isinstance(fh, (io.BufferedRandom, io.BufferedReader, io.FileIO))
 
 
+def first_true(mask: np.ndarray) -> int:
+    """Index of the first True in ``mask``, -1 if none. The checks run on small arrays, where numpy's per-call
+    cost dominates: ``any`` then ``argmax`` is two cheap calls, ``flatnonzero`` several wrapped ones."""
+    return int(mask.argmax()) if mask.any() else -1
+
+
 class IndexFile:
     """The file name and base offset every index kind carries. The path is kept as a string and made a ``Path``
     only when asked: building thousands of Path objects showed up in startup profiles."""
@@ -214,14 +220,16 @@ class AbstractIndex(IndexFile):
                 if not self._loaded:
                     self._load()
 
-    def _load(self) -> None:
+    def _load(self, resize_to: int | None = None) -> bool:
+        """Open and map the file; with ``resize_to`` (whole entries) set its size first, so a resize of an index
+        not loaded yet maps it once instead of map, unmap, truncate, map. True when the size changed."""
         es = self.ENTRY_SIZE
         newly_created = False
         if not os.path.exists(self._fspath):
             if not self._writable:
                 # A reader never creates files: a missing read-only index is simply empty.
                 self._install(bytearray(), None, None, 0, 0)
-                return
+                return False
             if self._max_index_size < es:
                 raise ConfigError(f"Invalid max index size {self._max_index_size} for {self._path}")
             newly_created = True
@@ -232,10 +240,19 @@ class AbstractIndex(IndexFile):
             st = os.fstat(fh.fileno())
             length = st.st_size
             entries = 0 if newly_created else length // es
+            changed = resize_to is not None and resize_to != length
+            if changed:
+                if resize_to < entries * es:  # type: ignore[operator]
+                    raise IndexStateError(
+                        f"Cannot resize {self._path} to {resize_to} bytes: it holds {entries} entries"
+                    )
+                fh.truncate(resize_to)
+                length = resize_to  # type: ignore[assignment]
             self._map(fh, length, entries, st)
         except BaseException:
             fh.close()
             raise
+        return changed
 
     def _map(self, fh: io.BufferedRandom, length: int, entries: int, st: os.stat_result | None = None) -> None:
         """Map ``fh`` (taking ownership of it) or fall back to an in-memory copy plus file writes.
@@ -432,9 +449,10 @@ class AbstractIndex(IndexFile):
         """
         self._check_writable()
         with self._lock:
-            self._ensure_loaded()
             es = self.ENTRY_SIZE
             rounded = es * (max(0, int(new_size)) // es)
+            if not self._loaded:
+                return self._load(resize_to=rounded)
             if rounded == self._length:
                 return False
             if rounded < self._entries * es:

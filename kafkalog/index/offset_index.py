@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, IndexStateError, InvalidOffsetError
-from kafkalog.index.base import KEY, VALUE, AbstractIndex
+from kafkalog.index.base import KEY, VALUE, AbstractIndex, first_true
 
 _ENTRY = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
@@ -189,27 +189,27 @@ class OffsetIndex(AbstractIndex):
                 f"Index file {self._path}: entry {i} (offset {base + int(rel[i])}, position {int(pos[i])}) {why}"
             )
 
-        bad = np.flatnonzero(rel < 0)
-        if bad.size:
-            fail(int(bad[0]), f"is below the base offset {base}")
-        bad = np.flatnonzero(rel[1:] <= rel[:-1])
-        if bad.size:
-            fail(int(bad[0]) + 1, "does not increase the offset")
-        bad = np.flatnonzero((pos < 0) | (pos >= log_size))
-        if bad.size:
-            fail(int(bad[0]), f"points outside the log (size {log_size})")
-        bad = np.flatnonzero(pos[1:] <= pos[:-1])
-        if bad.size:
-            fail(int(bad[0]) + 1, "does not increase the position")
+        bad = first_true(rel < 0)
+        if bad >= 0:
+            fail(bad, f"is below the base offset {base}")
+        bad = first_true(rel[1:] <= rel[:-1])
+        if bad >= 0:
+            fail(bad + 1, "does not increase the offset")
+        bad = first_true((pos < 0) | (pos >= log_size))
+        if bad >= 0:
+            fail(bad, f"points outside the log (size {log_size})")
+        bad = first_true(pos[1:] <= pos[:-1])
+        if bad >= 0:
+            fail(bad + 1, "does not increase the position")
         if batch_starts is None:
             return
         starts = np.asarray(batch_starts, dtype=np.int64)
         at = np.searchsorted(starts, pos)
         at_c = np.minimum(at, max(starts.size - 1, 0))
         hit = (at < starts.size) & (starts[at_c] == pos) if starts.size else np.zeros(pos.shape, dtype=bool)
-        bad = np.flatnonzero(~hit)
-        if bad.size:
-            fail(int(bad[0]), "does not point at a batch start")
+        bad = first_true(~hit)
+        if bad >= 0:
+            fail(bad, "does not point at a batch start")
         if batch_last_offsets is not None:
             # What lookups need, for every Kafka writer (per-batch appends, the cleaner's largest retained offset,
             # legacy per-append entries): the batches before the entry's position all end below its offset, and
@@ -217,11 +217,11 @@ class OffsetIndex(AbstractIndex):
             last = np.asarray(batch_last_offsets, dtype=np.int64)
             absolute = rel + base
             before = np.where(at_c > 0, last[np.maximum(at_c - 1, 0)], base - 1)
-            bad = np.flatnonzero(before >= absolute)
-            if bad.size:
-                i = int(bad[0])
+            bad = first_true(before >= absolute)
+            if bad >= 0:
+                i = bad
                 fail(i, f"names an offset the batch before its position already holds (last offset {int(before[i])})")
             if last.size:
-                bad = np.flatnonzero(absolute > last[-1])
-                if bad.size:
-                    fail(int(bad[0]), f"is past the log's last offset {int(last[-1])}")
+                bad = first_true(absolute > last[-1])
+                if bad >= 0:
+                    fail(bad, f"is past the log's last offset {int(last[-1])}")

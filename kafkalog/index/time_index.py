@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, IndexStateError, InvalidOffsetError
-from kafkalog.index.base import VALUE, AbstractIndex
+from kafkalog.index.base import VALUE, AbstractIndex, first_true
 
 _ENTRY = struct.Struct(">qi")
 _I64 = struct.Struct(">q")
@@ -209,33 +209,33 @@ class TimeIndex(AbstractIndex):
                 f"Time index file {self._path}: entry {i} (timestamp {int(ts[i])}, offset {int(off[i])}) {why}"
             )
 
-        bad = np.flatnonzero(ts[1:] <= ts[:-1])
-        if bad.size:
-            fail(int(bad[0]) + 1, "does not increase the timestamp")
-        bad = np.flatnonzero(off < self._base_offset)
-        if bad.size:
-            fail(int(bad[0]), f"is below the base offset {self._base_offset}")
-        bad = np.flatnonzero(off[1:] < off[:-1])
-        if bad.size:
-            fail(int(bad[0]) + 1, "moves the offset backwards")
+        bad = first_true(ts[1:] <= ts[:-1])
+        if bad >= 0:
+            fail(bad + 1, "does not increase the timestamp")
+        bad = first_true(off < self._base_offset)
+        if bad >= 0:
+            fail(bad, f"is below the base offset {self._base_offset}")
+        bad = first_true(off[1:] < off[:-1])
+        if bad >= 0:
+            fail(bad + 1, "moves the offset backwards")
         if next_offset is not None:
-            bad = np.flatnonzero(off >= next_offset)
-            if bad.size:
-                fail(int(bad[0]), f"is at or past the segment's next offset {next_offset}")
+            bad = first_true(off >= next_offset)
+            if bad >= 0:
+                fail(bad, f"is at or past the segment's next offset {next_offset}")
         if batch_last_offsets is None:
             return
         # Lookups need: the offset is in the log, and no batch that ends before the entry's offset holds a larger
         # timestamp than the entry (else a search from that offset would miss it).
         last = np.asarray(batch_last_offsets, dtype=np.int64)
         if last.size:
-            bad = np.flatnonzero(off > last[-1])
-            if bad.size:
-                fail(int(bad[0]), f"is past the log's last offset {int(last[-1])}")
+            bad = first_true(off > last[-1])
+            if bad >= 0:
+                fail(bad, f"is past the log's last offset {int(last[-1])}")
         if batch_max_timestamps is not None and last.size:
             prefix_max = np.maximum.accumulate(np.asarray(batch_max_timestamps, dtype=np.int64))
             k = np.searchsorted(last, off)  # the batch holding the entry's offset
             before = np.where(k > 0, prefix_max[np.maximum(k - 1, 0)], -1)
-            bad = np.flatnonzero(before > ts)
-            if bad.size:
-                i = int(bad[0])
+            bad = first_true(before > ts)
+            if bad >= 0:
+                i = bad
                 fail(i, f"is below the max timestamp {int(before[i])} of the batches before its offset")

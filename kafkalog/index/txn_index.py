@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexStateError, InvalidOffsetError
-from kafkalog.index.base import IndexFile
+from kafkalog.index.base import IndexFile, first_true
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
@@ -229,9 +229,9 @@ class TransactionIndex(IndexFile):
             complete = bool(stop.size)
             end = int(stop[0]) + 1 if complete else view.size
             part = view[:end]
-            bad = np.flatnonzero(part["version"] > CURRENT_VERSION)
-            if bad.size:
-                self._entry(int(bad[0]))  # raises with Kafka's message
+            bad = first_true(part["version"] > CURRENT_VERSION)
+            if bad >= 0:
+                self._entry(bad)  # raises with Kafka's message
             hits = np.flatnonzero((part["last_offset"] >= fetch_offset) & (part["first_offset"] < upper_bound_offset))
             return TxnIndexSearchResult([self._entry(int(i)) for i in hits], complete)
 
@@ -242,13 +242,13 @@ class TransactionIndex(IndexFile):
         with self._lock:
             self._ensure_loaded()
             view = self._view()
-        bad = np.flatnonzero(view["version"] > CURRENT_VERSION)
-        if bad.size:
+        bad = first_true(view["version"] > CURRENT_VERSION)
+        if bad >= 0:
             with self._lock:
-                self._entry(int(bad[0]))
-        bad = np.flatnonzero(view["last_offset"] < self._base_offset)
-        if bad.size:
-            txn = AbortedTxn.from_bytes(self._data, int(bad[0]) * ENTRY_SIZE)
+                self._entry(bad)
+        bad = first_true(view["last_offset"] < self._base_offset)
+        if bad >= 0:
+            txn = AbortedTxn.from_bytes(self._data, bad * ENTRY_SIZE)
             raise CorruptIndexError(
                 f"Last offset of aborted transaction {txn} in index {self._path} is less than start offset "
                 f"{self._base_offset}"
@@ -272,9 +272,9 @@ class TransactionIndex(IndexFile):
         if next_offset is not None:
             checks.append((view["last_offset"] >= next_offset, f"ends at or past the next offset {next_offset}"))
         for mask, why in checks:
-            bad = np.flatnonzero(mask)
-            if bad.size:
-                i = int(bad[0])
+            bad = first_true(mask)
+            if bad >= 0:
+                i = bad
                 raise CorruptIndexError(
                     f"Transaction index {self._path}: entry {i} "
                     f"{AbortedTxn.from_bytes(self._data, i * ENTRY_SIZE)} {why}"

@@ -230,6 +230,10 @@ class LogLoader:
         # The producer-state manager learns its snapshot files from the loader's listing, not by listing again.
         self.psm.reset_snapshot_listing(self._snapshot_files())
         self._load_segment_files()
+        if self.clean_shutdown and self.segments:
+            # Grown back to full size before anything reads them, the active indexes are mapped once (resizing a
+            # loaded index unmaps, truncates and maps again); after a crash recovery rewrites them first.
+            self.segments.last.resize_indexes(self.config.segment_index_bytes)  # type: ignore[union-attr]
         offsets = self._recover_log()
         active = self.segments.last
         assert active is not None
