@@ -880,6 +880,20 @@ class LogSegment:
                 self._file = None
                 self._size = None
 
+    def suspend(self) -> None:
+        """Give back every descriptor and mapping of a segment that stays usable (the active one included):
+        indexes unmapped untrimmed (they come back with the same entries and room), the ``.log`` closed; all
+        reopen on first use. Startup does this for every loaded partition so that thousands of partitions do
+        not hold three descriptors each until they are used."""
+        self._offset_index.suspend()
+        self._time_index.suspend()
+        self._txn_index.close()
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+                self._size = None
+
     def release_indexes(self) -> None:
         """Unmap the indexes (they reopen lazily), keeping the segment usable."""
         self._offset_index.close()

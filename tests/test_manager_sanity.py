@@ -3,6 +3,7 @@ later is recovered without losing valid records."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,41 @@ def test_garbage_in_an_inactive_log_is_cut_and_later_segments_kept(tmp_path: Pat
         assert victim.stat().st_size == size
         assert _bases(dirs[0], 0) == bases
         assert len(_keys(m, 0)) == 40
+
+
+def _open_fds_under(root: Path) -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(root)) and not os.path.isdir(target) and not target.endswith("/.lock"):
+            out.append(target)
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd to count descriptors")
+@pytest.mark.parametrize("props", [LAZY, {}], ids=["lazy", "eager"])
+def test_startup_holds_no_descriptor_per_partition_and_active_segments_resume(tmp_path: Path, props: dict) -> None:
+    """Python's mmap keeps a descriptor per mapping: a loaded partition must not keep its active segment's
+    three open (thousands of partitions would exhaust the fd limit). The active segment resumes with its entries
+    and preallocated room, and shutdown still trims its indexes."""
+    dirs = _make(tmp_path)
+    with LogManager(dirs, log_config=CFG, properties=props) as m:
+        assert _open_fds_under(tmp_path) == []
+        log = m.get_log("t", 0)
+        active = log.active_segment
+        before = len(log.segments)
+        entries = active.offset_index.entry_count  # maps it again, with the count it had
+        assert 0 < entries < active.offset_index.max_entries
+        m.append("t", 0, [(b"after", b"v" * 80)])
+        assert len(log.segments) == before or log.active_segment.base_offset > active.base_offset
+        assert _keys(m, 0)[-1] == b"after"
+    for p in (0, 1):  # trimmed at shutdown: a few entries, not the 10 MiB preallocation
+        for idx in [*(dirs[0] / f"t-{p}").glob("*.index"), *(dirs[0] / f"t-{p}").glob("*.timeindex")]:
+            assert idx.stat().st_size < 4096, idx
+    with LogManager(dirs, log_config=CFG, properties=LAZY) as m:  # a clean restart finds nothing to complain about
+        m.start_sanity_checker().wait()
+        assert {s.status for s in m.sanity_check_states().values()} == {CheckStatus.CHECKED}
+        assert _keys(m, 0)[-1] == b"after"

@@ -149,6 +149,7 @@ class AbstractIndex(IndexFile):
         # _reserved_end; 0 after every (re)map, truncation or resize, so the next write reserves from its own page
         # on. _reserve_bytes is the next chunk's size. _file_id is the mapped file's (st_dev, st_ino): reservations
         # go through a new descriptor, and only into that file.
+        self._suspended_entries: int | None = None  # set by suspend(), used by the next load
         self._reserved_end = 0
         self._reserve_bytes = _RESERVE_MIN
         self._fallocate_ok = hasattr(os, "posix_fallocate")
@@ -240,6 +241,9 @@ class AbstractIndex(IndexFile):
             st = os.fstat(fh.fileno())
             length = st.st_size
             entries = 0 if newly_created else length // es
+            if self._suspended_entries is not None:  # unmapped by suspend(): the file is preallocated, not full
+                entries = min(entries, self._suspended_entries)
+                self._suspended_entries = None
             changed = resize_to is not None and resize_to != length
             if changed:
                 if resize_to < entries * es:  # type: ignore[operator]
@@ -485,7 +489,10 @@ class AbstractIndex(IndexFile):
             return True
 
     def trim_to_valid_size(self) -> None:
-        """Cut the file to the bytes in use (on roll and close). A never-loaded index is left untouched."""
+        """Cut the file to the bytes in use (on roll and close). A never-loaded index is left untouched; a
+        suspended one is mapped again first (its file is still preallocated)."""
+        if self._suspended_entries is not None and self._writable:
+            self._ensure_loaded()
         if self._loaded and self._writable:
             self.resize(self._entries * self.ENTRY_SIZE)
 
@@ -544,12 +551,22 @@ class AbstractIndex(IndexFile):
         A later call on this object reopens the file lazily (as an existing, hence full, index).
         """
         with self._lock:
-            if not self._loaded:
+            if not self._loaded and self._suspended_entries is None:
                 return
             try:
                 self.trim_to_valid_size()
             finally:
                 self._release()
+
+    def suspend(self) -> None:
+        """Unmap without trimming and remember the entry count, so the next use maps the file again with the same
+        entries and room (an active segment's preallocated index). A loaded partition then holds no descriptor
+        for it: Python's mmap keeps a duplicate descriptor per mapping, three per partition otherwise."""
+        with self._lock:
+            if self._loaded:
+                entries = self._entries
+                self._release()
+                self._suspended_entries = entries
 
     def close_handler(self) -> None:
         """Release the mapping and file handle without trimming (Kafka's ``closeHandler``)."""

@@ -571,9 +571,13 @@ class LogManager:
                 self._close_handles(entry)
                 raise
             # Recovery may have opened every segment; closed segments reopen lazily, so hand the descriptors
-            # back now (thousands of partitions x segments x 3 files would otherwise exhaust the fd limit).
+            # back now (thousands of partitions x segments x 3 files would otherwise exhaust the fd limit). The
+            # active segment too, untrimmed: it reopens with its entries and room on the first append or read.
             for seg in log.segments.inactive():
                 release_segment(seg)
+            active = log.segments.last
+            if active is not None:
+                active.suspend()
             with self._state_lock:
                 target = self._future_logs if entry.is_future else self._logs
                 previous = target.get(key)
