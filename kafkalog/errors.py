@@ -123,6 +123,16 @@ class KafkaStorageError(KafkaLogError):
     """An I/O failure, or an operation on a log dir that is offline (Kafka's ``KafkaStorageException``)."""
 
 
+def io_cause(exc: BaseException) -> OSError | None:
+    """The OSError behind ``exc`` when it is an I/O failure (an OSError, or a KafkaStorageError raised from one),
+    else None: the one test every layer uses to decide whether an error should take a log dir offline."""
+    if isinstance(exc, OSError):
+        return exc
+    if isinstance(exc, KafkaStorageError) and isinstance(exc.__cause__, OSError):
+        return exc.__cause__
+    return None
+
+
 class LogDirLockedError(KafkaStorageError):
     """Another process or LogManager holds the log dir's ``.lock``."""
 

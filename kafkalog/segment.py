@@ -8,6 +8,7 @@ handle and the index mmaps are made on first use, so a broker with many inactive
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import threading
@@ -473,6 +474,33 @@ class LogSegment:
 
     # --- recovery and checks -------------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _read_map(self, size: int) -> Iterator[memoryview | None]:
+        """A read-only view of the ``.log``'s first ``size`` bytes (empty for 0), or None where the file cannot
+        be mapped (pyfakefs, some network filesystems): the caller then takes its batch-by-batch path. The map is
+        closed on exit unless a view of it is still referenced (it then goes with the last one)."""
+        f = self._open_file()
+        if size == 0:
+            yield memoryview(b"")
+            return
+        if not _is_real_file(f):  # pyfakefs: its descriptors may equal an unrelated real one; never map
+            yield None
+            return
+        try:
+            mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            yield None
+            return
+        buf = memoryview(mm)
+        try:
+            yield buf
+        finally:
+            try:
+                buf.release()
+                mm.close()
+            except BufferError:
+                pass
+
     def recover(self, producer_state=None, leader_epoch_cache=None) -> int:
         """Rebuild every index from the batches and cut the ``.log`` at the first invalid byte.
 
@@ -486,33 +514,16 @@ class LogSegment:
         ``RecordBatch`` objects. The files are byte for byte those of :meth:`_recover_per_batch`, which still
         handles what the columns cannot (legacy batches, no mmap, an index that would fill up).
         """
-        f = self._open_file()
+        self._open_file()
         size = self._size
         assert size is not None
-        plan = None
-        mm = None
-        if size > 0:
-            if not _is_real_file(f):  # pyfakefs: its descriptors may equal an unrelated real one; never map
-                return self._recover_per_batch(producer_state, leader_epoch_cache)
-            try:
-                mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):
-                return self._recover_per_batch(producer_state, leader_epoch_cache)
-        try:
-            buf = memoryview(mm) if mm is not None else memoryview(b"")
-            plan = self._recovery_plan(buf, size)
-            if plan is None:
-                del buf
-                return self._recover_per_batch(producer_state, leader_epoch_cache)
-            self._txn_index.reset()  # the offset and time index files are rewritten whole below
-            self._replay_batches(buf, plan, producer_state, leader_epoch_cache)
-            del buf
-        finally:
-            if mm is not None:
-                try:
-                    mm.close()
-                except BufferError:
-                    pass  # a batch view is still referenced somewhere; the mapping goes with it
+        with self._read_map(size) as buf:
+            plan = None if buf is None else self._recovery_plan(buf, size)
+            if plan is not None:
+                self._txn_index.reset()  # the offset and time index files are rewritten whole below
+                self._replay_batches(buf, plan, producer_state, leader_epoch_cache)
+        if plan is None:
+            return self._recover_per_batch(producer_state, leader_epoch_cache)
         valid_bytes = plan.valid_bytes
         truncated = size - valid_bytes
         if truncated > 0:
@@ -765,27 +776,15 @@ class LogSegment:
     def _batch_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
         """``batch_table`` plus the end of the last whole batch: the header columns of ``scan_batches`` over a
         read-only map when the file can be mapped, else the batch-by-batch scan."""
-        f = self._open_file()
+        self._open_file()
         size = self.size
-        if size > 0 and _is_real_file(f):  # pyfakefs descriptors may equal an unrelated real one: never map
-            try:
-                mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):
-                mm = None
-            if mm is not None:
-                try:
-                    buf = memoryview(mm)
-                    scan = scan_batches(buf, position=0, end=size, check_crc=False)
-                    del buf
-                finally:
-                    try:
-                        mm.close()
-                    except BufferError:
-                        pass  # a view is still referenced somewhere; the mapping goes with it
-                h = scan.headers
-                lasts = h["base_offset"].astype(np.int64) + h["last_offset_delta"].astype(np.int64)
-                return (scan.positions, lasts, h["max_timestamp"].astype(np.int64), h["magic"] >= 2,
-                        int(scan.valid_bytes))
+        with self._read_map(size) as buf:
+            scan = None if buf is None else scan_batches(buf, position=0, end=size, check_crc=False)
+        if scan is not None:
+            h = scan.headers
+            lasts = h["base_offset"].astype(np.int64) + h["last_offset_delta"].astype(np.int64)
+            return (scan.positions, lasts, h["max_timestamp"].astype(np.int64), h["magic"] >= 2,
+                    int(scan.valid_bytes))
         starts: list[int] = []
         lasts_l: list[int] = []
         max_ts: list[int] = []
@@ -871,14 +870,7 @@ class LogSegment:
                 idx.close_handler()
             except OSError:
                 pass
-        with self._lock:
-            if self._file is not None:
-                try:
-                    self._file.close()
-                except OSError:
-                    pass
-                self._file = None
-                self._size = None
+        self._close_log_file(ignore_errors=True)
 
     def suspend(self) -> None:
         """Give back every descriptor and mapping of a segment that stays usable (the active one included):
@@ -888,11 +880,18 @@ class LogSegment:
         self._offset_index.suspend()
         self._time_index.suspend()
         self._txn_index.close()
+        self._close_log_file()
+
+    def _close_log_file(self, *, ignore_errors: bool = False) -> None:
+        """Close the ``.log`` descriptor (it reopens on first use); ``ignore_errors`` for a dir that may be gone."""
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-                self._size = None
+            f, self._file, self._size = self._file, None, None
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    if not ignore_errors:
+                        raise
 
     def release_indexes(self) -> None:
         """Unmap the indexes (they reopen lazily), keeping the segment usable."""

@@ -107,6 +107,41 @@ class IndexFile:
     def base_offset(self) -> int:
         return self._base_offset
 
+    # --- the file itself: the same for every index kind ------------------------------------------------------
+
+    _lock: threading.RLock
+
+    def _let_go(self) -> None:
+        """Drop whatever the index holds of its file (map, handle) before the file is deleted."""
+        raise NotImplementedError
+
+    def delete(self) -> bool:
+        """Let go of the file and delete it; False if it did not exist."""
+        with self._lock:
+            self._let_go()
+            try:
+                self._path.unlink()
+            except FileNotFoundError:
+                return False
+            return True
+
+    delete_if_exists = delete
+
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
+        """Rename the backing file (if it exists yet) and follow it."""
+        new = Path(path)
+        with self._lock:
+            try:
+                os.replace(self._path, new)
+            except FileNotFoundError:
+                if self._path.exists():
+                    raise
+            finally:
+                self._path = new
+
+    def update_parent_dir(self, parent: str | os.PathLike[str]) -> None:
+        self._path = Path(parent) / self._path.name
+
 
 class AbstractIndex(IndexFile):
     """A file of fixed-size big-endian entries, searched by Kafka's rules. Subclasses define the entry layout."""
@@ -145,11 +180,11 @@ class AbstractIndex(IndexFile):
         self._generation = 0  # bumped on every change, invalidates the key cache
         self._key_cache: tuple[int, np.ndarray, bool] | None = None
         self._warm_entries = WARM_SECTION_BYTES // self.ENTRY_SIZE
+        self._suspended_entries: int | None = None  # set by suspend(), used by the next load
         # Disk-full guard (module docstring): the file has blocks from the write position's page up to
         # _reserved_end; 0 after every (re)map, truncation or resize, so the next write reserves from its own page
         # on. _reserve_bytes is the next chunk's size. _file_id is the mapped file's (st_dev, st_ino): reservations
         # go through a new descriptor, and only into that file.
-        self._suspended_entries: int | None = None  # set by suspend(), used by the next load
         self._reserved_end = 0
         self._reserve_bytes = _RESERVE_MIN
         self._fallocate_ok = hasattr(os, "posix_fallocate")
@@ -573,32 +608,8 @@ class AbstractIndex(IndexFile):
         with self._lock:
             self._release()
 
-    def delete(self) -> bool:
-        """Release and delete the file; False if it did not exist."""
-        with self._lock:
-            self._release()
-            try:
-                self._path.unlink()
-            except FileNotFoundError:
-                return False
-            return True
-
-    delete_if_exists = delete
-
-    def rename_to(self, path: str | os.PathLike[str]) -> None:
-        """Rename the backing file (if it exists yet) and follow it."""
-        new = Path(path)
-        with self._lock:
-            try:
-                os.replace(self._path, new)
-            except FileNotFoundError:
-                if self._path.exists():
-                    raise
-            finally:
-                self._path = new
-
-    def update_parent_dir(self, parent: str | os.PathLike[str]) -> None:
-        self._path = Path(parent) / self._path.name
+    def _let_go(self) -> None:
+        self._release()
 
     def __enter__(self) -> AbstractIndex:
         return self

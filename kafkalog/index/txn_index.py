@@ -13,7 +13,6 @@ import os
 import struct
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -298,30 +297,8 @@ class TransactionIndex(IndexFile):
             self._data = bytearray()
             self._last_offset = None
 
-    def delete(self) -> bool:
-        """Close and delete the file; False if it did not exist."""
-        with self._lock:
-            self.close()
-            try:
-                self._path.unlink()
-            except FileNotFoundError:
-                return False
-            return True
-
-    delete_if_exists = delete
-
-    def rename_to(self, path: str | os.PathLike[str]) -> None:
-        """Rename the file (if it exists yet) and follow it."""
-        new = Path(path)
-        with self._lock:
-            try:
-                if self._path.exists():
-                    os.replace(self._path, new)
-            finally:
-                self._path = new
-
-    def update_parent_dir(self, parent: str | os.PathLike[str]) -> None:
-        self._path = Path(parent) / self._path.name
+    def _let_go(self) -> None:
+        self.close()
 
     def __enter__(self) -> TransactionIndex:
         return self

@@ -37,6 +37,7 @@ from kafkalog.errors import (
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    io_cause,
 )
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
@@ -137,18 +138,14 @@ def _storage_op(what: str, *, reads_at: bool = False) -> Callable[[_F], _F]:
                 if reads_at:
                     hooks.before_read(self, args[0] if args else kwargs["offset"])
                 return fn(self, *args, **kwargs)
-            except OSError as exc:
-                err = hooks.on_io_error(self, exc, what)
-                if err is exc:
+            except (OSError, KafkaStorageError) as exc:
+                cause = io_cause(exc)
+                if cause is None:
                     raise
-                raise err from exc
-            except KafkaStorageError as exc:
-                if not isinstance(exc.__cause__, OSError):
+                err = hooks.on_io_error(self, cause, what)
+                if err is cause:
                     raise
-                err = hooks.on_io_error(self, exc.__cause__, what)
-                if err is exc.__cause__:
-                    raise
-                raise err from exc.__cause__
+                raise err from cause
 
         return op  # type: ignore[return-value]
 

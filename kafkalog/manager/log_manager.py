@@ -39,6 +39,7 @@ from kafkalog.errors import (
     InvalidPartitionDirError,
     KafkaStorageError,
     NoLiveLogDirsError,
+    io_cause,
 )
 from kafkalog.log.config import LogConfig
 from kafkalog.manager.failure_channel import LogDirFailureChannel
@@ -181,15 +182,6 @@ class _DirLoad:
     segments_remaining: int = 0
     failed: bool = False
     listed: list[TopicPartition] = field(default_factory=list)
-
-
-def _storage_cause(exc: BaseException) -> OSError | None:
-    """The OSError behind ``exc`` if it is an I/O failure (an OSError, or a KafkaStorageError wrapping one)."""
-    if isinstance(exc, OSError):
-        return exc
-    if isinstance(exc, KafkaStorageError) and isinstance(exc.__cause__, OSError):
-        return exc.__cause__
-    return None
 
 
 def _segment_count(path: str) -> int:
@@ -590,7 +582,7 @@ class LogManager:
                     )
                 target[key] = entry
         except BaseException as e:
-            cause = _storage_cause(e)
+            cause = io_cause(e)
             if cause is None:
                 ld.failed = True
                 raise
@@ -801,7 +793,7 @@ class LogManager:
                     before(e)
                 return fn(e.log)
             except BaseException as exc:
-                failure = _storage_cause(exc)
+                failure = io_cause(exc)
                 if failure is None:
                     raise
         raise self._fail(e.dir, failure, f"I/O error on {what} of {topic}-{partition}") from failure
@@ -884,7 +876,7 @@ class LogManager:
                     os.makedirs(log_path, exist_ok=True)
                     log = self._open_new_log(log_path, key, config, topic_id)
                 except BaseException as exc:
-                    cause = _storage_cause(exc)
+                    cause = io_cause(exc)
                     if cause is None:
                         raise
                     self._report(path, cause, f"error creating log for {topic}-{partition}")
@@ -1163,7 +1155,7 @@ class LogManager:
                 for fut in [pool.submit(close, e) for e in entries]:
                     fut.result()
         except BaseException as exc:
-            cause = _storage_cause(exc)
+            cause = io_cause(exc)
             if cause is None:
                 _log.exception("error closing logs in %s", path)
                 d.loaded_fully = False

@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkalog.errors import ConfigError, KafkaStorageError
+from kafkalog.errors import ConfigError, KafkaStorageError, io_cause
 from kafkalog.names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -454,11 +454,10 @@ class ReplicaMover:
                                clean_shutdown=True, clock=m._clock)
                 m.adopt_log(log)
             log.flush()
-        except OSError as exc:
-            self._fail(mv.target, exc, "target")
-        except KafkaStorageError as exc:
-            if isinstance(exc.__cause__, OSError):
-                self._fail(mv.target, exc.__cause__, "target")
+        except (OSError, KafkaStorageError) as exc:
+            cause = io_cause(exc)
+            if cause is not None:
+                self._fail(mv.target, cause, "target")
             raise
         fe = _Entry(mv.key, log, mv.target, is_future=True, last_flush_ms=m._clock())
         with m._state_lock:
@@ -573,12 +572,11 @@ class ReplicaMover:
                         mv.last_batch = (last_base, last_crc)
                         total += len(data)
                         mv.progress.bytes_copied += len(data)
-                except OSError as exc:
-                    failure = (mv.target, exc, "target")
-                except KafkaStorageError as exc:
-                    if not isinstance(exc.__cause__, OSError):
+                except (OSError, KafkaStorageError) as exc:
+                    cause = io_cause(exc)
+                    if cause is None:
                         raise
-                    failure = (mv.target, exc.__cause__, "target")
+                    failure = (mv.target, cause, "target")
             if failure is not None:
                 self._fail(*failure, report=not locked)
             if limit is not None and total >= limit:
