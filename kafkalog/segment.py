@@ -854,8 +854,16 @@ class LogSegment:
         self._time_index.flush()
         self._txn_index.flush()
 
+    def _indexes_made(self) -> bool:
+        """False while no index object exists (a lazily loaded segment nobody used): closing, releasing or
+        suspending it then has nothing to do for the indexes, and must not build three objects to find out."""
+        return "_offset_index" in self.__dict__
+
     def close(self) -> None:
         """Write the final time-index entry, trim and release everything (Kafka's LogSegment.close)."""
+        if not self._indexes_made():
+            self._close_log_file(ignore_errors=False)
+            return
         if self._max_ts_and_offset is not None:
             self._time_index.maybe_append(*self._max_ts_and_offset, skip_full_check=True)
         self._offset_index.close()
@@ -865,7 +873,7 @@ class LogSegment:
 
     def close_handlers(self) -> None:
         """Release file handles and index maps without flushing or trimming (for an offline dir)."""
-        for idx in (self._offset_index, self._time_index):
+        for idx in (self._offset_index, self._time_index) if self._indexes_made() else ():
             try:
                 idx.close_handler()
             except OSError:
@@ -877,6 +885,9 @@ class LogSegment:
         indexes unmapped untrimmed (they come back with the same entries and room), the ``.log`` closed; all
         reopen on first use. Startup does this for every loaded partition so that thousands of partitions do
         not hold three descriptors each until they are used."""
+        if not self._indexes_made():
+            self._close_log_file()
+            return
         self._offset_index.suspend()
         self._time_index.suspend()
         self._txn_index.close()
@@ -895,6 +906,8 @@ class LogSegment:
 
     def release_indexes(self) -> None:
         """Unmap the indexes (they reopen lazily), keeping the segment usable."""
+        if not self._indexes_made():
+            return
         self._offset_index.close()
         self._time_index.close()
         self._txn_index.close()

@@ -266,6 +266,23 @@ def test_lazy_open_touches_no_index_file(tmp_path):
     assert not (tmp_path / f"{0:020d}.txnindex").exists()
 
 
+@pytest.mark.parametrize("op", ["close", "close_handlers", "release_indexes", "suspend"])
+def test_lifecycle_of_an_unused_segment_builds_no_index(tmp_path, op):
+    """Startup releases and shutdown closes thousands of segments nobody used: that must not build their index
+    objects (nor touch an index file) just to let go of them, and the segment must still work afterwards."""
+    seg = LogSegment.open(tmp_path, 0)
+    seg.append(_make_batches(2)[0])
+    seg.close()
+    idx = tmp_path / f"{0:020d}.index"
+    before = (idx.stat().st_size, idx.stat().st_mtime_ns)
+    seg = LogSegment.open(tmp_path, 0)
+    getattr(seg, op)()
+    assert "_offset_index" not in seg.__dict__
+    assert (idx.stat().st_size, idx.stat().st_mtime_ns) == before
+    assert seg.read_next_offset() == 3  # still usable: the indexes are built on first use
+    seg.close()
+
+
 def test_change_suffix_and_delete(tmp_path):
     seg = LogSegment.open(tmp_path, 0)
     seg.append(_make_batches(1)[0])
