@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="default 16: ~16 KiB segments, the layout of Kafka's figure in performance-anchors.md")
     ap.add_argument("--records-per-batch", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2, help="num.recovery.threads.per.data.dir for the clean runs")
+    ap.add_argument("--concurrency", type=int, default=1,
+                    help="kafkalog.recovery.concurrency (default 1, the library's): partitions loading at once")
     ap.add_argument("--repeat", type=int, default=3, help="clean startups are timed this many times, best kept")
     ap.add_argument("--root", type=Path, default=None, help="where to generate (default: a temp dir)")
     ap.add_argument("--skip-unclean", action="store_true")
@@ -141,10 +143,11 @@ def main(argv: list[str] | None = None) -> None:
               "(files are in the page cache for every run); best of "
               f"{args.repeat}, wall and process CPU (all threads)", flush=True)
 
-        def clean(threads: int, check_all: bool) -> tuple[float, float]:
+        def clean(threads: int, check_all: bool, concurrency: int | None = None) -> tuple[float, float]:
             best = (float("inf"), float("inf"))
             for _ in range(args.repeat):
                 m, wall, cpu = timed_startup(dirs, {"num.recovery.threads.per.data.dir": threads,
+                                                    "kafkalog.recovery.concurrency": concurrency or args.concurrency,
                                                     "sanity.check.all.logs.enabled": str(check_all).lower()})
                 assert len(m.all_logs()) == nparts and all(lg.log_end_offset == end for lg in m.all_logs())
                 check_states(m, args.segments, pending=0 if check_all else args.segments - 1)
@@ -166,8 +169,15 @@ def main(argv: list[str] | None = None) -> None:
             lazy1, lazy1_cpu = clean(1, False)
             line("clean startup, lazy  (1 thread/dir)", lazy1, lazy1_cpu,
                  f"   eager/lazy {eager / lazy1:5.1f}x")
+        ungated = len(dirs) * args.threads
+        if ungated > args.concurrency:
+            # every recovery thread loading at once: what the GIL hand-offs cost (kafkalog.cpu_gate)
+            free, free_cpu = clean(args.threads, False, ungated)
+            line(f"clean startup, lazy, no gate (concurrency {ungated})", free, free_cpu,
+                 f"   {free / lazy:4.2f}x the gated time")
 
         m, _, _ = timed_startup(dirs, {"num.recovery.threads.per.data.dir": args.threads,
+                                       "kafkalog.recovery.concurrency": args.concurrency,
                                        "sanity.check.all.logs.enabled": "false"})
         c0, t0 = time.process_time(), time.perf_counter()
         run = m.start_sanity_checker()
@@ -184,7 +194,8 @@ def main(argv: list[str] | None = None) -> None:
         if not args.skip_unclean:
             for threads in (1, 2):
                 make_unclean(dirs)
-                m, t, cpu = timed_startup(dirs, {"num.recovery.threads.per.data.dir": threads})
+                m, t, cpu = timed_startup(dirs, {"num.recovery.threads.per.data.dir": threads,
+                                                 "kafkalog.recovery.concurrency": args.concurrency})
                 assert all(lg.log_end_offset == end for lg in m.all_logs())
                 m.shutdown()
                 print(f"{f'unclean startup (full recovery), {threads} recovery thread(s)/dir':<58} {t:7.2f} s  "

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kafkalog.cpu_gate import io_wait
 from kafkalog.errors import (
     CorruptRecordError,
     InvalidArgumentError,
@@ -849,7 +850,8 @@ class LogSegment:
 
     def flush(self) -> None:
         if self._file is not None:
-            os.fsync(self._file.fileno())
+            with io_wait():
+                os.fsync(self._file.fileno())
         self._offset_index.flush()
         self._time_index.flush()
         self._txn_index.flush()

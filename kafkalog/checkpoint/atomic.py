@@ -14,6 +14,7 @@ import errno
 import os
 from pathlib import Path
 
+from kafkalog.cpu_gate import io_wait
 from kafkalog.errors import InvalidArgumentTypeError
 
 TMP_SUFFIX = ".tmp"
@@ -32,7 +33,8 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
     except (IsADirectoryError, PermissionError):  # platforms that cannot open a directory for reading
         return
     try:
-        os.fsync(fd)
+        with io_wait():
+            os.fsync(fd)
     except OSError as e:  # some filesystems refuse fsync on a directory (EINVAL); Kafka ignores that too
         if e.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
             raise
@@ -59,7 +61,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, sync: bool = True
                 written = os.write(fd, view)
                 view = view[written:]
             if sync:
-                os.fsync(fd)
+                with io_wait():
+                    os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, target)

@@ -32,6 +32,7 @@ from kafkalog.checkpoint.offset_checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from kafkalog.cpu_gate import CpuGate
 from kafkalog.errors import (
     ConfigError,
     CorruptCheckpointError,
@@ -117,6 +118,10 @@ class BrokerConfig:
     retention_check_ms: int = 300_000  # log.retention.check.interval.ms
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms / log.segment.delete.delay.ms
     background_threads: int = 10
+    # kafkalog's own key (not Kafka's): how many of the recovery threads (all dirs together) load or close a
+    # partition at once. CPython runs one thread's Python at a time; more than this only fight over the GIL
+    # (kafkalog.cpu_gate); a thread waiting on fsync gives its slot away.
+    recovery_concurrency: int = 1  # kafkalog.recovery.concurrency
     node_id: int | None = None
     cluster_id: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -134,6 +139,7 @@ class BrokerConfig:
             "log.segment.delete.delay.ms": ("file_delete_delay_ms", 0),
             "file.delete.delay.ms": ("file_delete_delay_ms", 0),
             "background.threads": ("background_threads", 1),
+            "kafkalog.recovery.concurrency": ("recovery_concurrency", 1),
         }
         for key, (attr, minimum) in ints.items():
             if key in p:
@@ -246,6 +252,7 @@ class LogManager:
         self.fatal_error: NoLiveLogDirsError | None = None
 
         self._checker = SanityChecker(recover=self._recover_segments, on_io_error=self._checker_io_error)
+        self._recovery_gate = CpuGate(self.config.recovery_concurrency)
         self._scheduler = Scheduler(threads=self.config.background_threads, name="kafkalog-log-manager")
         self._started = False
         self._stopped = False
@@ -536,6 +543,16 @@ class LogManager:
         key = (parsed.topic, parsed.partition)
         segments = _segment_count(path) if self._progress is not None else 0
         try:
+            with self._recovery_gate.held():
+                self._load_partition(d, ld, path, parsed, key)
+        finally:
+            with self._state_lock:
+                ld.partitions_remaining -= 1
+                ld.segments_remaining = max(0, ld.segments_remaining - segments)
+            self._notify_progress(d, ld, key)
+
+    def _load_partition(self, d: LogDir, ld: _DirLoad, path: str, parsed: Any, key: TopicPartition) -> None:
+        try:
             if not d.online or self.failure_channel.has_offline_dir(d.path):
                 return
             if parsed.kind == "delete":
@@ -588,11 +605,6 @@ class LogManager:
                 raise
             ld.failed = True
             self._report(d.path, cause, f"error loading {path}")
-        finally:
-            with self._state_lock:
-                ld.partitions_remaining -= 1
-                ld.segments_remaining = max(0, ld.segments_remaining - segments)
-            self._notify_progress(d, ld, key)
 
     def _open_log(self, path: str, key: TopicPartition, d: LogDir, *, clean: bool, recovery_point: int | None,
                   log_start_offset: int | None, topic_id: str | None = None) -> Any:
@@ -1143,7 +1155,7 @@ class LogManager:
         d = self._dirs[path]
 
         def close(e: _Entry) -> None:
-            with e.lock:
+            with self._recovery_gate.held(), e.lock:
                 if e.closed:
                     return
                 e.log.flush()
