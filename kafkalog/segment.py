@@ -24,7 +24,7 @@ from kafkalog.errors import (
     InvalidArgumentError,
     LogSegmentOffsetOverflowError,
 )
-from kafkalog.index.base import _is_real_file
+from kafkalog.index.base import READ_NOT_MAP_BYTES, _is_real_file, read_fully
 from kafkalog.index.offset_index import OffsetIndex, OffsetPosition
 from kafkalog.index.time_index import TimeIndex, TimestampOffset
 from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
@@ -478,7 +478,9 @@ class LogSegment:
     @contextlib.contextmanager
     def _read_map(self, size: int) -> Iterator[memoryview | None]:
         """A read-only view of the ``.log``'s first ``size`` bytes (empty for 0), or None where the file cannot
-        be mapped (pyfakefs, some network filesystems): the caller then takes its batch-by-batch path. The map is
+        be mapped (pyfakefs, some network filesystems): the caller then takes its batch-by-batch path. A file of
+        up to ``READ_NOT_MAP_BYTES`` is read instead: every caller touches all of it, and a read costs a fraction
+        of mmap + page faults + munmap. The map is
         closed on exit unless a view of it is still referenced (it then goes with the last one)."""
         f = self._open_file()
         if size == 0:
@@ -486,6 +488,9 @@ class LogSegment:
             return
         if not _is_real_file(f):  # pyfakefs: its descriptors may equal an unrelated real one; never map
             yield None
+            return
+        if size <= READ_NOT_MAP_BYTES:
+            yield memoryview(read_fully(f.fileno(), size))
             return
         try:
             mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
@@ -754,6 +759,10 @@ class LogSegment:
         batch (CorruptRecordError otherwise). One shallow scan serves both."""
         if not self._offset_index.file.exists():
             raise FileNotFoundError(f"offset index file {self._offset_index.file} does not exist")
+        with self._offset_index.read_for_check(), self._time_index.read_for_check():
+            self._sanity_check(strict, whole_batches)
+
+    def _sanity_check(self, strict: bool, whole_batches: bool) -> None:
         self._txn_index.sanity_check()
         self._offset_index.sanity_check()
         self._time_index.sanity_check()

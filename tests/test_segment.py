@@ -492,3 +492,64 @@ def test_one_pass_recovery_equals_per_batch_recovery(tmp_path, interval):
             seg.close()
             results.append((state, _index_files(d, base)))
         assert results[0] == results[1], f"trial {trial}"
+
+
+def _closed_segment(tmp_path, n: int = 30) -> None:
+    seg = LogSegment.open(tmp_path, 0, config=LogConfig.from_properties({"index.interval.bytes": 200}))
+    for b in _make_batches(n, size=150):
+        seg.append(b)
+    seg.close()
+
+
+def test_checking_a_small_closed_segment_maps_no_file(tmp_path, monkeypatch):
+    """A one-shot check reads small files whole instead of mapping them (mmap + faults + munmap cost several
+    times a read); it must still see every entry and batch, and leave the indexes unloaded."""
+    import kafkalog.index.base as base
+    import kafkalog.segment as segment_mod
+
+    _closed_segment(tmp_path)
+    seg = LogSegment.open(tmp_path, 0)
+
+    def no_map(*a, **k):
+        raise AssertionError("mapped a small file for a one-shot check")
+
+    monkeypatch.setattr(base.mmap, "mmap", no_map)
+    monkeypatch.setattr(segment_mod.mmap, "mmap", no_map)
+    seg.sanity_check(strict=True, whole_batches=True)
+    assert not seg.offset_index.is_loaded and not seg.time_index.is_loaded
+    monkeypatch.undo()
+    assert seg.offset_index.entry_count > 3  # the same file, loaded normally afterwards
+
+
+def test_check_by_read_finds_what_the_mapped_check_finds(tmp_path, monkeypatch):
+    import kafkalog.index.base as base
+    import kafkalog.segment as segment_mod
+
+    _closed_segment(tmp_path)
+    idx = tmp_path / f"{0:020d}.index"
+    raw = bytearray(idx.read_bytes())
+    raw[-4:] = (10**6).to_bytes(4, "big")  # the last entry points past the end of the log
+    idx.write_bytes(bytes(raw))
+    errors = []
+    for limit in (base.READ_NOT_MAP_BYTES, 0):  # read whole, then mapped
+        monkeypatch.setattr(base, "READ_NOT_MAP_BYTES", limit)
+        monkeypatch.setattr(segment_mod, "READ_NOT_MAP_BYTES", limit)
+        seg = LogSegment.open(tmp_path, 0)
+        assert seg.batch_table()[0].size == 30
+        with pytest.raises(CorruptIndexError) as e:
+            seg.sanity_check(strict=True)
+        errors.append(str(e.value))
+        seg.close_handlers()
+    assert errors[0] == errors[1] and "outside the log" in errors[0]
+
+
+def test_read_for_check_leaves_a_loaded_index_mapped(tmp_path):
+    _closed_segment(tmp_path)
+    seg = LogSegment.open(tmp_path, 0)
+    n = seg.offset_index.entry_count  # loads (maps) the index
+    mm = seg.offset_index._mm
+    assert mm is not None
+    with seg.offset_index.read_for_check():
+        assert seg.offset_index._mm is mm and seg.offset_index.entry_count == n
+    assert seg.offset_index.is_loaded
+    seg.close()
