@@ -63,8 +63,9 @@ VALUE = 1
 
 
 # Files up to this size are read rather than mapped when they will be read whole, once (a check, a recovery):
-# mmap + a page fault per page + munmap (a TLB flush on every CPU running the process) cost ~30-50 us for a
-# small file on the reference VM, a read ~5-8 us. Larger ones are mapped: no allocation grows with a file.
+# mmap + a page fault per page + munmap (a TLB flush on every CPU running the process) cost 16-19 us for a
+# small cached file on the reference VM (38-53 us when its pages come from disk), open + read 7-10 us. Larger
+# files are mapped: no allocation grows with a file.
 READ_NOT_MAP_BYTES = 1 << 20
 
 
