@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"layout: 2 dirs x {args.partitions} partitions x {args.segments} segments "
               f"({total_segments} segments of ~{seg_bytes / args.segments / 1024:.0f} KiB, "
               f"{nparts * seg_bytes / 1e6:.0f} MB of .log), generated in {time.perf_counter() - t0:.1f} s "
-              "(files are in the page cache for every run); best of "
+              "(just written, so cached unless evicted: wall well above CPU means disk reads); best of "
               f"{args.repeat}, wall and process CPU (all threads)", flush=True)
 
         def clean(threads: int, check_all: bool, concurrency: int | None = None) -> tuple[float, float]:
