@@ -323,6 +323,59 @@ def test_corrupt_snapshot_falls_back_to_older_and_replays(tmp_path: Path) -> Non
     assert latest.read_bytes() == good  # rebuilt from the older snapshot + the log, identical
 
 
+def test_unclean_recovery_leaves_identical_snapshots_alone_and_fixes_the_rest(tmp_path: Path) -> None:
+    """Recovery from offset 0 rewrites every producer snapshot past the recovery point. A snapshot that already
+    holds the bytes recovery would write stays the same file (deleting and creating it again is most of the cost
+    of recovering a small segment); a wrong one gets the right bytes; one that no segment calls for is removed."""
+    cfg = {"segment.bytes": "400"}
+    log = _open(tmp_path, cfg)
+    for i in range(12):
+        log.append_as_leader(_recs(2, 30), producer_id=5, producer_epoch=0, base_sequence=2 * i, timestamp=T0 + i)
+    log.close()
+    snaps = sorted(p for p in log.dir.iterdir() if p.suffix == ".snapshot")
+    assert len(snaps) >= 4
+    good = {p.name: p.read_bytes() for p in snaps}
+    wrong = snaps[1]
+    bad = bytearray(good[wrong.name])
+    bad[-3] ^= 1
+    wrong.write_bytes(bytes(bad))
+    stray = log.dir / f"{int(snaps[-1].name[:20]) + 1000:020d}.snapshot"
+    stray.write_bytes(good[snaps[-1].name])
+    before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in snaps}
+
+    again = Log.open(log.dir, cfg, clean_shutdown=False, recovery_point=0, clock=Clock())
+    assert again.recovered_at_load == frozenset(s.base_offset for s in again.segments.values())
+    assert again.producer_state.producers[5].last_seq == 23
+    again.close()
+    after = {p.name: p for p in log.dir.iterdir() if p.suffix == ".snapshot"}
+    assert set(after) == set(good)
+    assert {n: p.read_bytes() for n, p in after.items()} == good
+    untouched = [n for n in good if n != wrong.name]
+    assert {n: (after[n].stat().st_ino, after[n].stat().st_mtime_ns) for n in untouched} == {
+        n: before[n] for n in untouched
+    }
+
+
+def test_unclean_recovery_that_truncates_drops_the_later_snapshots(tmp_path: Path) -> None:
+    cfg = {"segment.bytes": "400"}
+    log = _open(tmp_path, cfg)
+    for i in range(12):
+        log.append_as_leader(_recs(2, 30), producer_id=5, producer_epoch=0, base_sequence=2 * i, timestamp=T0 + i)
+    log.close()
+    logs = sorted(log.dir.glob("*.log"))
+    cut = logs[2]
+    cut.write_bytes(cut.read_bytes()[:-7])  # the last batch of the third segment is torn
+    again = Log.open(log.dir, cfg, clean_shutdown=False, recovery_point=0, clock=Clock())
+    end = again.log_end_offset
+    assert len(again.segments) == 3 and end < int(logs[3].name[:20])
+    again.close()
+    snaps = sorted(int(p.name[:20]) for p in log.dir.iterdir() if p.name.endswith(".snapshot"))
+    assert snaps and max(snaps) <= end
+    reopened = Log.open(log.dir, cfg, clock=Clock())
+    assert reopened.log_end_offset == end and reopened.producer_state.producers[5].last_seq == end - 1
+    reopened.close()
+
+
 # ---------------------------------------------------------------------- crash recovery
 
 

@@ -89,6 +89,38 @@ def test_unclean_shutdown_checks_everything_at_load(tmp_path: Path) -> None:
         assert {s.status for s in m.sanity_check_states().values()} == {CheckStatus.CHECKED}
 
 
+def test_unclean_load_does_not_check_again_what_recovery_just_rebuilt(tmp_path: Path, monkeypatch) -> None:
+    """Segments past the recovery point are rebuilt from their batches at an unclean load; checking them again
+    would re-read what recovery just wrote. The flushed ones below the recovery point are still checked."""
+    from kafkalog import segment as segment_mod
+    from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint, write_offset_checkpoint
+
+    dirs = _make(tmp_path)
+    (dirs[0] / ".kafka_cleanshutdown").unlink()
+    rp_file = dirs[0] / "recovery-point-offset-checkpoint"
+    points = read_offset_checkpoint(rp_file)
+    bases = _bases(dirs[0], 0)
+    # Partition 0 recovers from its third segment on; partition 1 from 0 (every segment recovered).
+    points[("t", 0)] = bases[2]
+    points[("t", 1)] = 0
+    write_offset_checkpoint(rp_file, points)
+    checked: list[tuple[str, int]] = []
+    real = segment_mod.LogSegment.sanity_check
+
+    def spy(self, *a, **kw):  # type: ignore[no-untyped-def]
+        checked.append((self.log_path.parent.name, self.base_offset))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(segment_mod.LogSegment, "sanity_check", spy)
+    with LogManager(dirs, log_config=CFG) as m:
+        for p in range(2):
+            st = m.sanity_check_state("t", p)
+            assert st.status is CheckStatus.CHECKED
+            assert st.segments_checked == len(m.get_log("t", p).segments) and st.segments_pending == 0
+        assert sorted(checked) == [("t-0", bases[0]), ("t-0", bases[1])]
+        assert [r.key for b in m.read("t", 0, 0) for r in b.records()][:1] == [b"k0"]
+
+
 @pytest.mark.parametrize("via", ["background", "read", "direct-read"])
 def test_corrupt_index_in_an_inactive_segment_is_rebuilt(tmp_path: Path, via: str) -> None:
     dirs = _make(tmp_path)

@@ -41,6 +41,7 @@ from typing import ClassVar
 import numpy as np
 
 from kafkalog.errors import ConfigError, IndexOffsetOverflowError, IndexStateError
+from kafkalog.rewrite import rewrite_in_place
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # Kafka's segment.index.bytes default
 WARM_SECTION_BYTES = 8192  # Kafka's warm section: the last 8 KiB of entries stay in page cache
@@ -589,10 +590,9 @@ class AbstractIndex(IndexFile):
         """Make the file hold exactly ``packed`` (whole big-endian entries) and leave the index unloaded.
 
         What ``reset`` + one ``append`` per entry + ``trim_to_valid_size`` leave on disk, with one open and
-        one write instead of a preallocate, two maps and a trim per rebuild (segment recovery). The file is
-        written in place, never truncated to zero first: ext4 (auto_da_alloc) flushes a file rewritten after a
-        truncate to zero on close, which costs more than the whole rebuild; a file that already holds these
-        bytes is left alone. The index reopens lazily, as an existing file (entries = length / entry size).
+        one write instead of a preallocate, two maps and a trim per rebuild (segment recovery), through
+        :func:`kafkalog.rewrite.rewrite_in_place` (a file that already holds these bytes is left alone). The
+        index reopens lazily, as an existing file (entries = length / entry size).
         """
         self._check_writable()
         data = memoryview(packed).cast("B")
@@ -601,17 +601,7 @@ class AbstractIndex(IndexFile):
             raise IndexStateError(f"{size} bytes are not whole entries of {self._path}")
         with self._lock:
             self._release()
-            fd = os.open(self._fspath, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                length = os.fstat(fd).st_size
-                if length != size or os.pread(fd, size, 0) != data:
-                    written = 0
-                    while written < size:
-                        written += os.pwrite(fd, data[written:], written)
-                    if length > size:
-                        os.ftruncate(fd, size)
-            finally:
-                os.close(fd)
+            rewrite_in_place(self._fspath, data)
 
     def reset(self) -> None:
         """Remove every entry and grow back to the max size."""

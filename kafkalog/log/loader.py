@@ -151,6 +151,12 @@ class LogLoader:
         #: What the loader did, for callers and tests: (action, file name) pairs.
         self.actions: list[tuple[str, str]] = []
         self._load_truncation: int | None = None  # base of the first segment that lost bytes while opening
+        # Base offsets of the segments rebuilt from their batches during this load (indexes rewritten, the log
+        # cut after its last valid batch): nothing a sanity check looks at is older than that rebuild.
+        self.recovered_bases: set[int] = set()
+        # Snapshot files recovery-time managers dropped but left on disk for the next one to reuse (offset ->
+        # path); swept before anything lists the dir again and when recovery ends.
+        self._retired: dict[int, object] = {}
         # The dir's snapshot files as the last recovery-time manager left them (offset -> path, ascending), handed
         # to the next one instead of listing the dir again: one listing per segment made recovery O(n^2).
         # None whenever something else may have touched the snapshot files since.
@@ -229,12 +235,15 @@ class LogLoader:
         self._complete_swaps(swaps)
         # The producer-state manager learns its snapshot files from the loader's listing, not by listing again.
         self.psm.reset_snapshot_listing(self._snapshot_files())
-        self._load_segment_files()
-        if self.clean_shutdown and self.segments:
-            # Grown back to full size before anything reads them, the active indexes are mapped once (resizing a
-            # loaded index unmaps, truncates and maps again); after a crash recovery rewrites them first.
-            self.segments.last.resize_indexes(self.config.segment_index_bytes)  # type: ignore[union-attr]
-        offsets = self._recover_log()
+        try:
+            self._load_segment_files()  # may recover segments whose index is missing or corrupt
+            if self.clean_shutdown and self.segments:
+                # Grown back to full size before anything reads them, the active indexes are mapped once (resizing
+                # a loaded index unmaps, truncates and maps again); after a crash recovery rewrites them first.
+                self.segments.last.resize_indexes(self.config.segment_index_bytes)  # type: ignore[union-attr]
+            offsets = self._recover_log()
+        finally:
+            self._sweep_retired()  # snapshots recovery dropped and did not write again go, as Kafka deletes them
         active = self.segments.last
         assert active is not None
         active.resize_indexes(self.config.segment_index_bytes)
@@ -375,12 +384,17 @@ class LogLoader:
         listing, self._snapshot_listing = self._snapshot_listing, None
         self._listing = None  # recovery rewrites index and snapshot files
         self._recovered = True
-        psm = self._new_psm() if listing is None else self._new_psm(snapshots=listing)
+        if listing is None:
+            self._sweep_retired()  # the new manager lists the dir: it must not find retired files there
+            psm = self._new_psm(retired=self._retired)
+        else:
+            psm = self._new_psm(snapshots=listing, retired=self._retired)
         rebuild_producer_state(
             psm, self.segments, self.log_start_ckpt, seg.base_offset,
             reload_from_clean_shutdown=False, now=self.clock(),
         )
         truncated = seg.recover(psm, self.epoch_cache)
+        self.recovered_bases.add(seg.base_offset)
         psm.take_snapshot()
         # Only this manager touched snapshot files since the listing was taken, so its view is the dir's.
         self._snapshot_listing = psm.snapshot_listing
@@ -425,7 +439,17 @@ class LogLoader:
         self.psm.truncate_fully_and_start_at(self.log_start_ckpt)
         return None
 
+    def _sweep_retired(self) -> None:
+        """Unlink the snapshot files recovery dropped and did not write again (what Kafka deleted outright)."""
+        retired, self._retired = self._retired, {}
+        for path in retired.values():
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
     def _remove_and_delete_segments(self, doomed: list[LogSegment]) -> None:
+        self._sweep_retired()  # before the main manager renames snapshots and the next recovery lists the dir
         self._snapshot_listing = None  # snapshots are renamed below: the next recovery lists the dir again
         self._listing = None
         for seg in doomed:

@@ -222,10 +222,12 @@ class Log:
             self._epoch_cache = LeaderEpochFileCache(epoch_path, entries=[])
             self.epoch_cache_rebuilt = True
 
-        def new_psm(sync: bool = False, snapshots: dict | None = None) -> ProducerStateManager:
+        def new_psm(
+            sync: bool = False, snapshots: dict | None = None, retired: dict | None = None
+        ) -> ProducerStateManager:
             return ProducerStateManager(
                 path, producer_id_expiration_ms=producer_id_expiration_ms, clock=clock, sync_snapshots=sync,
-                snapshots=snapshots,
+                snapshots=snapshots, retired=retired,
             )
 
         self._new_psm = new_psm
@@ -239,6 +241,8 @@ class Log:
         )
         loaded = loader.load()
         self.load_actions = loader.actions
+        # Still-present segments this load rebuilt: the manager's sanity check counts them as checked.
+        self.recovered_at_load: frozenset[int] = frozenset(loader.recovered_bases)
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = max(loaded.recovery_point, loaded.log_start_offset)
         self._log_end_offset = loaded.next_offset

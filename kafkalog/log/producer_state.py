@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kafkalog.errors import CorruptSnapshotError, InvalidArgumentError, InvalidRecordError, KafkaLogError
+from kafkalog.rewrite import rewrite_in_place
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_ID = -1
@@ -357,6 +358,7 @@ class ProducerStateManager:
         snapshot_writer: Callable[[Path, list[ProducerStateEntry]], None] | None = None,
         sync_snapshots: bool = True,
         snapshots: dict[int, Any] | None = None,
+        retired: dict[int, Any] | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -374,6 +376,10 @@ class ProducerStateManager:
         # ``snapshots`` lets a caller that already knows the dir's snapshot files (the loader, handing one listing
         # from one recovery-time manager to the next) skip the listing; the dict is used as is, not copied.
         self._snapshots: dict[int, Any] = self._load_snapshots() if snapshots is None else snapshots
+        # Recovery-time managers share ``retired`` with the loader: a snapshot they drop is forgotten (offset ->
+        # path) but left on disk, because recovery usually writes the same bytes to the same name right after;
+        # ``take_snapshot`` then reuses the file and the loader unlinks whatever is left (``sweep_retired``).
+        self._retired = retired
         self.last_map_offset = 0
         self.last_snap_offset = 0
 
@@ -414,7 +420,9 @@ class ProducerStateManager:
 
     def _remove_and_delete_snapshot(self, offset: int) -> None:
         path = self._snapshots.pop(offset, None)
-        if path is not None:
+        if path is not None and self._retired is not None:
+            self._retired[offset] = path
+        elif path is not None:
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -475,7 +483,10 @@ class ProducerStateManager:
         path = self.log_dir / snapshot_file_name(self.last_map_offset)
         order = self._hash_order.order(self.producers)
         if self._write is write_snapshot:
-            write_snapshot(path, [self.producers[pid] for pid in order], sync=self.sync_snapshots)
+            retired = None if self._retired is None else self._retired.pop(self.last_map_offset, None)
+            write_snapshot(
+                path, [self.producers[pid] for pid in order], sync=self.sync_snapshots, in_place=retired is not None
+            )
         else:
             self._write(path, [self.producers[pid] for pid in order])
         snaps = self._snapshots
@@ -733,9 +744,19 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     return out
 
 
-def write_snapshot(path: Path, entries: list[ProducerStateEntry], *, sync: bool = True) -> None:
-    """Write entries (already in Kafka's order) through ``kafkalog.log.producer_snapshot``."""
-    from kafkalog.log.producer_snapshot import ProducerSnapshotEntry, write_producer_snapshot
+def write_snapshot(
+    path: Path, entries: list[ProducerStateEntry], *, sync: bool = True, in_place: bool = False
+) -> None:
+    """Write entries (already in Kafka's order) through ``kafkalog.log.producer_snapshot``.
+
+    ``in_place`` (recovery, over a retired file of the same name): :func:`kafkalog.rewrite.rewrite_in_place`,
+    which leaves a file that already holds these bytes alone; no fsync, like every recovery-time snapshot.
+    """
+    from kafkalog.log.producer_snapshot import (
+        ProducerSnapshotEntry,
+        format_producer_snapshot,
+        write_producer_snapshot,
+    )
 
     rows = [
         ProducerSnapshotEntry(
@@ -750,4 +771,7 @@ def write_snapshot(path: Path, entries: list[ProducerStateEntry], *, sync: bool 
         )
         for e in entries
     ]
-    write_producer_snapshot(path, rows, sync=sync)
+    if in_place:
+        rewrite_in_place(path, format_producer_snapshot(rows))
+    else:
+        write_producer_snapshot(path, rows, sync=sync)

@@ -575,7 +575,8 @@ class LogManager:
                 # when it is promoted, so only current logs are registered here.
                 if not entry.is_future:
                     self._checker.register(key, log, entry.lock,
-                                           check_all=self.config.sanity_check_all_logs or not d.had_clean_shutdown)
+                                           check_all=self.config.sanity_check_all_logs or not d.had_clean_shutdown,
+                                           rebuilt=log.recovered_at_load)
             except BaseException:
                 self._close_handles(entry)
                 raise

@@ -169,11 +169,18 @@ class SanityChecker:
 
     # --- registration --------------------------------------------------------------------------------------------
 
-    def register(self, key: TopicPartition, log: object, lock: PartitionLock, *, check_all: bool) -> None:
+    def register(
+        self, key: TopicPartition, log: object, lock: PartitionLock, *, check_all: bool,
+        rebuilt: Iterable[int] = (),
+    ) -> None:
         """Called when a partition is loaded. Checks every segment (``check_all``) or just the active one now;
-        the rest stay pending. OSError propagates to the caller (the loader marks the dir offline)."""
+        the rest stay pending. ``rebuilt`` names segments the load just recovered (indexes rewritten from the
+        batches, the log cut after its last valid one): they count as checked without being read again.
+        OSError propagates to the caller (the loader marks the dir offline)."""
         segments = list(log.segments)  # type: ignore[attr-defined]
-        tracker = _Tracker(key, log, lock, pending={s.base_offset for s in segments})
+        pending = {s.base_offset for s in segments}
+        done = pending.intersection(rebuilt)
+        tracker = _Tracker(key, log, lock, pending=pending - done, checked=len(done))
         with self._lock:
             self._trackers[key] = tracker
         with lock:
