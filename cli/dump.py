@@ -534,7 +534,7 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
     from kafkalog.records import read_batches
 
     opts = st.opts
-    last_offset = _base_offset(base) - 1
+    last_offset: int | None = None  # Kafka: the first record sets it, so a compacted start is not a gap
     gaps: list[tuple[int, int]] = []
     mapped = _MappedFile(path)
     reader = read_batches(mapped.view, end=opts.max_bytes)
@@ -557,7 +557,7 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
                     )
                     records = []
                 for record in records:
-                    if record.offset != last_offset + 1:
+                    if last_offset is not None and record.offset != last_offset + 1:
                         gaps.append((last_offset, record.offset))
                     last_offset = record.offset
                     st.emit(
@@ -893,52 +893,41 @@ _HANDLERS: dict[str, Callable[[str, str, DumpState], None]] = {
 # --- end-of-run findings (Kafka prints them after all files) ---------------------------------------------------
 
 
+def _as_found(pairs: list) -> list:
+    return list(pairs)  # Kafka appends these to an ArrayBuffer
+
+
+def _newest_first(pairs: list) -> list:
+    return pairs[::-1]  # Kafka prepends these to an immutable List and prints it as is
+
+
+# What kafka-dump-log prints after the files, one report per file and kind, in Kafka's order:
+# (DumpState attribute, title, line per pair, JSON keys of a pair, report type, order of the pairs).
+_FINDINGS: tuple[tuple[str, str, str, tuple[str, str], str, Callable[[list], list]], ...] = (
+    ("index_mismatches", "Mismatches in :{name}", "  Index offset: {0}, log offset: {1}",
+     ("indexOffset", "logOffset"), "index_mismatch", _newest_first),
+    ("time_mismatch", "Found timestamp mismatch in :{name}", "  Index timestamp: {0}, log timestamp: {1}",
+     ("indexTimestamp", "logTimestamp"), "timeindex_mismatch", _as_found),
+    ("time_out_of_order", "Found out of order timestamp in :{name}",
+     "  Index timestamp: {0}, Previously indexed timestamp: {1}",
+     ("indexTimestamp", "previousTimestamp"), "timeindex_out_of_order", _as_found),
+    ("time_not_found", "The following indexed offsets are not found in the log.",
+     "Indexed offset: {0}, found log offset: {1}", ("indexOffset", "logOffset"), "timeindex_offset_not_found",
+     _as_found),
+    ("non_consecutive", "Non-consecutive offsets in {name}", "  {0} is followed by {1}", ("offset", "nextOffset"),
+     "non_consecutive_offsets", _newest_first),
+)
+
+
 def _print_findings(st: DumpState) -> None:
-    out = st.out
-    for name, pairs in st.index_mismatches.items():
-        ordered = sorted(dict(pairs).items(), reverse=True)  # Kafka: a TreeMap in reverse key order
-        out.emit(
-            Report(
-                f"Mismatches in :{name}",
-                [f"  Index offset: {i}, log offset: {lo}" for i, lo in ordered],
-                [{"file": name, "indexOffset": i, "logOffset": lo} for i, lo in ordered],
-                type="index_mismatch",
+    for attr, title, line, (key_a, key_b), kind, order in _FINDINGS:
+        for name, pairs in getattr(st, attr).items():
+            rows = order(pairs)
+            st.out.emit(
+                Report(
+                    title.format(name=name),
+                    [line.format(a, b) for a, b in rows],
+                    [{"file": name, key_a: a, key_b: b} for a, b in rows],
+                    type=kind,
+                )
             )
-        )
-    for name, pairs in st.time_mismatch.items():
-        out.emit(
-            Report(
-                f"Found timestamp mismatch in :{name}",
-                [f"  Index timestamp: {it}, log timestamp: {lt}" for it, lt in pairs],
-                [{"file": name, "indexTimestamp": it, "logTimestamp": lt} for it, lt in pairs],
-                type="timeindex_mismatch",
-            )
-        )
-    for name, pairs in st.time_out_of_order.items():
-        out.emit(
-            Report(
-                f"Found out of order timestamp in :{name}",
-                [f"  Index timestamp: {it}, Previously indexed timestamp: {pt}" for it, pt in pairs],
-                [{"file": name, "indexTimestamp": it, "previousTimestamp": pt} for it, pt in pairs],
-                type="timeindex_out_of_order",
-            )
-        )
-    for name, pairs in st.time_not_found.items():
-        out.emit(
-            Report(
-                "The following indexed offsets are not found in the log.",
-                [f"Indexed offset: {io}, found log offset: {lo}" for io, lo in pairs],
-                [{"file": name, "indexOffset": io, "logOffset": lo} for io, lo in pairs],
-                type="timeindex_offset_not_found",
-            )
-        )
-    for name, pairs in st.non_consecutive.items():
-        ordered = sorted(dict(pairs).items())
-        out.emit(
-            Report(
-                f"Non-consecutive offsets in {name}",
-                [f"  {a} is followed by {b}" for a, b in ordered],
-                [{"file": name, "offset": a, "nextOffset": b} for a, b in ordered],
-                type="non_consecutive_offsets",
-            )
-        )

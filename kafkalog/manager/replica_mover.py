@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkalog.checkpoint.atomic import fsync_dir
 from kafkalog.errors import ConfigError, KafkaStorageError, io_cause
 from kafkalog.names import (
     INDEX_SUFFIX,
@@ -137,14 +138,6 @@ class _Move:
     copied: dict[int, _CopiedFile] = field(default_factory=dict)  # inactive segment base -> source .log stat
     last_batch: tuple[int, int] | None = None  # (base offset, crc) of the last batch appended to the future
     done: threading.Event = field(default_factory=threading.Event)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _copy_fd(src_fd: int, dst_fd: int, size: int, on_bytes: Callable[[int], None]) -> None:
@@ -394,7 +387,7 @@ class ReplicaMover:
         try:
             try:
                 os.mkdir(fpath)
-                _fsync_dir(mv.target.path)
+                fsync_dir(mv.target.path)
             except OSError as exc:
                 self._fail(mv.target, exc, "target")
             self._hook(mv, "future_created")
@@ -402,7 +395,7 @@ class ReplicaMover:
                 self._check_stop(mv)
                 self._copy_file(mv, e, fd, os.path.join(fpath, name), size)
             try:
-                _fsync_dir(fpath)
+                fsync_dir(fpath)
             except OSError as exc:
                 self._fail(mv.target, exc, "target")
         finally:
@@ -679,7 +672,7 @@ class ReplicaMover:
         # 6. the source leaves first: there is never a second current log on disk.
         try:
             os.rename(src_path, del_path)
-            _fsync_dir(src_dir.path)
+            fsync_dir(src_dir.path)
         except OSError as exc:
             failures.append((src_dir, exc, "source"))
             self._reopen_future(mv, fe, fpath, end)
@@ -688,7 +681,7 @@ class ReplicaMover:
         # 7. the future becomes the current log.
         try:
             os.rename(fpath, new_path)
-            _fsync_dir(tgt_dir.path)
+            fsync_dir(tgt_dir.path)
         except OSError as exc:
             failures.append((tgt_dir, exc, "target"))
             self._restore_source(e, del_path, src_path, log_start, end, failures)
@@ -734,7 +727,7 @@ class ReplicaMover:
 
         try:
             os.rename(del_path, src_path)
-            _fsync_dir(os.path.dirname(src_path))
+            fsync_dir(os.path.dirname(src_path))
             e.log = Log.open(src_path, self.m.config_for(e.key[0]), log_start_offset=log_start,
                              recovery_point=end, clean_shutdown=True, clock=self.m._clock)
             self.m.adopt_log(e.log)
@@ -768,7 +761,7 @@ class ReplicaMover:
             target = os.path.join(fe.dir.path, delete_dir_name(key[0], key[1], unique_id=parsed.uuid))
             try:
                 os.rename(path, target)
-                _fsync_dir(fe.dir.path)
+                fsync_dir(fe.dir.path)
             except OSError as exc:
                 failure = exc
         with m._state_lock:
@@ -796,7 +789,7 @@ class ReplicaMover:
                 parsed_uid = parse_partition_dir(os.path.basename(str(fe.log.dir))).uuid
                 target = os.path.join(e.dir.path, delete_dir_name(key[0], key[1], unique_id=parsed_uid))
                 os.rename(str(e.log.dir), target)
-                _fsync_dir(e.dir.path)
+                fsync_dir(e.dir.path)
                 e.closed = True
                 with m._state_lock:
                     del m._logs[key]
@@ -807,7 +800,7 @@ class ReplicaMover:
             log.close()
             new_path = os.path.join(fe.dir.path, partition_dir_name(*key))
             os.rename(str(log.dir), new_path)
-            _fsync_dir(fe.dir.path)
+            fsync_dir(fe.dir.path)
             new_log = Log.open(new_path, m.config_for(key[0]), recovery_point=recovery, log_start_offset=log_start,
                                clean_shutdown=True, clock=m._clock)
             m.adopt_log(new_log)
