@@ -378,7 +378,7 @@ class ProducerStateManager:
         self._snapshots: dict[int, Any] = self._load_snapshots() if snapshots is None else snapshots
         # Recovery-time managers share ``retired`` with the loader: a snapshot they drop is forgotten (offset ->
         # path) but left on disk, because recovery usually writes the same bytes to the same name right after;
-        # ``take_snapshot`` then reuses the file and the loader unlinks whatever is left (``sweep_retired``).
+        # ``take_snapshot`` then reuses the file and the loader unlinks whatever is left (``LogLoader._sweep_retired``).
         self._retired = retired
         self.last_map_offset = 0
         self.last_snap_offset = 0
