@@ -21,6 +21,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # One Python worker per core, reused across tasks: segment tasks are short and worker start-up is costly.
     "spark.python.worker.reuse": "true",
+    # PySpark's daemon without the BrokenPipeError traceback idle reused workers print when a session stops
+    # (Spark 4.x, SPARK-54344); see kafkalog/spark/daemon.py.
+    "spark.python.daemon.module": "kafkalog.spark.daemon",
     # JVM <-> Python worker over Unix domain sockets (Spark 4.1+; ignored before): a Python task then costs ~30 ms
     # instead of ~70 ms over loopback TCP on a 2-core box (measured with 16 empty tasks, benchmarks/bench_spark.py).
     "spark.python.unix.domain.socket.enabled": "true",

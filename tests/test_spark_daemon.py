@@ -1,0 +1,63 @@
+"""kafkalog.spark.daemon: PySpark's worker daemon without the BrokenPipeError traceback at session stop.
+
+No JVM needed: a forked worker whose socket the JVM has closed is reproduced with a socket pair whose other end is
+closed, which is what an idle reused worker sees when a session stops. Every Spark job in tests/test_spark.py runs
+its tasks through this daemon (``DEFAULT_CONF``), so the normal path is covered there.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+_WORKER_ON_CLOSED_SOCKET = textwrap.dedent(
+    """
+    import os, socket, sys
+    os.environ["PYTHON_DAEMON_KILL_WORKER_ON_FLUSH_FAILURE"] = "true"  # Spark 4.x's default (SPARK-54344)
+    ours, jvm = socket.socketpair()
+    jvm.close()
+    if sys.argv[1] == "stock":
+        from pyspark.daemon import worker
+    else:
+        from kafkalog.spark.daemon import worker
+    print("returned", worker(ours, True))
+    """
+)
+
+
+def _run_worker(which: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", _WORKER_ON_CLOSED_SOCKET, which], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_stock_worker_raises_on_a_socket_the_jvm_closed() -> None:
+    # The failure the wrapper exists for: if PySpark stops raising here, the wrapper may be dropped.
+    result = _run_worker("stock")
+    assert result.returncode != 0
+    assert "BrokenPipeError" in result.stderr
+
+
+def test_wrapped_worker_ends_quietly_on_a_socket_the_jvm_closed() -> None:
+    result = _run_worker("ours")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == ""
+    assert "returned" not in result.stdout  # the worker process ended; it did not go back to the daemon loop
+
+
+def test_sessions_use_the_wrapped_daemon() -> None:
+    from kafkalog.spark.session import DEFAULT_CONF
+
+    module = DEFAULT_CONF["spark.python.daemon.module"]
+    assert module == "kafkalog.spark.daemon"
+    # Spark starts it as ``python -m <module>``: it must import without starting anything.
+    result = subprocess.run(
+        [sys.executable, "-c", f"import {module} as d; print(callable(d.main), callable(d.worker))"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.stdout.split() == ["True", "True"], result.stderr
