@@ -375,11 +375,23 @@ class LogSegment:
 
     def _search_for_offset(self, offset: int, start_position: int):
         """First batch at or after ``start_position`` whose last offset >= ``offset`` (Kafka's
-        searchForOffsetWithSize): returns (batch last offset, position, size) or None."""
+        searchForOffsetWithSize): returns (batch last offset, position, size) or None.
+
+        Unlike Kafka, offsets going backwards on the way (a damaged base offset, which no CRC covers) raise
+        CorruptRecordError instead of silently skipping the batch they belong to."""
         it, _ = self.scan(start_position)
+        prev_last = -1
         for batch in it:
-            if batch.last_offset >= offset:
-                return batch.last_offset, batch.position, batch.size_in_bytes
+            last = batch.last_offset
+            first = batch.base_offset if batch.magic >= 2 else last  # a legacy wrapper's base needs decompressing
+            if not prev_last < first <= last:
+                raise CorruptRecordError(
+                    f"{self.log_path}: batch offsets {first}..{last} go backwards (after offset {prev_last})",
+                    position=batch.position,
+                )
+            if last >= offset:
+                return last, batch.position, batch.size_in_bytes
+            prev_last = last
         return None
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:

@@ -1,0 +1,126 @@
+"""Random damage to Kafka-written partition dirs: whatever kafkalog then opens and reads, it never serves a record
+Kafka did not write.
+
+Each run copies one golden partition (v2 and legacy), damages 1-3 of its files (truncate, flip a bit, zero a range,
+append garbage, delete), opens it as a ``Log`` with a clean or unclean shutdown and a random recovery point, reads
+it from the log start the way a consumer does, and closes it. Allowed outcomes: a ``kafkalog.errors`` exception,
+or records whose offset, key, value and timestamp are exactly those in Kafka's manifest. Anything else (another
+exception type, a wrong record, a hang) fails. ``KAFKALOG_DAMAGE_RUNS`` (default 300) and ``KAFKALOG_DAMAGE_SEED``
+scale it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import GOLDEN, needs_golden
+from test_fuzz_records import watchdog
+
+from kafkalog.errors import KafkaLogError
+from kafkalog.log import Log, LogConfig
+
+pytestmark = needs_golden
+
+RUNS = int(os.environ.get("KAFKALOG_DAMAGE_RUNS", "300"))
+SEED = int(os.environ.get("KAFKALOG_DAMAGE_SEED", "0"))
+DAMAGE = ("truncate", "flip", "flip", "zero", "garbage", "delete")
+
+
+def _cases() -> list[tuple[Path, dict, dict]]:
+    """(partition dir, scenario, {offset: (key hex, value hex, timestamp)}) for every golden case with a manifest."""
+    if GOLDEN is None:
+        return []
+    out = []
+    for root in (GOLDEN, GOLDEN / "legacy"):
+        for scenario in json.loads((root / "SCENARIOS.json").read_text())["scenarios"]:
+            d = root / scenario["dir"]
+            manifest = json.loads((root / "manifests" / f"{d.name}.json").read_text())
+            records = {
+                r["offset"]: (r["key"], r["value"], r["timestamp"])
+                for seg in manifest["segments"] for b in seg["log"]["batches"] for r in b["records"]
+            }
+            out.append((d, scenario, records))
+    return out
+
+
+def _damage(d: Path, rng: random.Random) -> list[str]:
+    done = []
+    files = sorted(p for p in d.iterdir() if p.is_file())
+    for _ in range(rng.randint(1, 3)):
+        if not files:
+            break
+        f = rng.choice(files)
+        data = bytearray(f.read_bytes())
+        kind = rng.choice(DAMAGE)
+        if kind == "delete":
+            f.unlink()
+            files.remove(f)
+        elif kind == "truncate":
+            f.write_bytes(bytes(data[: rng.randint(0, len(data))]))
+        elif kind == "garbage":
+            f.write_bytes(bytes(data) + rng.randbytes(rng.randint(1, 200)))
+        elif data and kind == "flip":
+            i = rng.randrange(len(data))
+            data[i] ^= 1 << rng.randrange(8)
+            f.write_bytes(bytes(data))
+        elif data and kind == "zero":
+            i = rng.randrange(len(data))
+            n = min(rng.randint(1, 64), len(data) - i)
+            data[i : i + n] = bytes(n)
+            f.write_bytes(bytes(data))
+        done.append(f"{kind} {f.name}")
+    return done
+
+
+def _open_and_read(d: Path, scenario: dict, records: dict, rng: random.Random) -> tuple[str, str | None]:
+    """(what happened, the first wrong record or None)."""
+    props = {k: v for k, v in scenario["topicConfig"].items() if k != "message.format.version"}
+    clean = rng.random() < 0.5
+    recovery_point = rng.choice([None, 0, scenario.get("recoveryPoint")])
+    try:
+        log = Log.open(d, LogConfig.from_properties(props), clean_shutdown=clean, recovery_point=recovery_point)
+    except KafkaLogError as e:
+        return f"open refused: {type(e).__name__}", None
+    outcome = f"clean={clean} recovery_point={recovery_point}"
+    try:
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:
+            batches = log.read(offset, 1 << 20)
+            if not batches:
+                break
+            for batch in batches:
+                for r in batch.records():
+                    if r.offset < offset:
+                        continue  # a compressed batch holds offsets before the one asked for
+                    got = (None if r.key is None else r.key.hex(), None if r.value is None else r.value.hex(), r.timestamp)
+                    if records.get(r.offset) != got:
+                        return outcome, f"offset {r.offset}: served {got}, Kafka wrote {records.get(r.offset)}"
+            offset = batches[-1].last_offset + 1
+    except KafkaLogError as e:
+        outcome += f", read stopped: {type(e).__name__}"
+    finally:
+        try:
+            log.close()
+        except KafkaLogError as e:
+            outcome += f", close: {type(e).__name__}"
+    return outcome, None
+
+
+@pytest.mark.parametrize("block", range(10))
+def test_damaged_golden_partitions_never_serve_a_wrong_record(tmp_path: Path, block: int) -> None:
+    cases = _cases()
+    for run in range(block, RUNS, 10):
+        rng = random.Random(SEED * 1_000_003 + run)
+        src, scenario, records = rng.choice(cases)
+        d = tmp_path / f"run{run}" / src.name
+        shutil.copytree(src, d)
+        damage = _damage(d, rng)
+        with watchdog():
+            outcome, wrong = _open_and_read(d, scenario, records, rng)
+        assert wrong is None, f"run {run} ({src.name}, {damage}, {outcome}): {wrong}"
+        shutil.rmtree(d.parent)
