@@ -73,6 +73,13 @@ def _wall_clock_ms() -> int:
 _LAZY_INDEX_ATTRS = frozenset({"_offset_index", "_time_index", "_txn_index"})
 
 
+def _offset_span(batch: RecordBatch) -> tuple[int, int]:
+    """(first, last) offset of a batch (v2, or a legacy message set) as its header states them, without
+    decompressing: a legacy compressed wrapper stores only its last offset, so that stands for both."""
+    last = batch.last_offset
+    return (batch.base_offset if batch.magic >= 2 else last), last
+
+
 class LogSegment:
     """A ``.log`` plus its three indexes. Not thread-safe by itself: the owning Log serialises writers."""
 
@@ -382,8 +389,7 @@ class LogSegment:
         it, _ = self.scan(start_position)
         prev_last = -1
         for batch in it:
-            last = batch.last_offset
-            first = batch.base_offset if batch.magic >= 2 else last  # a legacy wrapper's base needs decompressing
+            first, last = _offset_span(batch)
             if not prev_last < first <= last:
                 raise CorruptRecordError(
                     f"{self.log_path}: batch offsets {first}..{last} go backwards (after offset {prev_last})",
@@ -393,6 +399,33 @@ class LogSegment:
                 return last, batch.position, batch.size_in_bytes
             prev_last = last
         return None
+
+    def valid_batches(self, batches: list[RecordBatch], limit: int) -> list[RecordBatch]:
+        """``batches`` (from :meth:`read`) up to the first damaged one; CorruptRecordError when that is the first.
+
+        Kafka's broker serves fetched bytes unchecked and leaves CRCs to its consumers; ``Log.read`` hands out
+        decoded batches, so it is the consumer here and checks them with this. Damage a load did not look at (a
+        segment below the recovery point, a clean-shutdown marker over a bad disk block) is refused instead of
+        served: a CRC that does not match, or offsets the CRC does not cover (v2 base offset, legacy message
+        offset) that go backwards or reach ``limit`` (the next segment's base offset or the log end). Returning
+        the batches before it lets a reader advance to the damaged batch and get the error there.
+        """
+        prev_last = -1
+        for i, batch in enumerate(batches):
+            try:
+                batch.ensure_valid()
+            except CorruptRecordError as e:
+                problem = str(e)
+            else:
+                first, last = _offset_span(batch)
+                if prev_last < first <= last < limit:
+                    prev_last = last
+                    continue
+                problem = f"batch offsets {first}..{last} go backwards or reach offset {limit}"
+            if i:
+                return batches[:i]
+            raise CorruptRecordError(f"{self.log_path}: {problem}", position=batch.position)
+        return batches
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:
         """Position of the batch holding the first offset >= ``offset``; None when past the end."""

@@ -644,7 +644,7 @@ class Log:
             got = seg.read(offset, max_bytes, max_position=max_pos)
             if got:
                 nxt = self._segments.higher(seg.base_offset)
-                out = _valid_prefix(got, seg, end if nxt is None else min(end, nxt.base_offset))
+                out = seg.valid_batches(got, end if nxt is None else min(end, nxt.base_offset))
                 break
             seg = self._segments.higher(seg.base_offset)
         if max_offset is not None:
@@ -915,32 +915,3 @@ def _renumber(records: list[Any], base: int) -> list[Any]:
         out.append(replace(r, offset=base + i) if isinstance(r, Record) else r)
     return out
 
-
-def _valid_prefix(batches: list[RecordBatch], seg: LogSegment, limit: int) -> list[RecordBatch]:
-    """The batches up to the first damaged one; CorruptRecordError when that is the first.
-
-    Kafka's broker serves fetched bytes unchecked and leaves CRCs to its consumers; ``Log.read`` hands out decoded
-    batches, so it is the consumer here. Damage a load did not look at (a segment below the recovery point, a
-    clean-shutdown marker over a bad disk block) is refused instead of served: a CRC that does not match, or
-    offsets the CRC does not cover (v2 base offset, legacy message offset) that go backwards or reach ``limit``
-    (the next segment's base offset or the log end). The valid batches before it are returned, so a reader
-    advances to the damaged batch and gets the error there.
-    """
-    prev_last = -1
-    for i, batch in enumerate(batches):
-        try:
-            batch.ensure_valid()
-        except CorruptRecordError as e:
-            problem = str(e)
-        else:
-            last = batch.last_offset
-            # a legacy compressed wrapper stores only its last offset (its base needs decompressing)
-            first = batch.base_offset if batch.magic >= 2 else last
-            if prev_last < first <= last < limit:
-                prev_last = last
-                continue
-            problem = f"batch offsets {first}..{last} go backwards or reach offset {limit}"
-        if i:
-            return batches[:i]
-        raise CorruptRecordError(f"{seg.log_path}: {problem}", position=batch.position)
-    return batches
