@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import GOLDEN, needs_golden
 from test_fuzz_records import watchdog
+from test_log_golden import _writable_copy
 
 from kafkalog.errors import KafkaLogError
 from kafkalog.log import Log, LogConfig
@@ -117,8 +118,7 @@ def test_damaged_golden_partitions_never_serve_a_wrong_record(tmp_path: Path, bl
     for run in range(block, RUNS, 10):
         rng = random.Random(SEED * 1_000_003 + run)
         src, scenario, records = rng.choice(cases)
-        d = tmp_path / f"run{run}" / src.name
-        shutil.copytree(src, d)
+        d = _writable_copy(src, tmp_path / f"run{run}" / src.name)  # golden files are read-only (0444)
         damage = _damage(d, rng)
         with watchdog():
             outcome, wrong = _open_and_read(d, scenario, records, rng)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GOLDEN, load_manifest, needs_golden
+from test_log_golden import _writable_copy
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.log import Log, LogConfig
@@ -26,10 +27,7 @@ pytestmark = needs_golden
 def _copy(case: str, dst: Path, *, legacy: bool = False) -> tuple[Path, dict]:
     assert GOLDEN is not None
     root = GOLDEN / "legacy" if legacy else GOLDEN
-    shutil.copytree(root / "logdir" / case, dst)
-    for p in dst.iterdir():
-        p.chmod(0o644)
-    return dst, load_manifest(f"{'legacy/' if legacy else ''}manifests/{case}.json")
+    return _writable_copy(root / "logdir" / case, dst), load_manifest(f"{'legacy/' if legacy else ''}manifests/{case}.json")
 
 
 def _config(manifest: dict) -> LogConfig:

@@ -642,11 +642,11 @@ class Log:
         while seg is not None:
             max_pos = active_size if seg is active else None
             got = seg.read(offset, max_bytes, max_position=max_pos)
+            nxt = self._segments.higher(seg.base_offset)
             if got:
-                nxt = self._segments.higher(seg.base_offset)
                 out = seg.valid_batches(got, end if nxt is None else min(end, nxt.base_offset))
                 break
-            seg = self._segments.higher(seg.base_offset)
+            seg = nxt
         if max_offset is not None:
             out = [b for b in out if b.base_offset < max_offset]
         return out
@@ -914,4 +914,3 @@ def _renumber(records: list[Any], base: int) -> list[Any]:
     for i, r in enumerate(records):
         out.append(replace(r, offset=base + i) if isinstance(r, Record) else r)
     return out
-
