@@ -380,14 +380,15 @@ class LogSegment:
 
     # --- lookups -------------------------------------------------------------------------------------------------
 
-    def _search_for_offset(self, offset: int, start_position: int):
+    def _search_for_offset(self, offset: int, start_position: int, after: int = -1):
         """First batch at or after ``start_position`` whose last offset >= ``offset`` (Kafka's
         searchForOffsetWithSize): returns (batch last offset, position, size) or None.
 
         Unlike Kafka, offsets going backwards on the way (a damaged base offset, which no CRC covers) raise
-        CorruptRecordError instead of silently skipping the batch they belong to."""
+        CorruptRecordError instead of silently skipping the batch they belong to; the first batch must begin
+        after ``after``."""
         it, _ = self.scan(start_position)
-        prev_last = -1
+        prev_last = after
         for batch in it:
             first, last = _offset_span(batch)
             if not prev_last < first <= last:
@@ -427,10 +428,27 @@ class LogSegment:
             raise CorruptRecordError(f"{self.log_path}: {problem}", position=batch.position)
         return batches
 
+    def _locate(self, offset: int, starting_position: int = 0):
+        """Index lookup, then :meth:`_search_for_offset` from there, with the lower bounds the segment knows.
+
+        Every batch begins at or after the segment's base offset (a fact: the file name). A batch at an index
+        entry also begins after the entry before it (true of every index Kafka writes, but only a hint: an odd
+        index may overstate an entry that lookups never trip over). When the batch there disagrees, the search
+        runs again from that earlier entry, where the batch is compared with the one before it in the log: only
+        a real step backwards there raises."""
+        found, before = self._offset_index.lookup_with_previous(offset)
+        start = max(found.position, starting_position)
+        floor = self._base_offset - 1
+        if before is None or start != found.position or before.offset <= floor:
+            return self._search_for_offset(offset, start, floor)
+        try:
+            return self._search_for_offset(offset, start, before.offset)
+        except CorruptRecordError:
+            return self._search_for_offset(offset, before.position, floor)
+
     def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:
         """Position of the batch holding the first offset >= ``offset``; None when past the end."""
-        mapping = self._offset_index.lookup(offset)
-        found = self._search_for_offset(offset, max(mapping[1], starting_position))
+        found = self._locate(offset, starting_position)
         return None if found is None else OffsetPosition(found[0], found[1])
 
     def read(self, offset: int, max_bytes: int, *, max_position: int | None = None, min_one_batch: bool = True):
@@ -439,8 +457,7 @@ class LogSegment:
         ``offset`` is past this segment's end."""
         if max_bytes < 0:
             raise InvalidArgumentError(f"invalid max_bytes {max_bytes}")
-        mapping = self._offset_index.lookup(offset)
-        found = self._search_for_offset(offset, mapping[1])
+        found = self._locate(offset)
         if found is None:
             return None
         _, start, first_size = found

@@ -342,6 +342,11 @@ def test_lookup_equals_brute_force(tmp_path_factory: pytest.TempPathFactory, gap
         s = _brute(offsets, t)
         want.append((int(offsets[s]), s * 8) if s >= 0 else (base, 0))
     assert [tuple(idx.lookup(t)) for t in tgt] == want
+    # the entry before the one found: what a reader starting there knows its first batch must begin after
+    prev = [(int(offsets[s - 1]), (s - 1) * 8) if s >= 1 else None for s in (_brute(offsets, t) for t in tgt)]
+    got = [idx.lookup_with_previous(t) for t in tgt]
+    assert [tuple(f) for f, _ in got] == want
+    assert [None if b is None else tuple(b) for _, b in got] == prev
     o, q = idx.lookup_many(np.array(tgt))
     assert list(zip(o.tolist(), q.tolist(), strict=True)) == want
     idx.close()

@@ -146,3 +146,54 @@ def test_manager_read_of_a_lazily_checked_segment_with_a_bad_crc(tmp_path: Path)
         assert m.offline_log_dirs == []
         first = seg["log"]["batches"][0]
         assert _records(m.read("golden-segments", 0, first["baseOffset"])) == _manifest_records(seg, 2)
+
+
+@pytest.mark.parametrize("clean_shutdown", [True, False])
+def test_base_offset_flipped_back_in_the_batch_a_lookup_lands_on(tmp_path: Path, clean_shutdown: bool) -> None:
+    # An index entry per batch: a read of a batch's last offset starts exactly at that batch, so no earlier batch
+    # is scanned to compare its offsets with. The entry before it in the index still bounds them from below.
+    d, manifest = _copy("golden-index-dense-0", tmp_path / "golden-index-dense-0")
+    seg = manifest["segments"][0]
+    bad, prev = seg["log"]["batches"][3], seg["log"]["batches"][2]
+    assert {"offset": bad["lastOffset"], "position": bad["position"]} in seg["offsetIndex"]["entries"]
+    _patch(file_name(d, seg["baseOffset"], ".log"), bad["position"], struct.pack(">q", prev["baseOffset"]))
+    with Log.open(d, _config(manifest), clean_shutdown=clean_shutdown,
+                  recovery_point=manifest["scenario"]["recoveryPoint"]) as log:
+        for target in range(bad["baseOffset"], bad["lastOffset"] + 1):
+            with pytest.raises(CorruptRecordError, match="go backwards") as info:
+                log.read(target, 1 << 20)
+            assert info.value.position == bad["position"], target
+        # the batches before and after it are served as Kafka wrote them
+        assert _records(log.read(prev["baseOffset"], 1)) == _manifest_records({"log": {"batches": [prev]}}, 1)
+        nxt = seg["log"]["batches"][4]
+        assert _records(log.read(nxt["lastOffset"], 1)) == _manifest_records({"log": {"batches": [nxt]}}, 1)
+
+
+def test_an_index_entry_that_overstates_its_offset_does_not_refuse_healthy_batches(tmp_path: Path) -> None:
+    # The lower bound a lookup takes from the entry before its own is only a hint: when the batch disagrees with
+    # it, the segment is scanned from that earlier entry, and only a real step backwards in the log is an error.
+    d, manifest = _copy("golden-index-dense-0", tmp_path / "golden-index-dense-0")
+    seg = manifest["segments"][0]
+    entries = seg["offsetIndex"]["entries"]
+    # entry 2 (offset 19) claims offset 20: lookups still work (no batch before its position holds 20)
+    _patch(file_name(d, seg["baseOffset"], ".index"), 2 * 8, struct.pack(">i", entries[2]["offset"] + 1 - seg["baseOffset"]))
+    with Log.open(d, _config(manifest)) as log:
+        batches, error = _read_all(log, seg["baseOffset"])
+        assert error is None
+        assert _records(batches)[: sum(len(b["records"]) for b in seg["log"]["batches"])] == _manifest_records(
+            seg, len(seg["log"]["batches"]))
+        target = entries[3]["offset"]  # a lookup landing on entry 3 sees the overstated entry 2 before it
+        got = log.read(target, 1)
+        assert got[0].base_offset <= target <= got[0].last_offset
+
+
+def test_first_batch_of_a_segment_flipped_below_the_segment_base_is_refused(tmp_path: Path) -> None:
+    # no index entry below the target: the read starts at position 0, where the file name is the lower bound
+    d, manifest = _copy("golden-segments-0", tmp_path / "golden-segments-0")
+    seg = manifest["segments"][2]
+    first = seg["log"]["batches"][0]
+    _patch(file_name(d, seg["baseOffset"], ".log"), 0, struct.pack(">q", seg["baseOffset"] - 40))
+    with Log.open(d, _config(manifest)) as log:
+        with pytest.raises(CorruptRecordError, match="go backwards") as info:
+            log.read(first["lastOffset"], 1 << 20)
+        assert info.value.position == 0

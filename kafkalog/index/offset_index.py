@@ -96,6 +96,22 @@ class OffsetIndex(AbstractIndex):
             rel, pos = _ENTRY.unpack_from(self._buf, slot * 8)
             return OffsetPosition(self._base_offset + rel, pos)
 
+    def lookup_with_previous(self, target_offset: int) -> tuple[OffsetPosition, OffsetPosition | None]:
+        """:meth:`lookup`, plus the entry before the one found (None when there is none). A batch at the found
+        position begins after the previous entry's offset in every index Kafka writes, so a reader that starts
+        there can still tell a base offset that went backwards (the CRC does not cover it)."""
+        if not self._loaded:
+            self._ensure_loaded()
+        with self._lock:
+            slot = self._key_slot(target_offset - self._base_offset)
+            if slot < 0:
+                return OffsetPosition(self._base_offset, 0), None
+            rel, pos = _ENTRY.unpack_from(self._buf, slot * 8)
+            if slot == 0:
+                return OffsetPosition(self._base_offset + rel, pos), None
+            prev_rel, prev_pos = _ENTRY.unpack_from(self._buf, (slot - 1) * 8)
+            return OffsetPosition(self._base_offset + rel, pos), OffsetPosition(self._base_offset + prev_rel, prev_pos)
+
     def lookup_many(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`lookup`: (offsets, positions) arrays shaped like ``targets``."""
         self._ensure_loaded()
