@@ -633,7 +633,7 @@ class LogSegment:
             if bad.any():
                 k = int(bad.argmax())
                 m = k
-                if not bad_range[k] and k >= 2 and firsts[k - 1] > floors[k - 1] + 1 and firsts[k] > floors[k - 1]:
+                if not bad_range[k] and k >= 1 and firsts[k - 1] > floors[k - 1] + 1 and firsts[k] > floors[k - 1]:
                     m = k - 1
                 valid_bytes = int(positions[m])
         if m and int(positions[m - 1]) > _I32_MAX:
@@ -787,8 +787,8 @@ class LogSegment:
 
         The base offset sits outside the CRC, so a flipped bit there is only visible against the neighbours. When
         a batch goes backwards, either it or the batch before it is damaged: the earlier one is blamed when it had
-        jumped ahead of its own predecessor (a gap) and this batch still starts after that predecessor; otherwise
-        this one is. Kafka instead truncates the whole segment on such an offset; stopping at the damage keeps
+        jumped ahead of its own predecessor (a gap; the first batch's predecessor is the segment's base offset) and
+        this batch still starts after that predecessor; otherwise this one is. Kafka instead truncates the whole segment on such an offset; stopping at the damage keeps
         every good batch before it.
         """
         size = self.size if size is None else size
@@ -804,7 +804,7 @@ class LogSegment:
                 if prev_jumped and batch.base_offset > prev_floor:
                     return prev_position
                 return batch.position
-            prev_jumped = prev_position >= 0 and batch.base_offset > floor + 1
+            prev_jumped = batch.base_offset > floor + 1
             prev_position, prev_floor, floor = batch.position, floor, batch.last_offset
         return state["valid_end"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
 import shutil
 from pathlib import Path
 
@@ -193,6 +194,41 @@ def test_recover_stops_at_flipped_byte(tmp_path):
     seg = LogSegment.open(tmp_path, 0)
     assert seg.recover() == len(data) - sum(len(b) for b in batches[:3])
     assert seg.read_next_offset() == 9
+
+
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_recover_blames_a_first_batch_that_jumped_ahead_of_the_segment_base(tmp_path, per_batch):
+    # Found by the damaged-golden harness: bit 27 of the first batch's base offset set. The second batch then goes
+    # backwards; it still starts after the segment's base offset, so the first one is the damaged batch. Keeping
+    # it served offset base + 2**27 as a record Kafka never wrote (Kafka itself drops the whole segment here).
+    seg = LogSegment.open(tmp_path, 90)
+    batches = _make_batches(4, start=90)
+    for b in batches:
+        seg.append(b)
+    seg.close()
+    log = tmp_path / f"{90:020d}.log"
+    with open(log, "r+b") as f:
+        f.write(struct.pack(">q", 90 + (1 << 27)))
+    seg = LogSegment.open(tmp_path, 90)
+    truncated = seg._recover_per_batch() if per_batch else seg.recover()
+    assert truncated == sum(len(b) for b in batches)
+    assert seg.size == 0 and seg.read_next_offset() == 90
+
+
+def test_recover_keeps_a_first_batch_after_the_segment_base_when_the_next_one_is_damaged(tmp_path):
+    # A cleaned segment may start after its base offset; when the second batch is flipped backwards below the
+    # segment's base offset (no batch of this segment can start there), it is the one cut.
+    seg = LogSegment.open(tmp_path, 80)
+    batches = _make_batches(4, start=90)
+    for b in batches:
+        seg.append(b)
+    seg.close()
+    with open(tmp_path / f"{80:020d}.log", "r+b") as f:
+        f.seek(len(batches[0]))
+        f.write(struct.pack(">q", 70))
+    seg = LogSegment.open(tmp_path, 80)
+    assert seg.recover() == sum(len(b) for b in batches[1:])
+    assert seg.read_next_offset() == 93
 
 
 def test_recover_rebuilds_zeroed_and_overlong_index(tmp_path):
