@@ -189,6 +189,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{'background checker, all ' + str(inactive) + ' inactive segments':<58} {checker:7.2f} s  "
               f"cpu {checker_cpu:6.2f} s  {inactive / checker / 1e3:6.1f}k segments/s;  lazy + checker "
               f"{lazy + checker:.2f} s vs eager {eager:.2f} s", flush=True)
+        # The reference for eager/lazy: eager = F + S*c and lazy >= F + c per partition (F: what every load does
+        # per partition; c: one segment's check, which the active segment gets in both modes), so eager/lazy < S.
+        per_check = checker / inactive
+        print(f"{'ceiling: eager/lazy < segments per partition':<58} {args.segments:7d} x   (one segment's check "
+              f"{per_check * 1e6:.0f} us at the checker's rate; lazy {lazy / nparts * 1e6:.0f} us a partition, "
+              f"of which the active segment's check ~{per_check * 1e6:.0f} us)", flush=True)
         m.shutdown()
 
         if not args.skip_unclean:
