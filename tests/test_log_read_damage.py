@@ -197,3 +197,21 @@ def test_first_batch_of_a_segment_flipped_below_the_segment_base_is_refused(tmp_
         with pytest.raises(CorruptRecordError, match="go backwards") as info:
             log.read(first["lastOffset"], 1 << 20)
         assert info.value.position == 0
+
+
+@pytest.mark.parametrize("case", ["legacy-v0-gzip-0", "legacy-v1-gzip-0"])
+def test_legacy_wrapper_offset_flipped_far_ahead_is_cut_by_recovery(tmp_path: Path, case: str) -> None:
+    # Found by the damaged-golden harness (seed 20): a compressed wrapper's offset (outside its CRC) 2**35 ahead of
+    # its inner offsets made the header scan overflow (an untyped OverflowError out of Log.open).
+    d, manifest = _copy(case, tmp_path / case, legacy=True)
+    seg = next(s for s in manifest["segments"] if len(s["log"]["batches"]) >= 3)
+    bad = seg["log"]["batches"][1]
+    assert bad["compression"] == "gzip"
+    _patch(file_name(d, seg["baseOffset"], ".log"), bad["position"], struct.pack(">q", bad["lastOffset"] + (1 << 35)))
+    with Log.open(d, _config(manifest), clean_shutdown=False, recovery_point=0) as log:
+        assert log.log_end_offset == bad["baseOffset"]
+        batches, error = _read_all(log, log.log_start_offset)
+    assert error is None
+    expected = [(r["offset"], r["value"]) for s in manifest["segments"] for b in s["log"]["batches"]
+                for r in b["records"] if r["offset"] < bad["baseOffset"]]
+    assert _records(batches) == expected

@@ -255,6 +255,10 @@ def scan_batches(
                 count = b.record_count
             except CorruptRecordError:
                 base, count = b.last_offset, -1
+            if not -(1 << 31) <= b.last_offset - base < 1 << 31:
+                # a wrapper offset (outside the CRC) no int32 delta can tie to its inner offsets: damaged, so the
+                # row describes it by its own offset alone, as when its payload cannot be read
+                base, count = b.last_offset, -1
             row["base_offset"] = base
             row["last_offset_delta"] = b.last_offset - base
             row["partition_leader_epoch"] = -1
