@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import struct
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
