@@ -215,3 +215,17 @@ def test_legacy_wrapper_offset_flipped_far_ahead_is_cut_by_recovery(tmp_path: Pa
     expected = [(r["offset"], r["value"]) for s in manifest["segments"] for b in s["log"]["batches"]
                 for r in b["records"] if r["offset"] < bad["baseOffset"]]
     assert _records(batches) == expected
+
+
+def test_last_batch_of_the_log_flipped_beyond_what_its_segment_can_hold_is_refused(tmp_path: Path) -> None:
+    # Found by the damaged-golden harness (seed 34): bit 60 of the log's final wrapper offset. No later batch or
+    # segment contradicts it, but no segment holds offsets more than an int32 past its base offset.
+    d, manifest = _copy("legacy-v1-gzip-0", tmp_path / "legacy-v1-gzip-0", legacy=True)
+    seg = manifest["segments"][-1]
+    bad = seg["log"]["batches"][-1]
+    _patch(file_name(d, seg["baseOffset"], ".log"), bad["position"], struct.pack(">q", bad["lastOffset"] | (1 << 60)))
+    with Log.open(d, _config(manifest)) as log:
+        batches, error = _read_all(log, log.log_start_offset)
+    assert error is not None and error.position == bad["position"]
+    assert _records(batches) == [(r["offset"], r["value"]) for s in manifest["segments"] for b in s["log"]["batches"]
+                                 for r in b["records"] if r["offset"] < bad["baseOffset"]]

@@ -97,9 +97,9 @@ class OffsetIndex(AbstractIndex):
             return OffsetPosition(self._base_offset + rel, pos)
 
     def lookup_with_previous(self, target_offset: int) -> tuple[OffsetPosition, OffsetPosition | None]:
-        """:meth:`lookup`, plus the entry before the one found (None when there is none). A batch at the found
-        position begins after the previous entry's offset in every index Kafka writes, so a reader that starts
-        there can still tell a base offset that went backwards (the CRC does not cover it)."""
+        """:meth:`lookup`, plus the entry before the one found (None when there is none): a reader that starts
+        there sees the batch at the found entry after the batch before it, so a base offset damaged in it (the
+        CRC does not cover it) shows as a step backwards or a jump."""
         if not self._loaded:
             self._ensure_loaded()
         with self._lock:

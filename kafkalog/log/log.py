@@ -641,10 +641,11 @@ class Log:
         out: list[RecordBatch] = []
         while seg is not None:
             max_pos = active_size if seg is active else None
-            got = seg.read(offset, max_bytes, max_position=max_pos)
             nxt = self._segments.higher(seg.base_offset)
+            got = seg.read_valid(offset, max_bytes, max_position=max_pos,
+                                 limit=end if nxt is None else min(end, nxt.base_offset))
             if got:
-                out = seg.valid_batches(got, end if nxt is None else min(end, nxt.base_offset))
+                out = got
                 break
             seg = nxt
         if max_offset is not None:
