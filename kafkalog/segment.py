@@ -837,8 +837,8 @@ class LogSegment:
         The base offset sits outside the CRC, so a flipped bit there is only visible against the neighbours. When
         a batch goes backwards, either it or the batch before it is damaged: the earlier one is blamed when it had
         jumped ahead of its own predecessor (a gap; the first batch's predecessor is the segment's base offset) and
-        this batch still starts after that predecessor; otherwise this one is. Kafka instead truncates the whole segment on such an offset; stopping at the damage keeps
-        every good batch before it.
+        this batch still starts after that predecessor; otherwise this one is. Kafka instead truncates the whole
+        segment on such an offset; stopping at the damage keeps every good batch before it.
         """
         size = self.size if size is None else size
         it, state = self.scan(0, size, validate=True)
