@@ -71,6 +71,16 @@ def fill(d):
 
 def report(**kw):
     print(json.dumps(kw), flush=True)
+
+def append_until_error(append, n, stop):
+    # append(n), append(n + 1), ... while n < stop: (errno of the OSError that stopped it or None, n reached)
+    try:
+        while n < stop:
+            append(n)
+            n += 1
+    except OSError as e:
+        return e.errno, n
+    return None, n
 """
 
 
@@ -103,14 +113,7 @@ def test_offset_index_on_a_full_filesystem_raises_enospc(tiny_fs: Path) -> None:
             idx.append(i, i * 10)
         fill(d)
         n = 100
-        try:
-            while n < idx.max_entries:
-                idx.append(n, n * 10)
-                n += 1
-        except OSError as e:
-            err = e.errno
-        else:
-            err = None
+        err, n = append_until_error(lambda n: idx.append(n, n * 10), n, idx.max_entries)
         state = dict(count=idx.entry_count, last=idx.last_offset, lookup=list(idx.lookup(n + 5)))
         idx.close()  # trims to the used size: shrinking needs no blocks
         report(errno=err, attempted=n, **state)
@@ -146,13 +149,7 @@ def test_a_page_left_after_the_chunk_is_still_used(tiny_fs: Path) -> None:
         os.truncate(filler, (os.path.getsize(filler) // PAGE - 1) * PAGE)
         free = os.statvfs(d).f_bavail * os.statvfs(d).f_frsize
         assert PAGE <= free < 2 * PAGE, free
-        err = None
-        try:
-            while n < idx.max_entries:
-                idx.append(n, n)
-                n += 1
-        except OSError as e:
-            err = e.errno
+        err, n = append_until_error(lambda n: idx.append(n, n), n, idx.max_entries)
         report(errno=err, attempted=n, count=idx.entry_count, chunk=_RESERVE_MIN)
         idx.close()
         """,
@@ -174,13 +171,7 @@ def test_no_mmap_fallback_on_a_full_filesystem_raises_at_the_failing_entry(tiny_
         assert not idx.is_mmapped
         fill(d)
         n = 100
-        err = None
-        try:
-            while n < idx.max_entries:
-                idx.append(n, n)
-                n += 1
-        except OSError as e:
-            err = e.errno
+        err, n = append_until_error(lambda n: idx.append(n, n), n, idx.max_entries)
         report(errno=err, attempted=n, count=idx.entry_count, last=idx.last_offset)
         idx.close()
         """,
@@ -208,13 +199,7 @@ def test_no_mmap_fallback_without_fallocate_fails_cleanly(tiny_fs: Path) -> None
             idx.append(i, i)
         fill(d)
         n = 100
-        err = None
-        try:
-            while n < idx.max_entries:
-                idx.append(n, n)
-                n += 1
-        except OSError as e:
-            err = e.errno
+        err, n = append_until_error(lambda n: idx.append(n, n), n, idx.max_entries)
         report(errno=err, attempted=n, count=idx.entry_count)
         idx.close()
         """,
@@ -236,14 +221,7 @@ def test_time_index_on_a_full_filesystem_raises_enospc(tiny_fs: Path) -> None:
             idx.maybe_append(1000 + i, i)
         fill(d)
         n = 100
-        try:
-            while n < idx.max_entries - 1:
-                idx.maybe_append(1000 + n, n)
-                n += 1
-        except OSError as e:
-            err = e.errno
-        else:
-            err = None
+        err, n = append_until_error(lambda n: idx.maybe_append(1000 + n, n), n, idx.max_entries - 1)
         state = dict(count=idx.entry_count, last=list(idx.last_entry))
         idx.close()
         report(errno=err, attempted=n, **state)
