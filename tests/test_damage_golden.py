@@ -6,8 +6,8 @@ append garbage, delete), opens it as a ``Log`` with a clean or unclean shutdown 
 it from the log start the way a consumer does, and closes it. Allowed outcomes: a ``kafkalog.errors`` exception,
 or records whose offset, key, value and timestamp are exactly those in Kafka's manifest. Anything else (another
 exception type, a wrong record, a hang) fails, with one exception named in ``_renumbered_last_batch``: the log's
-last batch moved forward by bit flips in its offset field, which no file in the partition dir contradicts. ``KAFKALOG_DAMAGE_RUNS`` (default 300) and ``KAFKALOG_DAMAGE_SEED``
-scale it.
+last batch moved forward by bit flips in its offset field, which no file in the partition dir contradicts.
+``KAFKALOG_DAMAGE_RUNS`` (default 300) and ``KAFKALOG_DAMAGE_SEED`` scale it.
 """
 
 from __future__ import annotations
