@@ -240,6 +240,8 @@ class TransactionIndex(IndexFile):
         """Kafka's check: an entry whose last offset is below the segment's base offset is corrupt."""
         with self._lock:
             self._ensure_loaded()
+            if not self._data:
+                return  # no entries (most segments have no txn index file at all): nothing to look at
             view = self._view()
         bad = first_true(view["version"] > CURRENT_VERSION)
         if bad >= 0:
@@ -259,6 +261,8 @@ class TransactionIndex(IndexFile):
         self.sanity_check()
         with self._lock:
             size = len(self._data)
+            if not size:
+                return
             view = self._view()
         if size % ENTRY_SIZE:
             raise CorruptIndexError(f"Transaction index {self._path} has {size} bytes, not a multiple of {ENTRY_SIZE}")
