@@ -72,6 +72,17 @@ def _wall_clock_ms() -> int:
 
 
 _LAZY_INDEX_ATTRS = frozenset({"_offset_index", "_time_index", "_txn_index"})
+_LOCK_CREATION = threading.Lock()
+
+
+def _has_attr(obj: object, name: str) -> bool:
+    """``name`` is set on ``obj`` itself, asked without ``__getattr__`` (which would build the lazy indexes) and
+    without ``obj.__dict__`` (which would turn the instance's compact attribute storage into a real dict)."""
+    try:
+        object.__getattribute__(obj, name)
+    except AttributeError:
+        return False
+    return True
 
 
 def _offset_span(batch: RecordBatch) -> tuple[int, int]:
@@ -139,7 +150,7 @@ class LogSegment:
         self._stem = stem
         self._file = None  # opened on first use
         self._size: int | None = None  # known once the file is opened
-        self._lock = threading.RLock()  # guards the lazy open only
+        self._lock_obj: threading.RLock | None = None  # made on first use (_lock): most segments never need one
         self.created_ms = self._clock()
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
@@ -147,9 +158,9 @@ class LogSegment:
 
     def __getattr__(self, name: str):
         # Only reached when normal lookup fails: the first use of an index attribute builds all three.
-        if name in _LAZY_INDEX_ATTRS and "_stem" in self.__dict__:
+        if name in _LAZY_INDEX_ATTRS and _has_attr(self, "_stem"):
             self._make_indexes()
-            return self.__dict__[name]
+            return object.__getattribute__(self, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _make_indexes(self) -> None:
@@ -157,6 +168,18 @@ class LogSegment:
         self._offset_index = OffsetIndex(stem + ".index" + suffix, base, max_index_size=self.max_index_size)
         self._time_index = TimeIndex(stem + ".timeindex" + suffix, base, max_index_size=self.max_index_size)
         self._txn_index = TransactionIndex(stem + ".txnindex" + suffix, base)
+
+    @property
+    def _lock(self) -> threading.RLock:
+        """Guards the lazy open and the seek+read fallback. Made on first use: a lazily loaded partition's
+        segments mostly never open, and an RLock per segment was a GC-tracked object per segment."""
+        lock = self._lock_obj
+        if lock is None:
+            with _LOCK_CREATION:
+                lock = self._lock_obj
+                if lock is None:
+                    lock = self._lock_obj = threading.RLock()
+        return lock
 
     @property
     def _log_path(self) -> Path:
@@ -979,7 +1002,7 @@ class LogSegment:
     def _indexes_made(self) -> bool:
         """False while no index object exists (a lazily loaded segment nobody used): closing, releasing or
         suspending it then has nothing to do for the indexes, and must not build three objects to find out."""
-        return "_offset_index" in self.__dict__
+        return _has_attr(self, "_offset_index")
 
     def close(self) -> None:
         """Write the final time-index entry, trim and release everything (Kafka's LogSegment.close)."""
@@ -1017,6 +1040,8 @@ class LogSegment:
 
     def _close_log_file(self, *, ignore_errors: bool = False) -> None:
         """Close the ``.log`` descriptor (it reopens on first use); ``ignore_errors`` for a dir that may be gone."""
+        if self._file is None:
+            return  # never opened (or closed already): nothing to close, and no lock to make for it
         with self._lock:
             f, self._file, self._size = self._file, None, None
             if f is not None:

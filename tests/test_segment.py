@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -314,8 +315,30 @@ def test_lifecycle_of_an_unused_segment_builds_no_index(tmp_path, op):
     seg = LogSegment.open(tmp_path, 0)
     getattr(seg, op)()
     assert "_offset_index" not in seg.__dict__
+    assert seg._lock_obj is None  # nor a lock: one per segment was a GC-tracked object per listed segment
     assert (idx.stat().st_size, idx.stat().st_mtime_ns) == before
     assert seg.read_next_offset() == 3  # still usable: the indexes are built on first use
+    seg.close()
+
+
+def test_a_segment_makes_one_lock_however_many_threads_ask_first(tmp_path):
+    """The lazy open's lock is made on first use; threads racing to make it must all get the same one, or two
+    of them could open the ``.log`` at once."""
+    seg = LogSegment.open(tmp_path, 0)
+    start = threading.Barrier(8)
+    got: list[object] = []
+
+    def first_use() -> None:
+        start.wait()
+        got.append(seg._lock)
+
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and all(lock is got[0] for lock in got)
+    assert seg._lock is got[0]
     seg.close()
 
 
