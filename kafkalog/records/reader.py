@@ -29,9 +29,10 @@ _unpack_prefix = _PREFIX.unpack_from
 _unpack_header = HEADER.unpack_from
 
 
-def open_source(source) -> tuple[memoryview, object | None]:
+def open_source(source, *, populate: bool = True) -> tuple[memoryview, object | None]:
     """A read-only memoryview over ``source`` (path, bytes, bytearray, memoryview, mmap) and the object to keep
-    alive (the mmap) if one was created."""
+    alive (the mmap) if one was created. ``populate=False`` maps a path lazily, for readers that walk a large
+    file in chunks and drop the pages behind them (a populated mapping of the whole file counts in RSS)."""
     if isinstance(source, memoryview):
         return (source if source.format == "B" and source.ndim == 1 else source.cast("B")), None
     if isinstance(source, (bytes, bytearray, mmap.mmap)):
@@ -42,7 +43,7 @@ def open_source(source) -> tuple[memoryview, object | None]:
             if size == 0:
                 return memoryview(b""), None
             try:
-                populate = getattr(mmap, "MAP_POPULATE", 0)
+                populate = getattr(mmap, "MAP_POPULATE", 0) if populate else 0
                 if populate:  # prefault the pages: one kernel call instead of a fault per page
                     mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
                 else:
