@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import GOLDEN
@@ -60,6 +61,28 @@ def outcome(source, impl: str, **kw):
     return cols.to_records(), cols.valid_bytes, cols.invalid_bytes, cols.error
 
 
+def columns_of(source, impl: str, **kw):
+    """The raw arrays (or the exception) of one implementation."""
+    try:
+        return read_record_columns(source, implementation=impl, **kw).arrays
+    except KafkaLogError as exc:
+        return exc
+
+
+def same_columns(source, **kw) -> None:
+    """Every implementation gives identical arrays (dtype and values) or the identical error."""
+    results = [columns_of(source, impl, **kw) for impl in IMPLS]
+    first = results[0]
+    for other in results[1:]:
+        if isinstance(first, Exception) or isinstance(other, Exception):
+            assert type(first) is type(other) and str(first) == str(other)
+            continue
+        assert first.keys() == other.keys()
+        for name in first:
+            assert first[name].dtype == other[name].dtype, name
+            assert np.array_equal(first[name], other[name]), name
+
+
 def same(a, b) -> None:
     """Equal outcomes; exceptions compare by type and message."""
     if isinstance(a, Exception) or isinstance(b, Exception):
@@ -77,6 +100,7 @@ def test_golden_logs_match_records_and_manifest(rel: str, impl: str) -> None:
     path = GOLDEN / rel
     for verify in (True, False):
         same(outcome(path, impl, verify_crc=verify), reference(path, verify_crc=verify))
+        same_columns(path, verify_crc=verify)
     cols = read_record_columns(path, implementation=impl)
     parts = rel.split("/")
     manifest = None
@@ -179,6 +203,7 @@ def _segment(n_batches: int = 30) -> bytes:
 def test_mixed_magics_codecs_and_chunks(impl: str) -> None:
     data = _segment()
     same(outcome(data, impl), reference(data))
+    same_columns(data)
     whole = read_record_columns(data, implementation=impl).to_records()
     for max_records in (1, 7, 1000):
         reader = iter_record_columns(data, max_records=max_records, implementation=impl)
@@ -248,6 +273,7 @@ def test_kafka_python_built_batches(impl: str) -> None:
     got = [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in cols.to_records()]
     assert got == expected
     same(outcome(data, impl), reference(data))
+    same_columns(data)
 
 
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -267,6 +293,7 @@ def test_fuzzed_segments_match_reference(edits, cut, verify) -> None:
     ref = reference(data, verify_crc=verify)
     for impl in IMPLS:
         same(outcome(data, impl, verify_crc=verify), ref)
+    same_columns(data, verify_crc=verify)
 
 
 def _record_body(fields: list[bytes]) -> bytes:
@@ -287,3 +314,56 @@ def test_fuzzed_record_sections_match_reference(payload: bytes, count: int) -> N
     ref = reference(data, verify_crc=False)
     for impl in IMPLS:
         same(outcome(data, impl, verify_crc=False), ref)
+    same_columns(data, verify_crc=False)
+
+
+def test_compiled_path_is_built_and_env_var_forces_pure(monkeypatch) -> None:
+    """``pip install`` builds the extension where a compiler exists (.ci/run installs one); the variable disables it."""
+    from kafkalog.records import column_builder, columns
+
+    assert _compiled is not None, "kafkalog.records._columns was not built: pip install -e . needs a C compiler"
+    monkeypatch.delenv("KAFKALOG_NO_EXTENSIONS", raising=False)
+    assert columns._builder_factory("auto") is _compiled.ColumnBuilder
+    monkeypatch.setenv("KAFKALOG_NO_EXTENSIONS", "1")
+    assert columns._builder_factory("auto") is column_builder.PyColumnBuilder
+    assert not columns.compiled_available()
+
+
+def test_compiled_run_takes_plain_batches_and_declines_the_rest() -> None:
+    """The C walker consumes uncompressed v2 batches itself and stops at anything else (left to read_batches)."""
+    from crc32c import crc32c
+
+    plain = b"".join(build_batch([(b"k", b"v" * i)], base_offset=i, timestamp=i) for i in range(5))
+    other = build_batch([(b"k", b"z")], base_offset=5, timestamp=5, compression=CompressionType.GZIP)
+    b = _compiled.ColumnBuilder()
+    assert b.run(plain + other, 0, len(plain + other), True, crc32c, 1 << 40, 1 << 40) == len(plain)
+    assert b.n_records == 5
+    bad = bytearray(plain)
+    bad[len(plain) - 2] ^= 1  # a value byte: CRC fails, records still decode
+    b = _compiled.ColumnBuilder()
+    last = list(read_batches(plain))[-1].position
+    assert b.run(bytes(bad), 0, len(bad), True, crc32c, 1 << 40, 1 << 40) == last
+    assert b.run(bytes(bad), last, len(bad), False, crc32c, 1 << 40, 1 << 40) == len(bad)
+    assert b.n_records == 5
+
+
+_header = st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=8))
+_record = st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=300), st.lists(_header, max_size=3))
+
+
+@FUZZ
+@given(records=st.lists(_record, min_size=1, max_size=12), base=st.integers(0, (1 << 63) - 100),
+       ts=st.integers(-(1 << 62), 1 << 62), flip=st.none() | st.tuples(st.integers(61, 5000), st.integers(1, 255)),
+       log_append=st.booleans())  # fmt: skip
+def test_fuzzed_records_decode_identically(records, base, ts, flip, log_append) -> None:
+    """Well-formed records of every shape (unicode header keys, null/empty fields, huge offsets and timestamps),
+    then optionally one flipped byte in the records section."""
+    data = bytearray(build_batch(records, base_offset=base, timestamp=ts, log_append_time=ts + 5,
+                                 timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else 0))  # fmt: skip
+    if flip is not None and flip[0] < len(data):
+        data[flip[0]] ^= flip[1]
+    data = bytes(data)
+    ref = reference(data, verify_crc=False)
+    for impl in IMPLS:
+        same(outcome(data, impl, verify_crc=False), ref)
+    same_columns(data, verify_crc=False)
