@@ -2,8 +2,9 @@
  *
  * ColumnBuilder collects records into growable bytearrays (the arrays column_builder.py documents) and hands them
  * to Python in finish() without a copy. Its hot loop, run(), walks consecutive uncompressed magic 2 batches of a
- * buffer: header, CRC32C (the crc32c package's function, called once per batch), varints, record framing and
- * headers. It only *accepts*: the first batch that is not plainly well formed (other magic, compressed, bad CRC,
+ * buffer: header, CRC32C (the crc32c package's function, called once per batch), decompression (kafkalog's own
+ * decompress, called once per compressed batch), varints, record framing and headers. It only *accepts*: the
+ * first batch that is not plainly well formed (other magic, unknown codec, bad CRC, payload that does not inflate,
  * truncated, a record that does not decode exactly as RecordBatch.records() would decode it) ends the run with
  * nothing of that batch kept, and the Python loop hands that batch to read_batches + records(), which decode it
  * or raise/stop with their own errors. So errors and valid_bytes never depend on this file.
@@ -12,6 +13,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 enum {
     C_OFFSET, C_TS, C_KOFF, C_KVALID, C_KDATA, C_VOFF, C_VVALID, C_VDATA, C_HOFF, C_HKOFF, C_HKDATA, C_HVOFF,
@@ -57,6 +61,14 @@ static int col_grow(Col *c, Py_ssize_t extra) {
     if (PyByteArray_Resize(c->ba, ncap) < 0) return -1;
     c->p = PyByteArray_AS_STRING(c->ba);
     c->cap = ncap;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    /* Large columns are written once, front to back: with 4 KiB pages the first-touch faults of a fresh buffer
+     * cost more than copying the bytes into it (numpy asks for huge pages on large arrays for the same reason). */
+    if (ncap >= (4 << 20)) {
+        uintptr_t lo = ((uintptr_t)c->p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)c->p + ncap) & ~(uintptr_t)4095;
+        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+#endif
     return 0;
 }
 
@@ -369,14 +381,41 @@ static PyObject *Builder_decode_records(Builder *b, PyObject *args) {
     return PyBool_FromLong(r == 0);
 }
 
-/* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes) -> position of the first batch not taken */
+/* The records section of a compressed batch through decompress(codec_id, memoryview) -> bytes, then decoded.
+ * Any exception from decompress declines the batch (the Python path raises it with the batch's position). */
+static int decode_compressed(Builder *b, PyObject *decompress, int codec, const uint8_t *h, Py_ssize_t body_len,
+                             int32_t count, uint16_t attrs) {
+    PyObject *mv = PyMemoryView_FromMemory((char *)(h + 61), body_len, PyBUF_READ);
+    if (!mv) return -1;
+    PyObject *payload = PyObject_CallFunction(decompress, "iO", codec, mv);
+    Py_DECREF(mv);
+    if (!payload) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    Py_buffer pv;
+    if (PyObject_GetBuffer(payload, &pv, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(payload);
+        return -1;
+    }
+    int r = decode_records(b, (const uint8_t *)pv.buf, pv.len, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
+                           (int64_t)be64(h + 35));
+    PyBuffer_Release(&pv);
+    Py_DECREF(payload);
+    return r;
+}
+
+/* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress) -> position of the first batch not
+ * taken. decompress(codec_id, memoryview) -> bytes handles codecs 1-4; None leaves compressed batches to Python. */
 static PyObject *Builder_run(Builder *b, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, end;
     int verify;
-    PyObject *crc_func;
+    PyObject *crc_func, *decompress = Py_None;
     long long max_records, max_bytes;
-    if (!PyArg_ParseTuple(args, "y*nnpOLL", &view, &pos, &end, &verify, &crc_func, &max_records, &max_bytes))
+    if (!PyArg_ParseTuple(args, "y*nnpOLL|O", &view, &pos, &end, &verify, &crc_func, &max_records, &max_bytes,
+                          &decompress))
         return NULL;
     if (check_open(b) < 0) goto error;
     if (end > view.len || pos < 0 || pos > end) {
@@ -384,6 +423,11 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
         goto error;
     }
     const uint8_t *p = (const uint8_t *)view.buf;
+    /* Keys and values of the run cannot exceed its bytes (nor, much, the chunk's byte budget): reserving that
+     * once costs only address space until written, and spares the copies and faults of repeated doubling. */
+    Py_ssize_t hint = end - pos;
+    if (max_bytes < hint) hint = (Py_ssize_t)max_bytes + (1 << 20);
+    if (col_reserve(&b->c[C_VDATA], hint) < 0 || col_reserve(&b->c[C_KDATA], hint / 4) < 0) goto error;
     while (pos < end) {
         if (b->n_records >= max_records || b->n_bytes >= max_bytes) break;
         if (end - pos < 17) break;
@@ -393,7 +437,8 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
         Py_ssize_t stop = pos + 12 + size;
         uint16_t attrs = be16(h + 21);
         int32_t count = (int32_t)be32(h + 57);
-        if ((attrs & 0x07) != 0 || count < 0) break;
+        int codec = attrs & 0x07;
+        if (count < 0 || (codec != 0 && (codec > 4 || decompress == Py_None))) break;
         if (verify) {
             PyObject *mv = PyMemoryView_FromMemory((char *)(h + 21), stop - pos - 21, PyBUF_READ);
             if (!mv) goto error;
@@ -406,8 +451,9 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
             if ((uint32_t)computed != be32(h + 17)) break;
         }
         Py_ssize_t start = b->n_records;
-        int r = decode_records(b, h + 61, stop - pos - 61, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
-                               (int64_t)be64(h + 35));
+        int r = codec ? decode_compressed(b, decompress, codec, h, stop - pos - 61, count, attrs)
+                      : decode_records(b, h + 61, stop - pos - 61, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
+                                       (int64_t)be64(h + 35));
         if (r < 0) goto error;
         if (r == 1) break;
         if (put_batch(b, start, (long long)be64(h), (long long)pos, 2, (int32_t)be32(h + 12), (long long)be64(h + 43),
@@ -476,8 +522,8 @@ static PyMethodDef Builder_methods[] = {
      "decode_records(payload, count, base_offset, base_timestamp, log_append_time | None) -> bool: decode a v2 "
      "records section; False (nothing kept) when it does not decode cleanly"},
     {"run", (PyCFunction)Builder_run, METH_VARARGS,
-     "run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes) -> int: decode consecutive uncompressed "
-     "magic 2 batches; returns the position of the first batch not taken"},
+     "run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress=None) -> int: decode "
+     "consecutive magic 2 batches; returns the position of the first batch not taken"},
     {"finish", (PyCFunction)Builder_finish, METH_NOARGS, "finish() -> dict of bytearrays (see column_builder.py)"},
     {NULL, NULL, 0, NULL},
 };

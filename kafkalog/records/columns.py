@@ -5,9 +5,9 @@ yields bounded chunks (``max_records`` / ``max_bytes``) so a 1 GiB segment decod
 mapped file are dropped behind the decoder). ``RecordColumns.to_arrow()`` wraps the arrays as a ``pyarrow.Table``
 without copying the key/value/header bytes.
 
-Two implementations share one loop (``_ColumnReader._chunks``): the compiled builder (``_columns.c``) walks runs
-of uncompressed magic 2 batches (framing, CRC32C, varints, headers) in C and decodes decompressed payloads; every
-other batch (magic 0/1, one the C walker declines) goes through ``read_batches`` and ``RecordBatch.records()``,
+Two implementations share one loop (``RecordColumnReader._chunks``): the compiled builder (``_columns.c``) walks
+runs of magic 2 batches (framing, CRC32C, decompression through ``compression.decompress``, varints, headers) in C;
+every other batch (magic 0/1, one the C walker declines) goes through ``read_batches`` and ``RecordBatch.records()``,
 which is also the whole pure-Python path. The C walker declines any batch that is not plainly well formed, and the
 Python path then raises or stops exactly as ``read_batches`` + ``records()`` do, so errors, messages and
 ``valid_bytes`` are the same on both paths. ``KAFKALOG_NO_EXTENSIONS=1`` (or ``implementation="python"``) forces
@@ -31,6 +31,7 @@ from crc32c import crc32c
 from ..errors import CorruptRecordError, InvalidArgumentError
 from .batch import RecordBatch
 from .column_builder import BATCH_FIELDS, PyColumnBuilder
+from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress
 from .reader import BatchReader, open_source
 from .record import Record
 
@@ -42,6 +43,7 @@ except ImportError:  # built without a compiler: the pure path does everything
 __all__ = ["RecordColumns", "RecordColumnReader", "read_record_columns", "iter_record_columns", "compiled_available"]
 
 _TS_NAMES = ["NoTimestampType", "CreateTime", "LogAppendTime"]
+_CODECS = tuple(CompressionType)
 _INT_MAX = (1 << 31) - 1
 _PAGE = mmap.PAGESIZE
 _DEFAULT_CHUNK_RECORDS = 1 << 16
@@ -256,7 +258,7 @@ class RecordColumnReader:
                 self._drop_pages_before(pos)
                 builder, chunk_start = self._new_builder(), pos
             if fast:
-                pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes)
+                pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload)
                 self.valid_bytes = pos
                 if pos >= end or builder.n_records >= max_records or builder.n_bytes >= max_bytes:
                     continue
@@ -286,6 +288,11 @@ class RecordColumnReader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _decompress_payload(codec_id: int, body: memoryview) -> bytes:
+    """What ``RecordBatch.records_payload`` does for a compressed batch, for the compiled walker to call."""
+    return decompress(_CODECS[codec_id], body, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE)
 
 
 def _add_batch(builder, batch, fast: bool) -> None:
