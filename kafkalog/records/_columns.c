@@ -486,6 +486,57 @@ static PyObject *Builder_finish(Builder *b, PyObject *Py_UNUSED(ignored)) {
     return out;
 }
 
+/* walk_chain(buf, pos, end, crc_func) -> (starts: bytes of int64, crcs: bytes of uint32, pos): scan.py's fast loop.
+ * Follows the length chain while a 17-byte header fits before end, the length is at least 14 (no magic allows
+ * less) and the batch ends by end, taking crc_func(buf[start + 21:stop]) of each; scan.py checks the rest. */
+static PyObject *walk_chain(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    PyObject *crc_func, *starts = NULL, *crcs = NULL;
+    if (!PyArg_ParseTuple(args, "y*nnO", &view, &pos, &end, &crc_func)) return NULL;
+    Col s = {0}, c = {0};
+    if (end > view.len || pos < 0 || pos > end) {
+        PyErr_SetString(PyExc_ValueError, "walk_chain: position or end outside the buffer");
+        goto error;
+    }
+    if (!(s.ba = PyByteArray_FromStringAndSize(NULL, 0)) || !(c.ba = PyByteArray_FromStringAndSize(NULL, 0)))
+        goto error;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    while (end - pos >= 17) {
+        int32_t size = (int32_t)be32(p + pos + 8);
+        if (size < 14 || (Py_ssize_t)size > end - pos - 12) break;
+        Py_ssize_t stop = pos + 12 + size;
+        PyObject *mv = PyMemoryView_FromMemory((char *)(p + pos + 21), stop - pos - 21, PyBUF_READ);
+        if (!mv) goto error;
+        PyObject *res = PyObject_CallOneArg(crc_func, mv);
+        Py_DECREF(mv);
+        if (!res) goto error;
+        unsigned long crc = PyLong_AsUnsignedLong(res);
+        Py_DECREF(res);
+        if (crc == (unsigned long)-1 && PyErr_Occurred()) goto error;
+        int64_t start = pos;
+        uint32_t crc32 = (uint32_t)crc;
+        if (put_bytes(&s, &start, 8) < 0 || put_bytes(&c, &crc32, 4) < 0) goto error;
+        pos = stop;
+    }
+    PyBuffer_Release(&view);
+    starts = PyBytes_FromStringAndSize(s.p, s.len);
+    crcs = PyBytes_FromStringAndSize(c.p, c.len);
+    Py_DECREF(s.ba);
+    Py_DECREF(c.ba);
+    if (!starts || !crcs) {
+        Py_XDECREF(starts);
+        Py_XDECREF(crcs);
+        return NULL;
+    }
+    return Py_BuildValue("(NNn)", starts, crcs, pos);
+error:
+    PyBuffer_Release(&view);
+    Py_XDECREF(s.ba);
+    Py_XDECREF(c.ba);
+    return NULL;
+}
+
 static PyObject *Builder_get_n_records(Builder *b, void *closure) { return PyLong_FromSsize_t(b->n_records); }
 static PyObject *Builder_get_n_bytes(Builder *b, void *closure) { return PyLong_FromLongLong(b->n_bytes); }
 
@@ -546,8 +597,15 @@ static PyTypeObject BuilderType = {
     .tp_getset = Builder_getset,
 };
 
+static PyMethodDef module_methods[] = {
+    {"walk_chain", walk_chain, METH_VARARGS,
+     "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, pos): the length-chain walk of scan.py in C"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef columns_module = {
-    PyModuleDef_HEAD_INIT, "_columns", "Compiled record-to-column decoding (see kafkalog/records/columns.py).", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_columns", "Compiled record-to-column decoding (see kafkalog/records/columns.py).", -1,
+    module_methods,
 };
 
 PyMODINIT_FUNC PyInit__columns(void) {

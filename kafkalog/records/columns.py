@@ -22,7 +22,6 @@ records before it are kept. A batch that frames correctly but whose records do n
 from __future__ import annotations
 
 import mmap
-import os
 from collections.abc import Iterator
 
 import numpy as np
@@ -32,13 +31,10 @@ from ..errors import CorruptRecordError, InvalidArgumentError
 from .batch import RecordBatch
 from .column_builder import BATCH_FIELDS, PyColumnBuilder
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress
+from .native import available as compiled_available
+from .native import compiled as _compiled
 from .reader import BatchReader, open_source
 from .record import Record
-
-try:
-    from . import _columns as _compiled
-except ImportError:  # built without a compiler: the pure path does everything
-    _compiled = None
 
 __all__ = ["RecordColumns", "RecordColumnReader", "read_record_columns", "iter_record_columns", "compiled_available"]
 
@@ -48,11 +44,6 @@ _INT_MAX = (1 << 31) - 1
 _PAGE = mmap.PAGESIZE
 _DEFAULT_CHUNK_RECORDS = 1 << 16
 _DEFAULT_CHUNK_BYTES = 32 << 20
-
-
-def compiled_available() -> bool:
-    """True when the C extension is built and not disabled by ``KAFKALOG_NO_EXTENSIONS``."""
-    return _compiled is not None and not os.environ.get("KAFKALOG_NO_EXTENSIONS")
 
 
 def _builder_factory(implementation: str):
