@@ -246,6 +246,20 @@ decline:
     return rc;
 }
 
+/* crc_func(memoryview of p[0:n]) as a uint32 (the crc32c package's function: no copy, one call per batch) */
+static int call_crc(PyObject *crc_func, const uint8_t *p, Py_ssize_t n, uint32_t *out) {
+    PyObject *mv = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
+    if (!mv) return -1;
+    PyObject *res = PyObject_CallOneArg(crc_func, mv);
+    Py_DECREF(mv);
+    if (!res) return -1;
+    unsigned long crc = PyLong_AsUnsignedLong(res);
+    Py_DECREF(res);
+    if (crc == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    *out = (uint32_t)crc;
+    return 0;
+}
+
 static int put_batch(Builder *b, Py_ssize_t start, long long base_offset, long long position, int magic, int epoch,
                      long long pid, int pepoch, int seq, int ts_type, int txn, int ctrl) {
     PUT(&b->c[C_BSTART], int64_t, start);
@@ -406,16 +420,18 @@ static int decode_compressed(Builder *b, PyObject *decompress, int codec, const 
     return r;
 }
 
-/* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress) -> position of the first batch not
- * taken. decompress(codec_id, memoryview) -> bytes handles codecs 1-4; None leaves compressed batches to Python. */
+/* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress, hint) -> position of the first batch
+ * not taken. decompress(codec_id, memoryview) -> bytes handles codecs 1-4; None leaves compressed batches to Python.
+ * hint: the key/value bytes to reserve (default: end - pos), capped by max_bytes. */
 static PyObject *Builder_run(Builder *b, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, end;
     int verify;
     PyObject *crc_func, *decompress = Py_None;
     long long max_records, max_bytes;
-    if (!PyArg_ParseTuple(args, "y*nnpOLL|O", &view, &pos, &end, &verify, &crc_func, &max_records, &max_bytes,
-                          &decompress))
+    Py_ssize_t hint = -1;
+    if (!PyArg_ParseTuple(args, "y*nnpOLL|On", &view, &pos, &end, &verify, &crc_func, &max_records, &max_bytes,
+                          &decompress, &hint))
         return NULL;
     if (check_open(b) < 0) goto error;
     if (end > view.len || pos < 0 || pos > end) {
@@ -425,7 +441,7 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
     const uint8_t *p = (const uint8_t *)view.buf;
     /* Keys and values of the run cannot exceed its bytes (nor, much, the chunk's byte budget): reserving that
      * once costs only address space until written, and spares the copies and faults of repeated doubling. */
-    Py_ssize_t hint = end - pos;
+    if (hint < 0) hint = end - pos;
     if (max_bytes < hint) hint = (Py_ssize_t)max_bytes + (1 << 20);
     if (col_reserve(&b->c[C_VDATA], hint) < 0 || col_reserve(&b->c[C_KDATA], hint / 4) < 0) goto error;
     while (pos < end) {
@@ -440,15 +456,9 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
         int codec = attrs & 0x07;
         if (count < 0 || (codec != 0 && (codec > 4 || decompress == Py_None))) break;
         if (verify) {
-            PyObject *mv = PyMemoryView_FromMemory((char *)(h + 21), stop - pos - 21, PyBUF_READ);
-            if (!mv) goto error;
-            PyObject *res = PyObject_CallOneArg(crc_func, mv);
-            Py_DECREF(mv);
-            if (!res) goto error;
-            unsigned long computed = PyLong_AsUnsignedLong(res);
-            Py_DECREF(res);
-            if (computed == (unsigned long)-1 && PyErr_Occurred()) goto error;
-            if ((uint32_t)computed != be32(h + 17)) break;
+            uint32_t computed;
+            if (call_crc(crc_func, h + 21, stop - pos - 21, &computed) < 0) goto error;
+            if (computed != be32(h + 17)) break;
         }
         Py_ssize_t start = b->n_records;
         int r = codec ? decode_compressed(b, decompress, codec, h, stop - pos - 61, count, attrs)
@@ -506,16 +516,9 @@ static PyObject *walk_chain(PyObject *self, PyObject *args) {
         int32_t size = (int32_t)be32(p + pos + 8);
         if (size < 14 || (Py_ssize_t)size > end - pos - 12) break;
         Py_ssize_t stop = pos + 12 + size;
-        PyObject *mv = PyMemoryView_FromMemory((char *)(p + pos + 21), stop - pos - 21, PyBUF_READ);
-        if (!mv) goto error;
-        PyObject *res = PyObject_CallOneArg(crc_func, mv);
-        Py_DECREF(mv);
-        if (!res) goto error;
-        unsigned long crc = PyLong_AsUnsignedLong(res);
-        Py_DECREF(res);
-        if (crc == (unsigned long)-1 && PyErr_Occurred()) goto error;
+        uint32_t crc32;
+        if (call_crc(crc_func, p + pos + 21, stop - pos - 21, &crc32) < 0) goto error;
         int64_t start = pos;
-        uint32_t crc32 = (uint32_t)crc;
         if (put_bytes(&s, &start, 8) < 0 || put_bytes(&c, &crc32, 4) < 0) goto error;
         pos = stop;
     }

@@ -33,7 +33,7 @@ from .column_builder import BATCH_FIELDS, PyColumnBuilder
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress
 from .native import available as compiled_available
 from .native import compiled as _compiled
-from .reader import BatchReader, open_source
+from .reader import BatchReader, SourceReader, open_source
 from .record import Record
 
 __all__ = ["RecordColumns", "RecordColumnReader", "read_record_columns", "iter_record_columns", "compiled_available"]
@@ -190,9 +190,10 @@ _DTYPES: dict[str, type] = {
 }  # fmt: skip
 
 
-class RecordColumnReader:
+class RecordColumnReader(SourceReader):
     """Iterate once over ``RecordColumns`` chunks of a source; afterwards ``valid_bytes`` / ``invalid_bytes`` /
-    ``error`` tell where and why decoding stopped, as ``BatchReader`` does."""
+    ``error`` tell where and why decoding stopped, as ``BatchReader`` does. ``close()`` releases the file mapping
+    (arrays already returned do not depend on it)."""
 
     def __init__(self, source, *, position: int = 0, end: int | None = None, verify_crc: bool = True,
                  max_records: int | None = _DEFAULT_CHUNK_RECORDS, max_bytes: int | None = _DEFAULT_CHUNK_BYTES,
@@ -263,22 +264,6 @@ class RecordColumnReader:
                 self.valid_bytes, self.invalid_bytes, self.error = reader.valid_bytes, reader.invalid_bytes, reader.error
                 break
         yield self._finish(builder, chunk_start)
-
-    def close(self) -> None:
-        """Release the file mapping (arrays already returned are independent of it)."""
-        if self._keep is not None:
-            try:
-                self.buffer.release()
-                self._keep.close()
-            except BufferError:
-                return
-            self._keep = None
-
-    def __enter__(self) -> RecordColumnReader:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _decompress_payload(codec_id: int, body: memoryview) -> bytes:

@@ -18,7 +18,7 @@ from crc32c import crc32c
 from ..errors import CorruptRecordError, InvalidArgumentError, InvalidArgumentTypeError, UnsupportedMagicError
 from .batch import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
 
-__all__ = ["BatchReader", "read_batches", "open_source", "HEADER_SIZE_UP_TO_MAGIC"]
+__all__ = ["BatchReader", "SourceReader", "read_batches", "open_source", "HEADER_SIZE_UP_TO_MAGIC"]
 
 HEADER_SIZE_UP_TO_MAGIC = 17  # baseOffset, length, partitionLeaderEpoch/crc, magic
 LEGACY_RECORD_OVERHEAD_V0 = 14  # crc, magic, attributes, key length, value length
@@ -54,7 +54,29 @@ def open_source(source, *, populate: bool = True) -> tuple[memoryview, object | 
     raise InvalidArgumentTypeError(f"cannot read record batches from {type(source).__name__}")
 
 
-class BatchReader:
+class SourceReader:
+    """A reader over ``open_source``'s view (``buffer``) and mapping (``_keep``): ``close()`` and ``with``."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        """Release the mmap when no view of it is still alive (otherwise the GC releases it later)."""
+        if self._keep is not None:
+            try:
+                self.buffer.release()
+                self._keep.close()
+            except BufferError:
+                return
+            self._keep = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class BatchReader(SourceReader):
     """Iterate once over the batches of a source; afterwards ``valid_bytes``/``invalid_bytes``/``error`` tell
     where and why iteration stopped. ``valid_bytes`` is the absolute end position of the last good batch."""
 
@@ -152,22 +174,6 @@ class BatchReader:
             yield batch
         self.valid_bytes = pos
         self.invalid_bytes = 0
-
-    def close(self) -> None:
-        """Release the mmap when no batch view is still alive (otherwise the GC releases it later)."""
-        if self._keep is not None:
-            try:
-                self.buffer.release()
-                self._keep.close()
-            except BufferError:
-                return
-            self._keep = None
-
-    def __enter__(self) -> BatchReader:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def read_batches(source, *, position: int = 0, end: int | None = None, validate: bool = False) -> BatchReader:
