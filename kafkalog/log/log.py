@@ -18,15 +18,12 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
-
-from crc32c import crc32c
 
 from kafkalog.errors import (
     CorruptCheckpointError,
@@ -46,6 +43,7 @@ from kafkalog.log.producer_state import AppendOrigin, CompletedTxn, ProducerStat
 from kafkalog.log.segments import LogSegments
 from kafkalog.names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name
 from kafkalog.records import CompressionType, RecordBatch, TimestampType, build_batch, read_batches
+from kafkalog.records.batch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
 from kafkalog.segment import LogSegment, TimestampAndOffset
 
 __all__ = ["Log", "LogAppendInfo", "TimestampAndOffset", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP"]
@@ -59,7 +57,6 @@ PARTITION_METADATA_FILE = "partition.metadata"
 #: The errors ``Path.exists`` answers False for: a file failing to open with one of these does not exist.
 _MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 _I32_MAX = 2**31 - 1
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 @dataclass
@@ -453,13 +450,10 @@ class Log:
             if not batch.is_valid():
                 raise CorruptRecordError("client batch has a bad CRC", position=batch.position)
             pos = batch.position
-            struct.pack_into(">q", out, pos, offset)
-            struct.pack_into(">i", out, pos + 12, leader_epoch)
+            set_base_offset(out, pos, offset)
+            set_partition_leader_epoch(out, pos, leader_epoch)  # neither field is covered by the CRC
             if log_append is not None:
-                attrs = struct.unpack_from(">h", out, pos + 21)[0] | 0x08
-                struct.pack_into(">h", out, pos + 21, attrs)
-                struct.pack_into(">q", out, pos + 35, log_append)
-            struct.pack_into(">I", out, pos + 17, crc32c(memoryview(out)[pos + 21 : pos + batch.size_in_bytes]))
+                set_max_timestamp(out, pos, batch.size_in_bytes, TimestampType.LOG_APPEND_TIME, log_append)
             offset += batch.last_offset - batch.base_offset + 1
         return bytes(out)
 
