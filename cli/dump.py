@@ -13,32 +13,37 @@ does not grow with the segment.
 
 from __future__ import annotations
 
-import bisect
 import json as _json
 import os
-from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import click
 
-from .main import EXIT_CORRUPT, EXIT_OK, CliState, report_error
+from kafkalog.checkpoint.clean_shutdown import parse_clean_shutdown
+from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
+from kafkalog.checkpoint.meta_properties import read_meta_properties
+from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
+from kafkalog.checkpoint.partition_metadata import read_partition_metadata_file
+from kafkalog.errors import CorruptCheckpointError, CorruptIndexError, CorruptSnapshotError, KafkaLogError
+from kafkalog.index.offset_index import OffsetIndex
+from kafkalog.index.time_index import TimeIndex
+from kafkalog.index.txn_index import TransactionIndex
+from kafkalog.log.producer_snapshot import read_producer_snapshot
+from kafkalog.names import base_offset_prefix, file_kind
+from kafkalog.records import read_batches
+from kafkalog.records.control import ControlRecordType, EndTransactionMarker, parse_control_type
+from kafkalog.records.reader import open_source
+from kafkalog.records.scan import scan_batches
+from kafkalog.verify.index_match import live_entry_count, match_offset_index, match_time_index
+
+from .errors import EXIT_CORRUPT, EXIT_OK, CliState, report_error
 from .output import Event, Line, Output, make_output
 
 DECODERS = ("string", "hex", "json", "none")
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 RECORD_INDENT = "|"
-
-OFFSET_CHECKPOINT_NAMES = frozenset(
-    {
-        "recovery-point-offset-checkpoint",
-        "log-start-offset-checkpoint",
-        "replication-offset-checkpoint",
-        "cleaner-offset-checkpoint",
-    }
-)
-
 
 def _b(value: bool) -> str:
     return "true" if value else "false"
@@ -183,8 +188,6 @@ class RecordEvent(Event):
     def _control(self) -> dict[str, Any] | None:
         if not self.batch.is_control:
             return None
-        from kafkalog.records.control import ControlRecordType, EndTransactionMarker, parse_control_type
-
         try:
             ctype = parse_control_type(self.record.key)
             if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
@@ -418,41 +421,11 @@ def dump(
     click.get_current_context().exit(st.code)
 
 
-def file_kind(name: str) -> tuple[str, str]:
-    """(kind, suffix-stripped name) for a file name; kinds: log, index, timeindex, txnindex, snapshot, ..."""
-    base = name
-    for temp in (".deleted", ".cleaned", ".swap"):
-        if base.endswith(temp):
-            base = base[: -len(temp)]
-            break
-    for suffix, kind in (
-        (".log", "log"),
-        (".index", "index"),
-        (".timeindex", "timeindex"),
-        (".txnindex", "txnindex"),
-        (".snapshot", "snapshot"),
-    ):
-        if base.endswith(suffix):
-            return kind, base
-    if base in OFFSET_CHECKPOINT_NAMES:
-        return "offset-checkpoint", base
-    if base == "leader-epoch-checkpoint":
-        return "leader-epoch-checkpoint", base
-    if base == "partition.metadata":
-        return "partition-metadata", base
-    if base == "meta.properties":
-        return "meta-properties", base
-    if base == ".kafka_cleanshutdown":
-        return "clean-shutdown", base
-    return "unknown", base
-
-
 def _base_offset(base_name: str) -> int:
-    stem = base_name.split(".")[0]
     try:
-        return int(stem)
-    except ValueError:
-        raise click.UsageError(f"{base_name}: a segment file name must start with its base offset") from None
+        return base_offset_prefix(base_name)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def dump_file(path: str, st: DumpState) -> None:
@@ -479,65 +452,12 @@ def dump_file(path: str, st: DumpState) -> None:
 # --- .log -------------------------------------------------------------------------------------------------------
 
 
-class _MappedFile:
-    """A read-only mmap of a file that gives back pages already consumed.
-
-    The library's ``read_batches`` walks a memoryview; over an mmap every page touched stays in our resident set
-    until the mapping closes, so a 1 GiB segment would show as 1 GiB of RSS. Releasing the pages behind the
-    cursor (``MADV_DONTNEED`` on a read-only file mapping only drops them from this process; the page cache keeps
-    them) keeps the dump's memory flat whatever the segment size.
-    """
-
-    RELEASE_EVERY = 32 << 20
-
-    def __init__(self, path: str) -> None:
-        import mmap
-
-        self._mm = None
-        self._released = 0
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                self.view = memoryview(b"")
-                return
-            try:
-                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):  # no mmap on this filesystem: read it (small files, special mounts)
-                self.view = memoryview(f.read())
-                return
-        self.view = memoryview(self._mm)
-
-    def release_before(self, position: int) -> None:
-        """Drop pages wholly before ``position`` from the resident set (cheap no-op until 32 MiB have passed)."""
-        import mmap
-
-        if self._mm is None or position - self._released < self.RELEASE_EVERY or not hasattr(self._mm, "madvise"):
-            return
-        end = position - position % mmap.PAGESIZE
-        try:
-            self._mm.madvise(mmap.MADV_DONTNEED, self._released, end - self._released)
-        except (OSError, ValueError, AttributeError):
-            return
-        self._released = end
-
-    def close(self) -> None:
-        try:
-            self.view.release()
-            if self._mm is not None:
-                self._mm.close()
-        except BufferError:  # a batch view still alive: the GC unmaps later
-            pass
-
-
 def _dump_log(path: str, base: str, st: DumpState) -> None:
-    from kafkalog.errors import KafkaLogError
-    from kafkalog.records import read_batches
-
     opts = st.opts
     last_offset: int | None = None  # Kafka: the first record sets it, so a compacted start is not a gap
     gaps: list[tuple[int, int]] = []
-    mapped = _MappedFile(path)
-    reader = read_batches(mapped.view, end=opts.max_bytes)
+    # one pass: map without prefaulting and give pages back behind the cursor, so memory stays flat
+    reader = read_batches(path, end=opts.max_bytes, populate=False)
     try:
         for batch in reader:
             st.emit(BatchEvent(batch))
@@ -565,7 +485,7 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
                             batch, record, opts.skip_metadata, opts.print_data, opts.key_decoder, opts.value_decoder
                         )
                     )
-            mapped.release_before(batch.position)
+            reader.release_before(batch.position)
         if reader.invalid_bytes > 0:
             st.corrupt()
             # Kafka reports trailing bytes only when reading the whole file.
@@ -575,7 +495,6 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
                 st.out.note(f"Stopped before {reader.invalid_bytes} unreadable bytes at position {reader.valid_bytes}")
     finally:
         del reader
-        mapped.close()
     if gaps:
         st.non_consecutive.setdefault(os.path.abspath(path), []).extend(gaps)
 
@@ -583,54 +502,21 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
 # --- .index / .timeindex ----------------------------------------------------------------------------------------
 
 
-class _LogView:
-    """The segment's ``.log`` opened once, for checking many index entries against it."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._mapped = _MappedFile(path)
-        self.buffer = self._mapped.view
-
-    def batch_at(self, position: int, max_size: int) -> Any | None:
-        """The first batch starting at ``position`` that fits in ``max_size`` bytes (Kafka's slice), or None."""
-        from kafkalog.records import read_batches
-
-        if position < 0 or position >= len(self.buffer):
-            return None
-        reader = read_batches(self.buffer, position=position, end=min(len(self.buffer), position + max_size))
-        return next(iter(reader), None)
-
-    def shallow_scan(self) -> tuple[array, array]:
-        """(last offsets, positions) of every readable batch: one pass, 16 bytes per batch."""
-        from kafkalog.records import read_batches
-
-        lasts, positions = array("q"), array("q")
-        for batch in read_batches(self.buffer):
-            lasts.append(batch.last_offset)
-            positions.append(batch.position)
-            self._mapped.release_before(batch.position)
-        return lasts, positions
-
-    def close(self) -> None:
-        self._mapped.close()
-
-
 def _sibling(path: str, base: str, suffix: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(path)), base.split(".")[0] + suffix)
 
 
-def _open_log_for(path: str, base: str, st: DumpState) -> _LogView | None:
+def _open_log_for(path: str, base: str, st: DumpState) -> memoryview | None:
+    """The segment's ``.log`` mapped once (the reader's mapping), for checking index entries against it."""
     log_path = _sibling(path, base, ".log")
     if not os.path.exists(log_path):
         st.out.note(f"{log_path} not found: entries of {path} are not checked against the log")
         return None
-    return _LogView(log_path)
+    view, _mapping = open_source(log_path)  # the view keeps the mapping alive
+    return view
 
 
 def _dump_index(path: str, base: str, st: DumpState) -> None:
-    from kafkalog.errors import CorruptIndexError
-    from kafkalog.index.offset_index import OffsetIndex
-
     start = _base_offset(base)
     index = OffsetIndex(path, start, writable=False)
     try:
@@ -641,33 +527,20 @@ def _dump_index(path: str, base: str, st: DumpState) -> None:
         if st.opts.sanity_only:
             _sanity(index, path, st, CorruptIndexError)
             return
+        entries = entries[: live_entry_count(entries["offset"], start)]
         log = _open_log_for(path, base, st)
-        mismatches: list[tuple[int, int]] = []
-        try:
-            for i in range(len(entries)):
-                offset, position = int(entries[i]["offset"]), int(entries[i]["position"])
-                # A crash leaves a sparse file: the first zero entry after entry 0 ends the real ones (as Kafka).
-                if offset == start and i > 0:
-                    break
-                if log is not None:
-                    batch = log.batch_at(position, st.opts.max_message_size)
-                    found = batch.last_offset if batch is not None else -1
-                    if found != offset:
-                        mismatches.append((offset, found))
-                if not st.opts.verify_only:
-                    st.emit(
-                        Simple(
-                            f"offset: {offset} position: {position}",
-                            {"offset": offset, "position": position},
-                            type="index",
-                        )
-                    )
-        finally:
-            if log is not None:
-                log.close()
-        if mismatches:
-            st.corrupt()
-            st.index_mismatches.setdefault(os.path.abspath(path), []).extend(mismatches)
+        if log is not None:
+            match = match_offset_index(
+                entries["offset"], entries["position"], log, scan_batches(log, check_crc=False),
+                max_size=st.opts.max_message_size,
+            )  # fmt: skip
+            if match.mismatches:
+                st.corrupt()
+                st.index_mismatches.setdefault(os.path.abspath(path), []).extend(match.mismatches)
+        if not st.opts.verify_only:
+            for offset, position in zip(entries["offset"].tolist(), entries["position"].tolist(), strict=True):
+                data = {"offset": offset, "position": position}
+                st.emit(Simple(f"offset: {offset} position: {position}", data, type="index"))
     finally:
         index.close()
 
@@ -682,19 +555,8 @@ def _sanity(index: Any, path: str, st: DumpState, error_type: type[Exception]) -
     st.emit(Simple(f"{path} passed sanity check.", {"file": path, "passed": True}, type="sanity_check"))
 
 
-def _max_record_timestamp(batch: Any) -> int:
-    ts = -1
-    for record in batch.records():
-        if record.timestamp > ts:
-            ts = record.timestamp
-    return ts
-
-
 def _dump_time_index(path: str, base: str, st: DumpState) -> None:
-    """Time index entries, each checked against the log in one pass over the log (Kafka re-scans per entry)."""
-    from kafkalog.errors import CorruptIndexError, KafkaLogError
-    from kafkalog.index.time_index import TimeIndex
-
+    """Time index entries, checked against the log from one scan of it (Kafka re-scans the log per entry)."""
     start = _base_offset(base)
     index = TimeIndex(path, start, writable=False)
     try:
@@ -704,48 +566,24 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
         entries = index.entries_array() if index.entry_count else []
         if len(entries) == 0:
             return
+        entries = entries[: live_entry_count(entries["offset"], start)]
         log = _open_log_for(path, base, st)
-        key = os.path.abspath(path)
-        try:
-            lasts, positions = log.shallow_scan() if log is not None else (array("q"), array("q"))
-            sorted_lasts = all(lasts[i] < lasts[i + 1] for i in range(len(lasts) - 1))
-            by_last = None if sorted_lasts else {v: i for i, v in reversed(list(enumerate(lasts)))}
-            prev_ts = -1
-            for i in range(len(entries)):
-                ts, offset = int(entries[i]["timestamp"]), int(entries[i]["offset"])
-                if offset == start and i > 0:
-                    break
-                if log is not None:
-                    if by_last is None:
-                        j = bisect.bisect_left(lasts, offset)
-                    else:
-                        j = by_last.get(offset, next((k for k, v in enumerate(lasts) if v >= offset), len(lasts)))
-                    if j >= len(lasts):
-                        st.time_not_found.setdefault(key, []).append((offset, -1))
-                    elif lasts[j] != offset:
-                        st.time_not_found.setdefault(key, []).append((offset, lasts[j]))
-                    else:
-                        batch = log.batch_at(positions[j], len(log.buffer))
-                        try:
-                            max_ts = _max_record_timestamp(batch) if batch is not None else -1
-                        except KafkaLogError:
-                            max_ts = batch.max_timestamp if batch is not None else -1
-                        if max_ts != ts:
-                            st.time_mismatch.setdefault(key, []).append((ts, max_ts))
-                        if prev_ts >= ts:
-                            st.time_out_of_order.setdefault(key, []).append((ts, prev_ts))
-                if not st.opts.verify_only:
-                    st.emit(
-                        Simple(
-                            f"timestamp: {ts} offset: {offset}", {"timestamp": ts, "offset": offset}, type="timeindex"
-                        )
-                    )
-                prev_ts = ts
-        finally:
-            if log is not None:
-                log.close()
-        if key in st.time_not_found or key in st.time_mismatch or key in st.time_out_of_order:
-            st.corrupt()
+        if log is not None:
+            match = match_time_index(entries["timestamp"], entries["offset"], log, scan_batches(log, check_crc=False))
+            key = os.path.abspath(path)
+            for found, target in (
+                (match.not_found, st.time_not_found),
+                (match.mismatch, st.time_mismatch),
+                (match.out_of_order, st.time_out_of_order),
+            ):
+                if found:
+                    target.setdefault(key, []).extend(found)
+            if match.not_found or match.mismatch or match.out_of_order:
+                st.corrupt()
+        if not st.opts.verify_only:
+            for ts, offset in zip(entries["timestamp"].tolist(), entries["offset"].tolist(), strict=True):
+                data = {"timestamp": ts, "offset": offset}
+                st.emit(Simple(f"timestamp: {ts} offset: {offset}", data, type="timeindex"))
     finally:
         index.close()
 
@@ -754,8 +592,6 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
 
 
 def _dump_txn_index(path: str, base: str, st: DumpState) -> None:
-    from kafkalog.index.txn_index import TransactionIndex
-
     index = TransactionIndex(path, _base_offset(base), writable=False)
     try:
         for txn in index.all_entries():
@@ -772,9 +608,6 @@ def _dump_txn_index(path: str, base: str, st: DumpState) -> None:
 
 
 def _dump_producer_snapshot(path: str, base: str, st: DumpState) -> None:
-    from kafkalog.errors import CorruptSnapshotError
-    from kafkalog.log.producer_snapshot import read_producer_snapshot
-
     try:
         entries = read_producer_snapshot(path)
     except CorruptSnapshotError as exc:
@@ -813,8 +646,6 @@ def _dump_producer_snapshot(path: str, base: str, st: DumpState) -> None:
 
 
 def _checkpoint_guard(path: str, st: DumpState, read: Callable[[], Any]) -> Any | None:
-    from kafkalog.errors import CorruptCheckpointError
-
     try:
         return read()
     except CorruptCheckpointError as exc:
@@ -824,8 +655,6 @@ def _checkpoint_guard(path: str, st: DumpState, read: Callable[[], Any]) -> Any 
 
 
 def _dump_offset_checkpoint(path: str, base: str, st: DumpState) -> None:
-    from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
-
     offsets = _checkpoint_guard(path, st, lambda: read_offset_checkpoint(path))
     if offsets is None:
         return
@@ -835,8 +664,6 @@ def _dump_offset_checkpoint(path: str, base: str, st: DumpState) -> None:
 
 
 def _dump_leader_epochs(path: str, base: str, st: DumpState) -> None:
-    from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
-
     entries = _checkpoint_guard(path, st, lambda: read_leader_epoch_checkpoint(path))
     for e in entries or ():
         data = {"epoch": e.epoch, "startOffset": e.start_offset}
@@ -844,8 +671,6 @@ def _dump_leader_epochs(path: str, base: str, st: DumpState) -> None:
 
 
 def _dump_partition_metadata(path: str, base: str, st: DumpState) -> None:
-    from kafkalog.checkpoint.partition_metadata import read_partition_metadata_file
-
     meta = _checkpoint_guard(path, st, lambda: read_partition_metadata_file(path))
     if meta is not None:
         data = {"version": meta.version, "topicId": meta.topic_id}
@@ -853,8 +678,6 @@ def _dump_partition_metadata(path: str, base: str, st: DumpState) -> None:
 
 
 def _dump_meta_properties(path: str, base: str, st: DumpState) -> None:
-    from kafkalog.checkpoint.meta_properties import read_meta_properties
-
     meta = _checkpoint_guard(path, st, lambda: read_meta_properties(path))
     if meta is not None:
         data = {
@@ -868,8 +691,6 @@ def _dump_meta_properties(path: str, base: str, st: DumpState) -> None:
 
 
 def _dump_clean_shutdown(path: str, base: str, st: DumpState) -> None:
-    from kafkalog.checkpoint.clean_shutdown import parse_clean_shutdown
-
     with open(path, "rb") as f:
         epoch, error = parse_clean_shutdown(f.read(4096))
     data = {"brokerEpoch": epoch, "error": error}

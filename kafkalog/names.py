@@ -315,3 +315,50 @@ def random_directory_id() -> str:
         text = random_uuid_base64()
         if not is_reserved_directory_id(text):
             return text
+
+
+# --- what a file in a log dir is --------------------------------------------------------------------------------
+
+#: Names of the offset checkpoint files of a log dir (Kafka's ``LogManager`` constants).
+OFFSET_CHECKPOINT_FILES: tuple[str, ...] = (
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
+_SUFFIX_KINDS = ((".log", "log"), (".index", "index"), (".timeindex", "timeindex"), (".txnindex", "txnindex"),
+                 (".snapshot", "snapshot"))  # fmt: skip
+_NAME_KINDS = {
+    **{name: "offset-checkpoint" for name in OFFSET_CHECKPOINT_FILES},
+    "leader-epoch-checkpoint": "leader-epoch-checkpoint",
+    "partition.metadata": "partition-metadata",
+    "meta.properties": "meta-properties",
+    ".kafka_cleanshutdown": "clean-shutdown",
+}
+
+
+def file_kind(name: str) -> tuple[str, str]:
+    """(kind, name without a temporary suffix) of a file in a log or partition dir.
+
+    Kinds: ``log``, ``index``, ``timeindex``, ``txnindex``, ``snapshot`` (by suffix, as Kafka's tools go by the
+    suffix alone), ``offset-checkpoint``, ``leader-epoch-checkpoint``, ``partition-metadata``, ``meta-properties``,
+    ``clean-shutdown`` and ``unknown``. ``.deleted``/``.cleaned``/``.swap`` are looked through.
+    """
+    base = name
+    for temp in TEMP_SUFFIXES:
+        if base.endswith(temp):
+            base = base[: -len(temp)]
+            break
+    for suffix, kind in _SUFFIX_KINDS:
+        if base.endswith(suffix):
+            return kind, base
+    return _NAME_KINDS.get(base, "unknown"), base
+
+
+def base_offset_prefix(name: str) -> int:
+    """The base offset a segment file name starts with, read as Kafka's tools read it (the digits before the
+    first dot); InvalidArgumentError (a ValueError) when that part is not a number."""
+    try:
+        return int(name.split(".")[0])
+    except ValueError:
+        raise InvalidArgumentError(f"{name}: a segment file name must start with its base offset") from None
