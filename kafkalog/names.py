@@ -20,6 +20,7 @@ from kafkalog.errors import (
     InvalidPartitionDirError,
     InvalidTopicError,
 )
+from kafkalog.limits import INT_MAX, LONG_MAX
 
 # --- segment file names -----------------------------------------------------------------------------------------
 
@@ -38,7 +39,9 @@ TEMP_SUFFIXES: tuple[str, ...] = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 
 #: Kafka pads base offsets to 20 digits: the width of Long.MAX_VALUE, so names sort like offsets.
 OFFSET_DIGITS = 20
-MAX_OFFSET = (1 << 63) - 1
+MAX_OFFSET = LONG_MAX
+#: A partition as Kafka's ``TopicPartition`` names it: (topic, partition number).
+TopicPartition = tuple[str, int]
 
 _SEGMENT_FILE_RE = re.compile(
     r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)(\.deleted|\.cleaned|\.swap)?$"
@@ -139,7 +142,6 @@ FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 _DIR_KINDS = {DELETE_DIR_SUFFIX: "delete", FUTURE_DIR_SUFFIX: "future", STRAY_DIR_SUFFIX: "stray"}
 _MAX_DIR_NAME = 255
-_MAX_PARTITION = (1 << 31) - 1
 _SUFFIXED_DIR_RE = re.compile(r"^(?P<tp>.+)\.(?P<uuid>[0-9a-fA-F]{32})(?P<suffix>-delete|-future|-stray)$")
 _PARTITION_RE = re.compile(r"^(0|[1-9][0-9]*)$")
 
@@ -162,7 +164,7 @@ class TopicPartitionDir:
 
 
 def _check_partition(partition: object) -> int:
-    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= _MAX_PARTITION:
+    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= INT_MAX:
         raise InvalidPartitionDirError(f"partition must be an int in [0, 2^31-1], got {partition!r}")
     return partition
 
@@ -193,7 +195,7 @@ def parse_partition_dir(name: str | os.PathLike[str]) -> TopicPartitionDir:
             f"{base!r} is not in the form of topic-partition or topic-partition.uniqueId-delete|-future|-stray"
         )
     topic, part = tp[:index], tp[index + 1 :]
-    if not _PARTITION_RE.fullmatch(part) or int(part) > _MAX_PARTITION:
+    if not _PARTITION_RE.fullmatch(part) or int(part) > INT_MAX:
         raise InvalidPartitionDirError(f"{base!r}: partition {part!r} is not a non-negative 32-bit integer")
     reason = topic_invalid_reason(topic)
     if reason is not None:

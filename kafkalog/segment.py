@@ -29,6 +29,7 @@ from kafkalog.index.base import READ_NOT_MAP_BYTES, _is_real_file, read_fully
 from kafkalog.index.offset_index import OffsetIndex, OffsetPosition
 from kafkalog.index.time_index import TimeIndex, TimestampOffset
 from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.limits import LONG_MAX, wall_clock_ms
 from kafkalog.names import offset_to_name
 from kafkalog.records.batch import HEADER, RecordBatch
 from kafkalog.records.reader import read_batches
@@ -63,12 +64,6 @@ class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int | None = None
-
-
-def _wall_clock_ms() -> int:
-    import time
-
-    return time.time_ns() // 1_000_000
 
 
 _LAZY_INDEX_ATTRS = frozenset({"_offset_index", "_time_index", "_txn_index"})
@@ -138,7 +133,7 @@ class LogSegment:
         self.index_interval_bytes = int(index_interval_bytes)
         self.max_index_size = int(max_index_size)
         self.roll_jitter_ms = int(roll_jitter_ms)
-        self._clock = clock or _wall_clock_ms
+        self._clock = clock or wall_clock_ms
         # File names as strings (names.file_name's rules); Path objects are made only when asked for: building
         # four per segment was a measurable share of opening thousands of segments.
         if not isinstance(file_suffix, str) or "/" in file_suffix or "\0" in file_suffix:
@@ -584,7 +579,7 @@ class LogSegment:
     def first_batch_timestamp(self) -> int:
         self._load_first_batch_timestamp()
         ts = self._rolling_based_timestamp
-        return ts if ts is not None and ts >= 0 else 2**63 - 1
+        return ts if ts is not None and ts >= 0 else LONG_MAX
 
     def should_roll(
         self,

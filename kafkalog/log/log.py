@@ -19,7 +19,6 @@ import errno
 import functools
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,8 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
     io_cause,
 )
+from kafkalog.limits import INT_MAX as _I32_MAX
+from kafkalog.limits import wall_clock_ms
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
 from kafkalog.log.loader import LogLoader, rebuild_producer_state
@@ -56,7 +57,6 @@ MAX_TIMESTAMP = -3
 PARTITION_METADATA_FILE = "partition.metadata"
 #: The errors ``Path.exists`` answers False for: a file failing to open with one of these does not exist.
 _MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
-_I32_MAX = 2**31 - 1
 
 
 @dataclass
@@ -78,10 +78,6 @@ class LogAppendInfo:
     rolled: bool = False
     duplicate: bool = False
     batches: list[RecordBatch] = field(default_factory=list, repr=False)
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _as_config(config: LogConfig | Mapping[str, Any] | None) -> LogConfig:
@@ -181,7 +177,7 @@ class Log:
         self = object.__new__(cls)
         self._init(
             Path(path), _as_config(config), topic_id, recovery_point, log_start_offset, clean_shutdown,
-            clock or _wall_clock_ms, producer_id_expiration_ms, rebuild_bad_epoch_checkpoint,
+            clock or wall_clock_ms, producer_id_expiration_ms, rebuild_bad_epoch_checkpoint,
         )
         return self
 
