@@ -134,14 +134,14 @@ class LogSegment:
         self.max_index_size = int(max_index_size)
         self.roll_jitter_ms = int(roll_jitter_ms)
         self._clock = clock or wall_clock_ms
-        # File names as strings (names.file_name's rules); Path objects are made only when asked for: building
-        # four per segment was a measurable share of opening thousands of segments.
+        # File names as strings (names.file_name's rules); Path objects are made only when asked for, since
+        # opening thousands of segments would otherwise build four per segment that are rarely used.
         if not isinstance(file_suffix, str) or "/" in file_suffix or "\0" in file_suffix:
             raise InvalidArgumentError(f"bad file suffix {file_suffix!r}")
         stem = os.path.join(str(self._dir), offset_to_name(self._base_offset))
         self._log_path = stem + ".log" + file_suffix
         # The three index objects are made on first use (__getattr__): a lazily loaded partition never touches
-        # its inactive segments' indexes, and building them was most of the cost of listing a segment.
+        # its inactive segments' indexes, so listing a segment must not pay for building them.
         self._stem = stem
         self._file = None  # opened on first use
         self._size: int | None = None  # known once the file is opened
@@ -167,7 +167,7 @@ class LogSegment:
     @property
     def _lock(self) -> threading.RLock:
         """Guards the lazy open and the seek+read fallback. Made on first use: a lazily loaded partition's
-        segments mostly never open, and an RLock per segment was a GC-tracked object per segment."""
+        segments mostly never open, and an RLock made per segment up front would be a GC-tracked object each."""
         lock = self._lock_obj
         if lock is None:
             with _LOCK_CREATION:
