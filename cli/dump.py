@@ -32,9 +32,13 @@ from kafkalog.index.txn_index import TransactionIndex
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.names import base_offset_prefix, file_kind
 from kafkalog.records import read_batches
-from kafkalog.records.reader import open_source
-from kafkalog.records.scan import scan_batches
-from kafkalog.verify.index_match import live_entry_count, match_offset_index, match_time_index
+from kafkalog.verify.index_match import (
+    LogBatches,
+    live_entry_count,
+    match_offset_index,
+    match_time_index,
+    scan_log_batches,
+)
 
 from .dump_events import (
     DECODERS,
@@ -246,14 +250,15 @@ def _sibling(path: str, base: str, suffix: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(path)), base.split(".")[0] + suffix)
 
 
-def _open_log_for(path: str, base: str, st: DumpState) -> memoryview | None:
-    """The segment's ``.log`` mapped once (the reader's mapping), for checking index entries against it."""
+def _open_log_for(path: str, base: str, st: DumpState) -> tuple[memoryview, LogBatches] | None:
+    """The segment's ``.log`` (mapped once, without prefaulting) and its batch columns, for checking index entries
+    against it; the scan gives pages back behind it, so a large segment does not stay resident."""
     log_path = _sibling(path, base, ".log")
     if not os.path.exists(log_path):
         st.out.note(f"{log_path} not found: entries of {path} are not checked against the log")
         return None
-    view, _mapping = open_source(log_path)  # the view keeps the mapping alive
-    return view
+    reader = read_batches(log_path, populate=False)  # owns the mapping; the view keeps it alive
+    return reader.buffer, scan_log_batches(reader.buffer, reader.release_before)
 
 
 def _dump_index(path: str, base: str, st: DumpState) -> None:
@@ -268,12 +273,12 @@ def _dump_index(path: str, base: str, st: DumpState) -> None:
             _sanity(index, path, st, CorruptIndexError)
             return
         entries = entries[: live_entry_count(entries["offset"], start)]
-        log = _open_log_for(path, base, st)
-        if log is not None:
+        opened = _open_log_for(path, base, st)
+        if opened is not None:
+            log, batches = opened
             match = match_offset_index(
-                entries["offset"], entries["position"], log, scan_batches(log, check_crc=False),
-                max_size=st.opts.max_message_size,
-            )  # fmt: skip
+                entries["offset"], entries["position"], log, batches, max_size=st.opts.max_message_size
+            )
             if match.mismatches:
                 st.corrupt()
                 st.index_mismatches.setdefault(os.path.abspath(path), []).extend(match.mismatches)
@@ -307,9 +312,10 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
         if len(entries) == 0:
             return
         entries = entries[: live_entry_count(entries["offset"], start)]
-        log = _open_log_for(path, base, st)
-        if log is not None:
-            match = match_time_index(entries["timestamp"], entries["offset"], log, scan_batches(log, check_crc=False))
+        opened = _open_log_for(path, base, st)
+        if opened is not None:
+            log, batches = opened
+            match = match_time_index(entries["timestamp"], entries["offset"], log, batches)
             key = os.path.abspath(path)
             for found, target in (
                 (match.not_found, st.time_not_found),

@@ -17,6 +17,7 @@ from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError, KafkaS
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex
 from kafkalog.records.reader import open_source, read_batches
+from kafkalog.records.scan import scan_batches
 from kafkalog.verify import (
     Finding,
     Tally,
@@ -26,6 +27,7 @@ from kafkalog.verify import (
     describe_error,
     error_finding,
     exit_code,
+    index_match,
     match_offset_index,
     match_time_index,
     partition_finding,
@@ -224,3 +226,22 @@ def test_unknown_partition_dir_has_no_files(tmp_path: Path) -> None:
     assert check_partition_files(str(tmp_path / "missing"), None).problems == []
     with pytest.raises(ValueError):
         verify_partition([])
+
+
+@needs_golden
+@pytest.mark.parametrize("window", [100, 1000, 4096, 1 << 20])
+def test_scan_log_batches_in_windows_equals_one_scan(golden_copy, monkeypatch, window: int) -> None:
+    """Scanning in steps (pages given back behind) finds the same batches and stops where one scan stops, also
+    with a batch larger than the step and a torn tail in the middle of the file."""
+    monkeypatch.setattr(index_match, "_WINDOW", window)
+    d = golden_copy("logdir/golden-segments-0")
+    (item,) = [i for i in discover_segments(d) if i.base_offset == 0]
+    data = Path(item.path).read_bytes()
+    for log in (data, data[: len(data) // 2 + 7], data[:5]):
+        whole = scan_batches(log, check_crc=False)
+        released: list[int] = []
+        got = index_match.scan_log_batches(memoryview(log), released.append)
+        assert got.positions.tolist() == whole.positions.tolist()
+        assert got.last_offsets.tolist() == whole.last_offsets.tolist()
+        assert got.sizes.tolist() == whole.sizes.tolist()
+        assert released == sorted(released) and all(r in set(whole.positions.tolist()) for r in released)

@@ -3,22 +3,74 @@ entries, by the rules of Kafka's DumpLogSegments.
 
 ``OffsetIndex.strict_check``/``TimeIndex.strict_check`` answer "is this index sound" and stop at the first
 failure; a dump lists every entry that does not match. Both work on the same numpy columns: the index entries
-(``entries_array()``) and the log's batch starts and last offsets (:func:`scan_batches`), matched with
+(``entries_array()``) and the log's batch starts and last offsets (:func:`scan_log_batches`), matched with
 ``searchsorted``. Only entries that point between batch starts are read one by one (as Kafka reads them), and a
 time index entry's batch is decoded for its records' largest timestamp, the value Kafka compares.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import KafkaLogError
 from ..records.reader import read_batches
-from ..records.scan import ScanResult, scan_batches
+from ..records.scan import scan_batches
 
-__all__ = ["OffsetIndexMatch", "TimeIndexMatch", "live_entry_count", "match_offset_index", "match_time_index"]
+__all__ = [
+    "LogBatches",
+    "OffsetIndexMatch",
+    "TimeIndexMatch",
+    "live_entry_count",
+    "match_offset_index",
+    "match_time_index",
+    "scan_log_batches",
+]
+
+#: bytes of the log scanned per step before the pages behind are given back
+_WINDOW = 8 << 20
+
+
+@dataclass
+class LogBatches:
+    """Start position, size and last offset of every readable batch of a ``.log``, in file order."""
+
+    positions: np.ndarray
+    sizes: np.ndarray
+    last_offsets: np.ndarray
+
+
+def scan_log_batches(log: memoryview, release: Callable[[int], None] | None = None) -> LogBatches:
+    """The batch columns of a whole ``.log`` (headers only, no CRC), stopping where ``read_batches`` stops.
+
+    Scanned in 8 MiB steps; after each step ``release(position)`` may give back the pages behind (a one-pass
+    reader's ``release_before``), so checking the index of a 1 GiB segment does not keep it all resident.
+    """
+    parts = []
+    pos, n = 0, len(log)
+    while pos < n:
+        end = min(n, pos + _WINDOW)
+        scan = scan_batches(log, position=pos, end=end, check_crc=False)
+        if scan.valid_bytes == pos and end < n:
+            # nothing whole in the window: a batch larger than it, or where the readable region really ends
+            end = n
+            scan = scan_batches(log, position=pos, check_crc=False)
+        parts.append(scan)
+        if end == n:  # scanned to the end of the file: where this scan stopped is where the log stops
+            break
+        pos = scan.valid_bytes  # the start of the batch the window cut
+        if release is not None:
+            release(pos)
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return LogBatches(empty, empty, empty)
+    return LogBatches(
+        np.concatenate([p.positions.astype(np.int64) for p in parts]),
+        np.concatenate([p.sizes.astype(np.int64) for p in parts]),
+        np.concatenate([p.last_offsets.astype(np.int64) for p in parts]),
+    )
 
 
 def live_entry_count(offsets: np.ndarray, base_offset: int) -> int:
@@ -56,20 +108,20 @@ def _batch_last_offset_at(buffer: memoryview, position: int, max_size: int) -> i
 
 
 def match_offset_index(
-    offsets: np.ndarray, positions: np.ndarray, log: memoryview, scan: ScanResult | None = None, *, max_size: int
+    offsets: np.ndarray, positions: np.ndarray, log: memoryview, scan: LogBatches | None = None, *, max_size: int
 ) -> OffsetIndexMatch:
     """Each entry's offset against the last offset of the batch at its position (read within ``max_size``)."""
-    scan = scan if scan is not None else scan_batches(log, check_crc=False)
+    scan = scan if scan is not None else scan_log_batches(log)
     off = np.asarray(offsets, dtype=np.int64)
     pos = np.asarray(positions, dtype=np.int64)
-    starts = scan.positions.astype(np.int64)
+    starts = scan.positions
     n = len(starts)
     k = np.searchsorted(starts, pos)
     kc = np.minimum(k, max(n - 1, 0))
     at_start = (k < n) & (starts[kc] == pos) if n else np.zeros(len(pos), dtype=bool)
     found = np.full(len(pos), -1, dtype=np.int64)
     if n:
-        fits = at_start & (scan.sizes[kc].astype(np.int64) <= max_size)
+        fits = at_start & (scan.sizes[kc] <= max_size)
         found[fits] = scan.last_offsets[kc[fits]]
     # an entry between batch starts (or past where the scan stopped): read there, as Kafka does
     for i in np.flatnonzero(~at_start).tolist():
@@ -89,11 +141,11 @@ def _max_record_timestamp(log: memoryview, position: int) -> int:
 
 
 def match_time_index(
-    timestamps: np.ndarray, offsets: np.ndarray, log: memoryview, scan: ScanResult | None = None
+    timestamps: np.ndarray, offsets: np.ndarray, log: memoryview, scan: LogBatches | None = None
 ) -> TimeIndexMatch:
     """Each entry against the log: its offset must be a batch's last offset, the batch's largest record timestamp
     must be the entry's, and (for entries found) timestamps must increase from the previous entry."""
-    scan = scan if scan is not None else scan_batches(log, check_crc=False)
+    scan = scan if scan is not None else scan_log_batches(log)
     ts = np.asarray(timestamps, dtype=np.int64)
     off = np.asarray(offsets, dtype=np.int64)
     lasts = scan.last_offsets
