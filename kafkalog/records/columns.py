@@ -21,7 +21,6 @@ records before it are kept. A batch that frames correctly but whose records do n
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Iterator
 
 import numpy as np
@@ -41,7 +40,6 @@ __all__ = ["RecordColumns", "RecordColumnReader", "read_record_columns", "iter_r
 _TS_NAMES = ["NoTimestampType", "CreateTime", "LogAppendTime"]
 _CODECS = tuple(CompressionType)
 _INT_MAX = (1 << 31) - 1
-_PAGE = mmap.PAGESIZE
 _DEFAULT_CHUNK_RECORDS = 1 << 16
 _DEFAULT_CHUNK_BYTES = 32 << 20
 
@@ -210,7 +208,7 @@ class RecordColumnReader(SourceReader):
             end = total
         if position < 0 or position > end:
             raise InvalidArgumentError(f"position {position} outside the source (0..{end})")
-        self.buffer, self._keep = buf, keep
+        self.buffer, self._keep, self._released = buf, keep, 0
         self.start, self.end, self.verify_crc = position, end, verify_crc
         self.valid_bytes, self.invalid_bytes = position, 0
         self.error: CorruptRecordError | None = None
@@ -231,11 +229,6 @@ class RecordColumnReader(SourceReader):
         return RecordColumns(builder.finish(), position=chunk_start, valid_bytes=self.valid_bytes,
                              invalid_bytes=self.invalid_bytes, error=self.error)  # fmt: skip
 
-    def _drop_pages_before(self, pos: int) -> None:
-        """Let the kernel unmap the file pages already decoded (they stay in the page cache, out of our RSS)."""
-        if isinstance(self._keep, mmap.mmap) and pos >= _PAGE:
-            self._keep.madvise(mmap.MADV_DONTNEED, 0, pos - pos % _PAGE)
-
     def _chunks(self) -> Iterator[RecordColumns]:
         """The decoder loop: compiled runs where possible, one ``read_batches`` batch at a time otherwise; always
         ends with one (possibly empty) chunk carrying the final state."""
@@ -247,7 +240,7 @@ class RecordColumnReader(SourceReader):
         while pos < end:
             if builder.n_records >= max_records or builder.n_bytes >= max_bytes:
                 yield self._finish(builder, chunk_start)
-                self._drop_pages_before(pos)
+                self.release_before(pos)
                 builder, chunk_start = self._new_builder(), pos
             if fast:
                 pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload)
