@@ -37,7 +37,7 @@ from .record import Record
 
 __all__ = ["RecordColumns", "RecordColumnReader", "read_record_columns", "iter_record_columns", "compiled_available"]
 
-_TS_NAMES = ["NoTimestampType", "CreateTime", "LogAppendTime"]
+_TS_NAMES_BYTES = [b"NoTimestampType", b"CreateTime", b"LogAppendTime"]
 _CODECS = tuple(CompressionType)
 _INT_MAX = (1 << 31) - 1
 _DEFAULT_CHUNK_RECORDS = 1 << 16
@@ -132,6 +132,12 @@ class RecordColumns:
             out.append(Record(off, ts, k, v, h, seq))
         return out
 
+    def _timestamp_type_arrow(self, pa):
+        starts = self.arrays["batch_start"]
+        counts = np.diff(np.append(starts, len(self))).tolist()
+        names = [_TS_NAMES_BYTES[t + 1] for t in self.arrays["timestamp_type"].tolist()]
+        return _per_batch_strings(pa, names, counts)
+
     def to_arrow(self):
         """A ``pyarrow.Table``: offset, timestamp, timestamp_type (Kafka's name), key, value, headers
         (list<struct<key: string, value: binary>>), then the batch fields of each record. Key, value and header
@@ -140,13 +146,11 @@ class RecordColumns:
 
         a = self.arrays
         n = len(self)
-        bi = self.batch_index()
+        counts = np.diff(np.append(a["batch_start"], n))
         cols = {
             "offset": pa.array(a["offset"]),
             "timestamp": pa.array(a["timestamp"]),
-            "timestamp_type": pa.DictionaryArray.from_arrays(
-                pa.array(a["timestamp_type"][bi] + 1), pa.array(_TS_NAMES)
-            ).cast(pa.string()),
+            "timestamp_type": self._timestamp_type_arrow(pa),
             "key": _arrow_binary(pa, n, a["key_offsets"], a["key_valid"], a["key_data"]),
             "value": _arrow_binary(pa, n, a["value_offsets"], a["value_valid"], a["value_data"]),
         }
@@ -158,9 +162,18 @@ class RecordColumns:
         for name, _ in BATCH_FIELDS:
             if name in ("batch_position", "batch_magic", "timestamp_type"):
                 continue
-            col = a[name][bi]
+            col = np.repeat(a[name], counts)
             cols[name] = pa.array(col.astype(bool) if name in ("is_transactional", "is_control") else col)
         return pa.table(cols)
+
+
+def _per_batch_strings(pa, names: list[bytes], counts: list[int]):
+    """A string array repeating ``names[i]`` ``counts[i]`` times (records of a batch are contiguous)."""
+    data = b"".join([name * count for name, count in zip(names, counts, strict=True)])
+    offsets = np.zeros(sum(counts) + 1, dtype=np.int32)
+    if counts:
+        np.cumsum(np.repeat(np.array([len(x) for x in names], dtype=np.int32), counts), out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _arrow_binary(pa, n: int, offsets: np.ndarray, valid: np.ndarray | None, data: np.ndarray, typ=None):
