@@ -367,3 +367,21 @@ def test_fuzzed_records_decode_identically(records, base, ts, flip, log_append) 
     for impl in IMPLS:
         same(outcome(data, impl, verify_crc=False), ref)
     same_columns(data, verify_crc=False)
+
+
+def test_compiled_column_memory_reuse_keeps_live_arrays_intact() -> None:
+    """Freed columns' memory is reused by the next decode; arrays still alive are never touched."""
+    big = b"".join(build_batch([(b"k%d" % i, bytes([i % 251]) * 1000)] * 30, base_offset=i * 30, timestamp=i)
+                   for i in range(200))  # fmt: skip
+    other = b"".join(build_batch([(b"x", bytes([(i * 7) % 251]) * 1500)] * 20, base_offset=i * 20, timestamp=i)
+                     for i in range(200))  # fmt: skip
+    keep = read_record_columns(big, implementation="compiled")
+    snapshot = {k: v.copy() for k, v in keep.arrays.items()}
+    for _ in range(3):
+        tmp = read_record_columns(other, implementation="compiled")
+        assert tmp.values() == read_record_columns(other, implementation="python").values()
+        del tmp
+        for c in iter_record_columns(big, max_records=500, implementation="compiled"):
+            assert len(c) <= 500 + 30
+    for k, v in keep.arrays.items():
+        assert np.array_equal(v, snapshot[k]), k
