@@ -144,8 +144,8 @@ def _walk_fast(buf, pos: int, end: int, with_crc: bool):
     crcs: list[int] | None = None
     if with_crc and native.available():  # the same loop in C: no Python work per batch
         raw_starts, raw_crcs, pos = native.compiled.walk_chain(buf, pos, end, crc32c)
-        starts = np.frombuffer(raw_starts, np.int64).tolist()
-        crcs = np.frombuffer(raw_crcs, np.uint32).tolist()
+        starts = np.frombuffer(raw_starts, np.int64)  # arrays all the way: no list round trips
+        crcs = np.frombuffer(raw_crcs, np.uint32)
     elif with_crc:
         crcs = []
         add_crc = crcs.append
@@ -169,7 +169,7 @@ def _walk_fast(buf, pos: int, end: int, with_crc: bool):
     if not n:
         return _walk(buf, pos, end) + (None,)
     arr = np.frombuffer(buf, dtype=np.uint8)
-    first = np.fromiter(starts, np.int64, n)
+    first = starts if isinstance(starts, np.ndarray) else np.fromiter(starts, np.int64, n)
     stops_arr = np.empty(n, dtype=np.int64)
     stops_arr[:-1] = first[1:]
     stops_arr[-1] = pos
@@ -182,21 +182,24 @@ def _walk_fast(buf, pos: int, end: int, with_crc: bool):
     ) & (stops_arr <= end)
     if not ok.all():
         cut = int(np.argmin(ok))  # the first failing row: the one-by-one walk stops there
-        pos = starts[cut]
-        del starts[cut:]
+        pos = int(starts[cut])
+        starts = starts[:cut]
         if crcs is not None:
-            del crcs[cut:]
+            crcs = crcs[:cut]
         n = cut
         stops_arr = stops_arr[:cut]
         magic = magic[:cut]
-    stops = stops_arr.tolist()
     legacy = bool(n) and bool((magic != 2).any())
+    if legacy or not isinstance(starts, np.ndarray):  # the legacy paths index with Python ints
+        starts, stops = _as_list(starts), stops_arr.tolist()
+    else:
+        stops = stops_arr
     if pos < end:
         more_starts, more_stops, more_legacy, error, pos = _walk(buf, pos, end)
         legacy = legacy or more_legacy  # as _walk: a legacy header seen before the stop counts
         if more_starts:  # not expected (the row failed the same checks), but never lose a batch
-            starts += more_starts
-            stops += more_stops
+            starts = _as_list(starts) + more_starts
+            stops = _as_list(stops) + more_stops
             crcs = None
     else:
         error = None
@@ -205,7 +208,11 @@ def _walk_fast(buf, pos: int, end: int, with_crc: bool):
     return starts, stops, legacy, error, pos, crcs
 
 
-def _gather_headers(buf, starts: list[int]) -> np.ndarray:
+def _as_list(values) -> list[int]:
+    return values.tolist() if isinstance(values, np.ndarray) else values
+
+
+def _gather_headers(buf, starts: list[int] | np.ndarray) -> np.ndarray:
     """Copy the 61 header bytes of every batch into one structured array: one numpy gather of rows of a
     sliding-window view (every row a 61-byte window of the buffer), no index matrix. Every start must have 61
     bytes after it (true for v2 batches)."""
@@ -213,7 +220,7 @@ def _gather_headers(buf, starts: list[int]) -> np.ndarray:
     windows = np.lib.stride_tricks.as_strided(
         arr, shape=(len(arr) - RECORD_BATCH_OVERHEAD + 1, RECORD_BATCH_OVERHEAD), strides=(1, 1), writeable=False
     )
-    out = windows[np.fromiter(starts, np.intp, len(starts))]
+    out = windows[np.asarray(starts, dtype=np.intp)]
     return out.view(HEADER_DTYPE).reshape(len(starts))
 
 
@@ -288,7 +295,7 @@ def scan_batches(
         else:
             if crcs is None:
                 crcs = list(map(crc32c, map(getitem, map(slice, [s + 21 for s in starts], stops))))
-            crc_ok = np.fromiter(crcs, np.uint32, n) == headers["crc"]
+            crc_ok = np.asarray(crcs, dtype=np.uint32) == headers["crc"]
     else:
         crc_ok = np.ones(n, dtype=bool)
     positions = np.array(starts, dtype=np.int64)
@@ -296,7 +303,7 @@ def scan_batches(
     valid_bytes = stop_pos
     if stop_at_bad_crc and n and not crc_ok.all():
         first = int(np.flatnonzero(~crc_ok)[0])
-        valid_bytes = starts[first]
+        valid_bytes = int(starts[first])
         error = CorruptRecordError("record batch CRC mismatch", position=valid_bytes)
         positions, sizes, headers, crc_ok = positions[:first], sizes[:first], headers[:first], crc_ok[:first]
         legacy_rows = [i for i in legacy_rows if i < first]
