@@ -11,5 +11,12 @@ cli_packages = ["kafkalog_cli" + p[3:] for p in find_packages(include=["cli", "c
 setup(
     packages=find_packages(include=["kafkalog", "kafkalog.*"]) + cli_packages,
     package_dir={"kafkalog_cli": "cli"},
-    ext_modules=[Extension("kafkalog.records._columns", ["kafkalog/records/_columns.c"], optional=True)],
+    ext_modules=[
+        Extension(
+            "kafkalog.records._columns",
+            ["kafkalog/records/_columns.c"],
+            depends=["kafkalog/records/_columns_mem.h"],
+            optional=True,
+        )
+    ],
 )

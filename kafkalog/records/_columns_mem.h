@@ -1,0 +1,136 @@
+/* Memory of the compiled column builder (included once, by _columns.c): growable columns and the Blocks that own
+ * finished ones. */
+#ifndef KAFKALOG_COLUMNS_MEM_H
+#define KAFKALOG_COLUMNS_MEM_H
+
+typedef struct {
+    char *p; /* malloc'd (or taken from the block pool); handed to a Block by finish() */
+    Py_ssize_t len, cap;
+} Col;
+
+/* ---- memory: finished columns are Blocks (buffer-protocol owners of the malloc'd bytes); a freed Block's
+ * memory goes to a small pool that the next builder's large columns take first. Fresh memory costs the kernel's
+ * page zeroing on first touch, which for 1 KiB values was a fifth of the decode (perf); chunked decoding (the
+ * DataSource, iter_record_columns) frees a chunk's columns while the next ones are built. */
+#define POOL_SLOTS 8
+#define POOL_MIN_BLOCK (1 << 20)
+#define POOL_MAX_BYTES ((Py_ssize_t)192 << 20)
+
+static struct {
+    char *p;
+    Py_ssize_t cap;
+} pool[POOL_SLOTS];
+static Py_ssize_t pool_bytes;
+
+static void mem_release(char *p, Py_ssize_t cap) {
+    if (!p) return;
+    if (cap >= POOL_MIN_BLOCK && pool_bytes + cap <= POOL_MAX_BYTES) {
+        for (int i = 0; i < POOL_SLOTS; i++) {
+            if (!pool[i].p) {
+                pool[i].p = p;
+                pool[i].cap = cap;
+                pool_bytes += cap;
+                return;
+            }
+        }
+    }
+    free(p);
+}
+
+/* the smallest pooled block of at least `want` bytes and at most 4x that, or NULL */
+static char *pool_take(Py_ssize_t want, Py_ssize_t *cap) {
+    int best = -1;
+    for (int i = 0; i < POOL_SLOTS; i++)
+        if (pool[i].p && pool[i].cap >= want && pool[i].cap / 4 <= want && (best < 0 || pool[i].cap < pool[best].cap))
+            best = i;
+    if (best < 0) return NULL;
+    char *p = pool[best].p;
+    *cap = pool[best].cap;
+    pool_bytes -= *cap;
+    pool[best].p = NULL;
+    return p;
+}
+
+static int col_grow(Col *c, Py_ssize_t extra) {
+    Py_ssize_t want = c->len + extra;
+    Py_ssize_t ncap = c->cap < 256 ? 256 : c->cap;
+    while (ncap < want) {
+        if (ncap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        ncap *= 2;
+    }
+    if (want >= POOL_MIN_BLOCK / 2) {
+        Py_ssize_t pcap;
+        char *pooled = pool_take(want, &pcap);
+        if (pooled) {
+            if (c->len) memcpy(pooled, c->p, (size_t)c->len);
+            mem_release(c->p, c->cap);
+            c->p = pooled;
+            c->cap = pcap;
+            return 0;
+        }
+    }
+    char *np_ = realloc(c->p, (size_t)ncap);
+    if (!np_) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->p = np_;
+    c->cap = ncap;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    /* Large columns are written once, front to back: with 4 KiB pages the first-touch faults of a fresh buffer
+     * cost more than copying the bytes into it (numpy asks for huge pages on large arrays for the same reason). */
+    if (ncap >= (4 << 20)) {
+        uintptr_t lo = ((uintptr_t)c->p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)c->p + ncap) & ~(uintptr_t)4095;
+        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+#endif
+    return 0;
+}
+
+/* A finished column: owns its bytes, exports them through the buffer protocol (numpy, Arrow wrap it). */
+typedef struct {
+    PyObject_HEAD
+    char *p;
+    Py_ssize_t len, cap;
+} Block;
+
+static int Block_getbuffer(Block *blk, Py_buffer *view, int flags) {
+    return PyBuffer_FillInfo(view, (PyObject *)blk, blk->p, blk->len, 0, flags);
+}
+
+static void Block_dealloc(Block *blk) {
+    mem_release(blk->p, blk->cap);
+    Py_TYPE(blk)->tp_free((PyObject *)blk);
+}
+
+static Py_ssize_t Block_length(Block *blk) { return blk->len; }
+
+static PyBufferProcs Block_as_buffer = {(getbufferproc)Block_getbuffer, NULL};
+static PySequenceMethods Block_as_sequence = {.sq_length = (lenfunc)Block_length};
+
+static PyTypeObject BlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kafkalog.records._columns.Block",
+    .tp_basicsize = sizeof(Block),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The bytes of one finished column (buffer protocol); its memory is reused once it is freed.",
+    .tp_dealloc = (destructor)Block_dealloc,
+    .tp_as_buffer = &Block_as_buffer,
+    .tp_as_sequence = &Block_as_sequence,
+};
+
+/* move a column's memory into a new Block */
+static PyObject *col_to_block(Col *c) {
+    Block *blk = PyObject_New(Block, &BlockType);
+    if (!blk) return NULL;
+    blk->p = c->p;
+    blk->len = c->len;
+    blk->cap = c->cap;
+    c->p = NULL;
+    c->len = c->cap = 0;
+    return (PyObject *)blk;
+}
+
+#endif
