@@ -15,6 +15,7 @@ first has the segments it lands on sanity-checked when KIP-263 left them pending
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -28,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 
 from crc32c import crc32c
 
+from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.errors import (
     CorruptCheckpointError,
     CorruptRecordError,
@@ -36,6 +38,7 @@ from kafkalog.errors import (
     InvalidOffsetError,
     InvalidRecordError,
     KafkaStorageError,
+    LogMovedError,
     OffsetOutOfRangeError,
     io_cause,
 )
@@ -93,6 +96,35 @@ def _as_config(config: LogConfig | Mapping[str, Any] | None) -> LogConfig:
     if isinstance(config, LogConfig):
         return config
     return LogConfig.from_properties(config)
+
+
+def _epoch_reader(config: LogConfig) -> Callable[[Path], list]:
+    """Read the ``leader-epoch-checkpoint``, creating it empty when missing: Kafka's ``CheckpointFile`` creates
+    its file on construction, so every partition of a v2 log has one after a load. A log whose
+    ``message.format.version`` predates v2 (0.11) has no epoch cache in Kafka, so no file is created for it."""
+
+    def read(path: Path) -> list:
+        try:
+            return read_leader_epoch_checkpoint(path)
+        except FileNotFoundError:
+            if not _predates_v2(config.message_format_version):
+                with contextlib.suppress(FileExistsError):
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            return []
+
+    return read
+
+
+def _predates_v2(version: str | None) -> bool:
+    """``message.format.version`` below 0.11 (magic 0/1 only); None means the current format."""
+    if not version:
+        return False
+    parts = version.split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return False
+    return (major, minor) < (0, 11)
 
 
 def _topic_partition(path: Path) -> tuple[str | None, int | None]:
@@ -198,6 +230,7 @@ class Log:
         self._clock = clock
         self._lock = threading.RLock()
         self._closed = False
+        self._moved_to: str | None = None  # set by mark_moved
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._high_watermark: int | None = None  # None: follows the log end offset
         self._hooks: StorageHooks | None = None  # set by a LogManager (attach_storage_hooks)
@@ -215,7 +248,7 @@ class Log:
         epoch_path = path / CHECKPOINT_FILE
         self.epoch_cache_rebuilt = False
         try:
-            self._epoch_cache = LeaderEpochFileCache(epoch_path)
+            self._epoch_cache = LeaderEpochFileCache(epoch_path, reader=_epoch_reader(config))
         except CorruptCheckpointError as exc:
             if not rebuild_bad_epoch:
                 raise KafkaStorageError(f"error while reading checkpoint file {epoch_path}: {exc}") from exc
@@ -893,8 +926,16 @@ class Log:
 
     # ------------------------------------------------------------------ helpers
 
+    def mark_moved(self, new_dir: str | os.PathLike) -> None:
+        """Called by the replica mover once this (closed) handle's partition lives on in ``new_dir``: later calls
+        raise LogMovedError instead of the storage error of a closed log."""
+        self._moved_to = os.fspath(new_dir)
+
     def _check_open(self) -> None:
         if self._closed:
+            moved = self._moved_to
+            if moved is not None:
+                raise LogMovedError(f"log {self._dir} moved to {moved}: fetch the log again", new_dir=moved)
             raise KafkaStorageError(f"log {self._dir} is closed")
 
 

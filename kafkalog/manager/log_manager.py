@@ -258,6 +258,7 @@ class LogManager:
         self._stopped = False
         self._mover: Any = None  # ReplicaMover, created on first use (KIP-113)
         self._log_hooks = _ManagedLogHooks(self)
+        self._expected: dict[TopicPartition, str] = {}  # placement known from outside (expect_partitions)
 
     # --- context manager ---------------------------------------------------------------------------------------
 
@@ -303,6 +304,28 @@ class LogManager:
     def directory_id(self, log_dir: str | os.PathLike[str]) -> str | None:
         """The dir's KIP-858 ``directory.id`` (None for a dir that failed before its meta.properties was read)."""
         return self._dir(log_dir).directory_id
+
+    def expect_partitions(self, placement: Mapping[TopicPartition, str]) -> None:
+        """Tell the manager where replicas live, ``{(topic, partition): log dir path or directory.id}``, as the
+        cluster metadata tells Kafka's broker. A dir that fails before it can be listed (at startup, say) then
+        still reports the partitions it held: in its offline event, ``offline_partitions()`` and
+        ``OfflineReplicaCount``. Partitions live in another dir are not counted offline."""
+        with self._state_lock:
+            for (t, p), where in placement.items():
+                where = os.fspath(where)
+                self._expected[(str(t), int(p))] = os.path.abspath(where) if os.sep in where else where
+            for d in self._dirs.values():
+                if not d.online:
+                    d.offline_partitions = tuple(sorted(set(d.offline_partitions) | self._expected_in(d)))
+
+    def _expected_in(self, d: LogDir) -> set[TopicPartition]:
+        """The partitions ``expect_partitions`` placed in ``d`` that are not live elsewhere (state lock held)."""
+        out = set()
+        for key, where in self._expected.items():
+            if key in self._logs or where not in (d.path, d.directory_id):
+                continue
+            out.add(key)
+        return out
 
     def offline_partitions(self) -> dict[str, tuple[TopicPartition, ...]]:
         """Per offline dir, the partitions it held."""
@@ -661,6 +684,7 @@ class LogManager:
             partitions = {e.key for e in lost} | set(extra)
             if ld is not None:
                 partitions.update(ld.listed)
+            partitions |= self._expected_in(d)
             # Offline partitions are known before they leave the pool: a concurrent caller sees one or the other.
             d.offline_partitions = tuple(sorted(partitions))
             d.offline_cause = self.failure_channel.cause(path)

@@ -698,6 +698,7 @@ class ReplicaMover:
             e.dir = tgt_dir  # the current log now lives in the target, which goes offline with it
             failures.append((tgt_dir, exc, "target"))
             return
+        src.mark_moved(new_path)
         with m._state_lock:
             e.log = new_log
             e.dir = tgt_dir
