@@ -44,6 +44,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
+from kafkalog.log.index_check import check_segment, is_corruption
 from kafkalog.log.loader import LogLoader, rebuild_producer_state
 from kafkalog.log.producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from kafkalog.log.segments import LogSegments
@@ -276,6 +277,12 @@ class Log:
         self.load_actions = loader.actions
         # Still-present segments this load rebuilt: the manager's sanity check counts them as checked.
         self.recovered_at_load: frozenset[int] = frozenset(loader.recovered_bases)
+        # Inactive segments whose indexes no check has passed yet (KIP-263): checked on first use by a read or a
+        # lookup (``_index_checked``), or marked by the manager's background checker (``mark_index_checked``).
+        active = self._segments.last
+        self._index_pending: set[int] = {
+            s.base_offset for s in self._segments if s is not active and s.base_offset not in self.recovered_at_load
+        }
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = max(loaded.recovery_point, loaded.log_start_offset)
         self._log_end_offset = loaded.next_offset
@@ -673,6 +680,7 @@ class Log:
             seg = self._segments.floor(offset)
         out: list[RecordBatch] = []
         while seg is not None:
+            self._index_checked(seg)
             max_pos = active_size if seg is active else None
             nxt = self._segments.higher(seg.base_offset)
             got = seg.read_valid(offset, max_bytes, max_position=max_pos,
@@ -697,6 +705,8 @@ class Log:
                 return TimestampAndOffset(-1, self._log_end_offset, self._epoch_cache.latest_epoch)
             segs = self._segments.values()
         if timestamp == MAX_TIMESTAMP:
+            for seg in segs:  # every time index is read to find the largest timestamp
+                self._index_checked(seg)
             best = max(segs, key=lambda s: s.max_timestamp_so_far)
             target = best.max_timestamp_so_far
             if target < 0:
@@ -710,9 +720,70 @@ class Log:
                     return TimestampAndOffset(target, off, epoch)
             return None
         for seg in segs:
+            self._index_checked(seg)
             if seg.largest_timestamp >= timestamp:
                 return seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
         return None
+
+    @_storage_op("offset lookup")
+    def translate_offset(self, offset: int) -> tuple[int, int] | None:
+        """Where the batch holding ``offset`` starts: (segment base offset, file position), found through the
+        segment's offset index (checked first, KIP-263); None when no segment holds it."""
+        with self._lock:
+            self._check_open()
+            seg = self._segments.floor(offset)
+        if seg is None:
+            return None
+        self._index_checked(seg)
+        found = seg.translate_offset(offset)
+        return None if found is None else (seg.base_offset, found.position)
+
+    # ------------------------------------------------------------------ index checks (KIP-263)
+
+    def _index_checked(self, seg: LogSegment) -> None:
+        """Before an inactive segment's indexes answer for the first time: ``check_segment`` (Kafka's index rules,
+        the strict index-vs-log checks, a whole last batch); a segment failing it is rebuilt from its ``.log``
+        first. A disk error propagates as any I/O error of the operation does."""
+        base = seg.base_offset
+        if base not in self._index_pending:
+            return
+        with self._lock:
+            if base not in self._index_pending or self._segments.get(base) is not seg:
+                self._index_pending.discard(base)
+                return
+            try:
+                check_segment(seg)
+            except Exception as exc:
+                if not is_corruption(exc):
+                    raise
+                self._recover_segments_locked([base])
+            self._index_pending.discard(base)
+
+    def mark_index_checked(self, base_offset: int) -> None:
+        """The manager's checker checked (or rebuilt) this segment: no check on first use."""
+        self._index_pending.discard(base_offset)
+
+    def recover_segments(self, bases: Iterable[int]) -> int:
+        """Rebuild segments ``bases`` from their batches, as Kafka's ``recoverSegment``: producer state replayed up
+        to each (aborted transactions land in the rebuilt ``.txnindex``), every index rewritten, the ``.log`` cut
+        after its last valid batch. Returns the bytes truncated. An OSError reaches the caller as it is (the
+        manager calls this under a partition lock and reports the dir itself)."""
+        with self._lock:
+            self._check_open()
+            return self._recover_segments_locked(sorted(bases))
+
+    def _recover_segments_locked(self, bases: list[int]) -> int:
+        total = 0
+        for base in bases:
+            seg = self._segments.get(base)
+            if seg is None:
+                continue
+            psm = self._new_psm()
+            rebuild_producer_state(psm, self._segments, self._log_start_offset, base,
+                                   reload_from_clean_shutdown=False, now=self._clock())
+            total += seg.recover(psm, self._epoch_cache)
+            self._index_pending.discard(base)
+        return total
 
     # ------------------------------------------------------------------ flush
 

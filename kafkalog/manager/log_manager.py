@@ -1129,29 +1129,9 @@ class LogManager:
     # --- KIP-263 recovery ----------------------------------------------------------------------------------------
 
     def _recover_segments(self, key: TopicPartition, log: Any, bases: list[int]) -> int:
-        """Rebuild the corrupt segments ``bases`` of one partition (caller holds the partition lock).
-
-        Prefers the log's own per-segment recovery (which replays producer state so ``.txnindex`` is rebuilt
-        right); falls back to ``LogSegment.recover`` per segment.
-        """
-        recover = getattr(log, "recover_segments", None)
-        if recover is not None:
-            return int(recover(bases) or 0)
-        from kafkalog.log.loader import rebuild_producer_state
-        from kafkalog.log.producer_state import ProducerStateManager
-
-        total = 0
-        for base in bases:
-            seg = log.segments.get(base)
-            if seg is None:
-                continue
-            # As Kafka's recoverSegment: producer state rebuilt up to the segment, so aborted transactions in it
-            # land in the rebuilt .txnindex; the leader-epoch cache only ever grows from a batch's epoch.
-            psm = ProducerStateManager(log.dir, clock=self._clock)
-            rebuild_producer_state(psm, log.segments, log.log_start_offset, base,
-                                   reload_from_clean_shutdown=False, now=self._clock())
-            total += seg.recover(psm, log.leader_epoch_cache)
-        return total
+        """Rebuild the corrupt segments ``bases`` of one partition (caller holds the partition lock), with the
+        log's own per-segment recovery (producer state replayed, so ``.txnindex`` is rebuilt right)."""
+        return int(log.recover_segments(bases))
 
     # --- shutdown ------------------------------------------------------------------------------------------------
 
