@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from click.testing import CliRunner
-from conftest import load_manifest, needs_golden
+from conftest import needs_golden
 from kafkalog_cli.main import main
+from test_recovery_plan import flip_one_batch
 
 from tests.test_cli_commands import objs, tree_hash, writable
 
@@ -20,15 +22,10 @@ def run(*args: object):
 
 
 def _flip_one_batch(logdir: Path) -> tuple[Path, dict, dict]:
-    """The issue's damage: one byte flipped in the last batch's payload of an inactive segment."""
+    """``flip_one_batch`` on the golden-segments-0 of a copied log dir (replaced by the damaged copy)."""
     pdir = logdir / "golden-segments-0"
-    manifest = load_manifest("manifests/golden-segments-0.json")
-    seg = manifest["segments"][3]
-    bad = seg["log"]["batches"][2]
-    path = pdir / f"{seg['baseOffset']:020d}.log"
-    data = bytearray(path.read_bytes())
-    data[bad["position"] + bad["sizeInBytes"] - 2] ^= 0x10
-    path.write_bytes(bytes(data))
+    shutil.rmtree(pdir)
+    _d, manifest, bad, _path = flip_one_batch(pdir)
     return pdir, manifest, bad
 
 

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN, needs_golden
+from conftest import GOLDEN, load_manifest, needs_golden
 from test_damage_golden import RUNS, SEED, _cases, _damage
 from test_log_golden import _writable_copy
 
@@ -23,6 +23,21 @@ from kafkalog.log import Log, LogConfig
 from kafkalog.log.recovery_plan import plan_recovery
 
 pytestmark = needs_golden
+
+
+def flip_one_batch(dst: Path) -> tuple[Path, dict, dict, Path]:
+    """The issue's damage on a copy of golden-segments-0 at ``dst``: one byte flipped in a batch payload of an
+    inactive segment. Returns (partition dir, manifest, the damaged batch's manifest entry, its .log)."""
+    assert GOLDEN is not None
+    d = _writable_copy(GOLDEN / "logdir" / "golden-segments-0", dst)
+    manifest = load_manifest("manifests/golden-segments-0.json")
+    seg = manifest["segments"][3]
+    bad = seg["log"]["batches"][2]
+    path = d / f"{seg['baseOffset']:020d}.log"
+    data = bytearray(path.read_bytes())
+    data[bad["position"] + bad["sizeInBytes"] - 2] ^= 0x10
+    path.write_bytes(bytes(data))
+    return d, manifest, bad, path
 
 
 def _tree(d: Path) -> dict[str, str]:
@@ -77,17 +92,7 @@ def test_plan_matches_the_load_on_damaged_golden_dirs(tmp_path: Path, block: int
 
 
 def test_clean_shutdown_plan_shows_the_real_log_end_and_unseen_corruption(tmp_path: Path) -> None:
-    from conftest import load_manifest
-
-    assert GOLDEN is not None
-    d = _writable_copy(GOLDEN / "logdir" / "golden-segments-0", tmp_path / "golden-segments-0")
-    manifest = load_manifest("manifests/golden-segments-0.json")
-    seg = manifest["segments"][3]
-    bad = seg["log"]["batches"][2]
-    path = d / f"{seg['baseOffset']:020d}.log"
-    data = bytearray(path.read_bytes())
-    data[bad["position"] + bad["sizeInBytes"] - 2] ^= 0x10
-    path.write_bytes(bytes(data))
+    d, manifest, bad, path = flip_one_batch(tmp_path / "golden-segments-0")
     plan = plan_recovery(d, _config(manifest["scenario"]), clean_shutdown=True, look_everywhere=True)
     end = manifest["scenario"]["logEndOffset"]
     assert (plan.log_end_before, plan.log_end_after) == (end, end)

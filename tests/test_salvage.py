@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import GOLDEN, load_manifest, needs_golden
+from conftest import load_manifest, needs_golden
 from kafkalog_cli.main import main
 from test_damage_golden import RUNS, SEED, _cases, _damage, _open_and_read
 from test_fuzz_records import watchdog
 from test_log_golden import _writable_copy
+from test_recovery_plan import flip_one_batch
 
 from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
 from kafkalog.log import Log, LogConfig
@@ -132,15 +133,7 @@ def test_salvage_keeps_every_untouched_batch(tmp_path: Path, block: int) -> None
 def test_salvage_of_one_flipped_byte_keeps_the_later_segments(tmp_path: Path) -> None:
     """The issue's case: one byte flipped in an inactive segment of golden-segments-0. Kafka's recovery cuts there
     and deletes every later segment; salvage removes one batch."""
-    assert GOLDEN is not None
-    d = _writable_copy(GOLDEN / "logdir" / "golden-segments-0", tmp_path / "logdir" / "golden-segments-0")
-    manifest = load_manifest("manifests/golden-segments-0.json")
-    seg = manifest["segments"][3]
-    bad = seg["log"]["batches"][2]
-    path = d / f"{seg['baseOffset']:020d}.log"
-    data = bytearray(path.read_bytes())
-    data[bad["position"] + bad["sizeInBytes"] - 2] ^= 0x10
-    path.write_bytes(bytes(data))
+    d, manifest, bad, path = flip_one_batch(tmp_path / "logdir" / "golden-segments-0")
     dry = salvage_partition(d, dry_run=True, config=_config(manifest["scenario"]))
     assert not default_quarantine_dir(d).exists()
     assert [(r.segment, r.position, r.bytes, r.reasons) for r in dry.ranges] == [
@@ -161,3 +154,43 @@ def test_quarantine_inside_the_log_dir_is_refused(tmp_path: Path) -> None:
         with pytest.raises(InvalidArgumentError):
             salvage_partition(d, quarantine_dir=bad)
     assert sorted(p.name for p in (tmp_path / "logdir").iterdir()) == ["t-0"]
+
+
+class _Crash(BaseException):
+    """Stands for the process dying at that instruction."""
+
+
+@pytest.mark.parametrize("crash_at", [1, 2])
+def test_a_crash_inside_the_segment_rewrite_leaves_a_dir_the_loader_completes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash_at: int) -> None:
+    """Crash before the ``.cleaned`` -> ``.swap`` rename (1) or before the ``.swap`` -> ``.log`` one (2): the next
+    load deletes the ``.cleaned`` file (the old segment stays whole, salvage can run again) or completes the swap
+    (the segment holds exactly the kept batches), as Kafka's loader does with the cleaner's files."""
+    import kafkalog.log.salvage as salvage_mod
+
+    reference, manifest, _bad, path = flip_one_batch(tmp_path / "ref" / "logdir" / "golden-segments-0")
+    config = _config(manifest["scenario"])
+    salvage_partition(reference, quarantine_dir=tmp_path / "ref-q", config=config)
+    d, _m, _b, _p = flip_one_batch(tmp_path / "crash" / "logdir" / "golden-segments-0")
+    damaged = (d / path.name).read_bytes()
+    real_replace = salvage_mod.os.replace
+    doomed = ".cleaned" if crash_at == 1 else ".swap"
+
+    def replace(src, dst):  # noqa: ANN001 - os.replace's signature
+        if str(src).endswith(doomed):
+            raise _Crash
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(salvage_mod.os, "replace", replace)
+    with pytest.raises(_Crash):
+        salvage_partition(d, quarantine_dir=tmp_path / "q", config=config)
+    monkeypatch.undo()
+    left = sorted(p.name for p in d.iterdir() if p.name.startswith(path.name))
+    assert left == ([path.name, path.name + ".cleaned"] if crash_at == 1 else [path.name, path.name + ".swap"])
+    with Log.open(d, config, clean_shutdown=True) as log:
+        assert not list(d.glob("*.cleaned")) and not list(d.glob("*.swap"))
+        assert log.log_end_offset == manifest["scenario"]["logEndOffset"]
+    if crash_at == 1:
+        assert (d / path.name).read_bytes() == damaged  # untouched: salvage simply runs again
+        salvage_partition(d, quarantine_dir=tmp_path / "q", config=config)
+    assert (d / path.name).read_bytes() == (reference / path.name).read_bytes()
