@@ -8,6 +8,7 @@ cut positions and the same log end offset as the load produced.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -103,3 +104,36 @@ def test_clean_shutdown_plan_shows_the_real_log_end_and_unseen_corruption(tmp_pa
     assert full.lost_ranges == [(bad["baseOffset"], end - 1)]
     assert full.offsets_lost == end - bad["baseOffset"]
     assert full.unseen_corruption == []
+
+
+def _loader_cases() -> list[str]:
+    """The loader cases Kafka loads (where it refuses there is no result to plan; kafkalog's rebuild of those is
+    ``test_log_golden``'s)."""
+    if GOLDEN is None:
+        return []
+    out = []
+    for p in sorted((GOLDEN / "loader" / "manifests").glob("*.result.json")):
+        if not json.loads(p.read_text()).get("kafkaException"):
+            out.append(p.name[: -len(".result.json")])
+    return out
+
+
+@pytest.mark.parametrize("case", _loader_cases())
+def test_plan_of_kafkas_loader_cases(tmp_path: Path, case: str) -> None:
+    """Leftovers, an interrupted cleaner swap, orphan indexes, a corrupt snapshot, a log start beyond the log end:
+    the plan's log end is Kafka's recorded result and its actions are those kafkalog's loader then takes."""
+    result = load_manifest(f"loader/manifests/{case}.result.json")
+    d = _writable_copy(GOLDEN / "loader" / "input" / f"{case}-0", tmp_path / f"{case}-0")
+    args = result["loadArgs"]
+    kw = {"clean_shutdown": args["hadCleanShutdown"], "recovery_point": args["recoveryPointCheckpoint"],
+          "log_start_offset": args["logStartOffsetCheckpoint"]}
+    config = _config({"topicConfig": result["topicConfig"]})
+    before = _tree(d)
+    plan = plan_recovery(d, config, **kw)
+    assert _tree(d) == before
+    assert plan.log_end_after == result["kafkaLoadResult"]["nextOffset"]
+    with Log.open(d, config, **kw) as log:
+        assert log.log_end_offset == plan.log_end_after
+        loaded = {a for a in log.load_actions if not a[1].endswith((".snapshot", ".snapshot.deleted"))}
+    planned = {a for a in plan.actions if not a[1].endswith((".snapshot", ".snapshot.deleted"))}
+    assert planned == loaded

@@ -177,8 +177,8 @@ def plan_recovery(
             seg = _Seg(_open(d, off, config, suffix), plain)
             segs[off] = seg
             why = None
-            if not has[INDEX_SUFFIX] or suffix:
-                why = "recover: missing offset index"  # a completed swap loses its index: rebuilt on load
+            if not has[INDEX_SUFFIX]:
+                why = "recover: missing offset index"
             elif has[TXN_INDEX_SUFFIX]:
                 try:
                     seg.seg.txn_index.sanity_check()
