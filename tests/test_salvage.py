@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import load_manifest, needs_golden
+from conftest import GOLDEN, load_manifest, needs_golden
 from kafkalog_cli.main import main
 from test_damage_golden import RUNS, SEED, _cases, _damage, _open_and_read
 from test_fuzz_records import watchdog
@@ -194,3 +194,42 @@ def test_a_crash_inside_the_segment_rewrite_leaves_a_dir_the_loader_completes(
         assert (d / path.name).read_bytes() == damaged  # untouched: salvage simply runs again
         salvage_partition(d, quarantine_dir=tmp_path / "q", config=config)
     assert (d / path.name).read_bytes() == (reference / path.name).read_bytes()
+
+
+def _golden_segment(tmp_path: Path) -> tuple[Path, dict, dict, Path, LogConfig]:
+    assert GOLDEN is not None
+    d = _writable_copy(GOLDEN / "logdir" / "golden-segments-0", tmp_path / "logdir" / "golden-segments-0")
+    manifest = load_manifest("manifests/golden-segments-0.json")
+    seg = manifest["segments"][4]
+    return d, manifest, seg, d / f"{seg['baseOffset']:020d}.log", _config(manifest["scenario"])
+
+
+def test_a_zeroed_region_across_two_batches_costs_those_two(tmp_path: Path) -> None:
+    """The header of the second batch is gone: salvage finds the next batch start by its CRC and reads on."""
+    d, _manifest, seg, path, config = _golden_segment(tmp_path)
+    a, b, c = seg["log"]["batches"][3:6]
+    data = bytearray(path.read_bytes())
+    start = b["position"] - 10
+    data[start : b["position"] + 30] = bytes(b["position"] + 30 - start)
+    path.write_bytes(bytes(data))
+    report = salvage_partition(d, dry_run=True, config=config)
+    (r,) = report.ranges
+    assert (r.position, r.bytes) == (a["position"], c["position"] - a["position"])
+    assert (r.first_offset, r.last_offset) == (a["baseOffset"], b["lastOffset"])
+    assert report.log_end_after == report.log_end_before
+
+
+def test_a_renumbered_batch_is_removed_and_its_neighbours_kept(tmp_path: Path) -> None:
+    """A flipped bit in a batch's offset field (outside the CRC) moves it ahead of its successors: the batch goes
+    (reason ``offsets``), the batches after it stay."""
+    d, _manifest, seg, path, config = _golden_segment(tmp_path)
+    moved = seg["log"]["batches"][2]
+    data = bytearray(path.read_bytes())
+    data[moved["position"] + 5] ^= 0x10  # base offset + 2^20
+    path.write_bytes(bytes(data))
+    report = salvage_partition(d, quarantine_dir=tmp_path / "q", config=config)
+    (r,) = report.ranges
+    assert r.reasons == ("offsets",) and (r.position, r.bytes) == (moved["position"], moved["sizeInBytes"])
+    assert (r.first_offset, r.last_offset) == (moved["baseOffset"], moved["lastOffset"])
+    kept = _batches_on_disk(d)
+    assert all(b["sha256"] in kept for b in seg["log"]["batches"] if b is not moved)

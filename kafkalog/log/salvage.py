@@ -165,6 +165,20 @@ def _read(path: Path) -> bytes:
             return bytes(mm)
 
 
+def _claimed_end(scans: list[SegmentScan]) -> int:
+    """The log end the files claim: after the last offset a readable header states (whole batches, CRC-failing
+    ones included) within the offsets its segment can hold."""
+    end = 0
+    for i, scan in enumerate(scans):
+        upper = scans[i + 1].base_offset if i + 1 < len(scans) else None
+        lasts = [k.last for k in scan.batches] + [b.declared_last for b in scan.bad
+                                                  if b.declared_last is not None and b.reason == "crc"]
+        for last in lasts:
+            if last >= scan.base_offset and (upper is None or last < upper):
+                end = max(end, last + 1)
+    return end
+
+
 def _removed_ranges(scan: SegmentScan, kept: list[Kept]) -> list[tuple[int, int, tuple[str, ...], int | None]]:
     """(start, end, reasons, declared last offset) of the byte ranges outside the kept batches."""
     holes = []
@@ -214,20 +228,22 @@ def salvage_partition(
     scans = [scan_segment(memoryview(_read(path)), base) for base, path in files]
     chosen = choose_batches(scans)
     flat = [(i, k) for i, ks in enumerate(chosen) for k in ks]
-    claimed = [k.last for s in scans for k in s.batches] + [b.declared_last for s in scans for b in s.bad
-                                                             if b.declared_last is not None and b.reason == "crc"]
     log_end_after = (chosen[-1][-1].last + 1 if chosen[-1] else scans[-1].base_offset) if scans else 0
-    report = SalvageReport(d, dry_run, max([log_end_after, *(c + 1 for c in claimed)]), log_end_after,
+    report = SalvageReport(d, dry_run, max(log_end_after, _claimed_end(scans)), log_end_after,
                            batches_kept=len(flat))
     keys = [(i, k.position) for i, k in flat]  # log order
     for i, (scan, kept) in enumerate(zip(scans, chosen, strict=True)):
+        upper = scans[i + 1].base_offset if i + 1 < len(scans) else None
         for start, end, reasons, declared in _removed_ranges(scan, kept):
             j = bisect.bisect_left(keys, (i, start))
             prev = flat[j - 1][1] if j > 0 else None
             j = bisect.bisect_left(keys, (i, end))
             next_ = flat[j][1] if j < len(flat) else None
-            first = prev.last + 1 if prev is not None else scan.base_offset
+            # The offsets this segment can hold that no kept batch holds around the removed bytes.
+            first = max(prev.last + 1, scan.base_offset) if prev is not None else scan.base_offset
             last = next_.first - 1 if next_ is not None else declared
+            if last is not None and upper is not None:
+                last = min(last, upper - 1)
             if last is None or last < first:
                 first = last = None
             report.ranges.append(SalvagedRange(files[i][1].name, start, end - start, reasons, first, last))
