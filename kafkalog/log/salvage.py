@@ -156,13 +156,22 @@ def _log_files(d: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def _read(path: Path) -> bytes:
+def _scan_file(path: Path, base: int) -> SegmentScan:
+    """``scan_segment`` over a read-only map of the ``.log`` (no copy of the file in memory)."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
-            return b""
-        with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
-            return bytes(mm)
+            return scan_segment(memoryview(b""), base)
+        mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+    view = memoryview(mm)
+    try:
+        return scan_segment(view, base)
+    finally:
+        try:
+            view.release()
+            mm.close()
+        except BufferError:  # a batch view still alive: the map goes with the last one
+            pass
 
 
 def _claimed_end(scans: list[SegmentScan]) -> int:
@@ -225,7 +234,7 @@ def salvage_partition(
     _check_quarantine(d, quarantine)
     _check_loadable(d)
     files = _log_files(d)
-    scans = [scan_segment(memoryview(_read(path)), base) for base, path in files]
+    scans = [_scan_file(path, base) for base, path in files]
     chosen = choose_batches(scans)
     flat = [(i, k) for i, ks in enumerate(chosen) for k in ks]
     log_end_after = (chosen[-1][-1].last + 1 if chosen[-1] else scans[-1].base_offset) if scans else 0
