@@ -111,3 +111,29 @@ def test_without_the_check_the_damaged_time_index_would_answer_wrong(tmp_path: P
     found = seg.find_offset_by_timestamp(ts)
     assert found is None or found.offset != _expected(manifest, ts)
     seg.close()
+
+
+def test_the_datasource_lookup_uses_indexes_only_after_their_check(tmp_path: Path) -> None:
+    """``checked_start_position`` (the DataSource's pushdown): read-only, the indexes' answer when they pass their
+    check, position 0 (always right: the reader filters) when they fail it."""
+    from kafkalog.log.index_check import checked_start_position
+
+    d, manifest, _config = _setup(tmp_path)
+    seg_o, seg_t = manifest["segments"][2], manifest["segments"][4]
+    target = seg_o["offsetIndex"]["entries"][1]["offset"]
+    batch = next(b for b in seg_o["log"]["batches"] if b["baseOffset"] <= target <= b["lastOffset"])
+    log_o = str(d / f"{seg_o['baseOffset']:020d}.log")
+    entry = seg_o["offsetIndex"]["entries"][1]
+    assert checked_start_position(log_o, seg_o["baseOffset"], target) == (entry["position"], target)
+    assert batch["position"] >= entry["position"]
+    log_t = str(d / f"{seg_t['baseOffset']:020d}.log")
+    t2 = seg_t["timeIndex"]["entries"][2]
+    position, start = checked_start_position(log_t, seg_t["baseOffset"], 0, t2["timestamp"])
+    assert start == t2["offset"] and position > 0
+    _damage_offset_index(d, seg_o)
+    ts = _damage_time_index(d, seg_t)
+    for p in d.iterdir():
+        p.chmod(0o444)  # an archive: nothing may be written
+    assert checked_start_position(log_o, seg_o["baseOffset"], target) == (0, target)
+    assert checked_start_position(log_t, seg_t["baseOffset"], 0, ts) == (0, seg_t["baseOffset"])
+    assert _expected(manifest, ts) >= seg_t["baseOffset"]
