@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .main import CommandError
+from .errors import CommandError
 
 
 @click.group()

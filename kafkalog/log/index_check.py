@@ -15,11 +15,11 @@ import numpy as np
 from kafkalog.errors import InvalidArgumentError, InvalidArgumentTypeError, KafkaLogError, KafkaStorageError
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex
+from kafkalog.limits import LONG_MIN
 from kafkalog.records.scan import scan_batches
 
 __all__ = ["check_segment", "checked_start_position", "is_corruption"]
 
-_LONG_MIN = -(1 << 63)
 
 
 def is_corruption(exc: BaseException) -> bool:
@@ -40,7 +40,7 @@ def check_segment(seg: object) -> None:
     seg.sanity_check(strict=True, whole_batches=True)  # type: ignore[attr-defined]
 
 
-def checked_start_position(log_path: str, base_offset: int, offset_lo: int, ts_lo: int = _LONG_MIN) -> tuple[int, int]:
+def checked_start_position(log_path: str, base_offset: int, offset_lo: int, ts_lo: int = LONG_MIN) -> tuple[int, int]:
     """(file position to start reading at, first offset wanted) for a reader of one segment file that wants offsets
     >= ``offset_lo`` and timestamps >= ``ts_lo`` (the DataSource's pushdown), found with the ``.timeindex`` and
     ``.index`` beside ``log_path`` only after they passed the strict checks against the ``.log``'s batch headers
@@ -48,7 +48,7 @@ def checked_start_position(log_path: str, base_offset: int, offset_lo: int, ts_l
     its check is not used and the answer is position 0, which is always right (the reader filters by offset)."""
     start_offset = max(offset_lo, base_offset)
     stem = log_path[: -len(".log")]
-    use_time = ts_lo > _LONG_MIN and _size(stem + ".timeindex") > 0
+    use_time = ts_lo > LONG_MIN and _size(stem + ".timeindex") > 0
     if not use_time and (start_offset <= base_offset or _size(stem + ".index") <= 0):
         return 0, start_offset
     try:

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kafkalog.errors import CorruptRecordError
+from kafkalog.limits import INT_MAX
 from kafkalog.records.batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from kafkalog.records.reader import LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1, read_batches
 from kafkalog.segment import _served_span
 
 __all__ = ["Kept", "Removed", "SegmentScan", "choose_batches", "epoch_entries", "scan_segment"]
 
-_I32_MAX = 2**31 - 1
 _PREFIX = struct.Struct(">qi4xb")  # base offset, length, magic (after the 4-byte epoch / legacy crc)
 _MIN_SIZE = {2: RECORD_BATCH_OVERHEAD - LOG_OVERHEAD, 1: LEGACY_RECORD_OVERHEAD_V1, 0: LEGACY_RECORD_OVERHEAD_V0}
 _WINDOW = 1 << 18
@@ -153,7 +153,7 @@ def choose_batches(scans: list[SegmentScan]) -> list[list[Kept]]:
     for i, scan in enumerate(scans):
         upper = scans[i + 1].base_offset if i + 1 < len(scans) else None
         for k in scan.batches:
-            if k.first < scan.base_offset or k.last < k.first or k.last - scan.base_offset > _I32_MAX:
+            if k.first < scan.base_offset or k.last < k.first or k.last - scan.base_offset > INT_MAX:
                 continue
             if upper is not None and k.last >= upper:
                 continue

@@ -25,12 +25,11 @@ from dataclasses import dataclass, field
 
 from kafkalog.log.index_check import check_segment, is_corruption
 from kafkalog.manager.partition_lock import PartitionLock
+from kafkalog.names import TopicPartition
 
 __all__ = ["CheckStatus", "PartitionCheckState", "SanityCheckRun", "SanityChecker", "is_corruption"]
 
 _log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 class CheckStatus(str, enum.Enum):
