@@ -137,3 +137,26 @@ def test_plan_of_kafkas_loader_cases(tmp_path: Path, case: str) -> None:
         loaded = {a for a in log.load_actions if not a[1].endswith((".snapshot", ".snapshot.deleted"))}
     planned = {a for a in plan.actions if not a[1].endswith((".snapshot", ".snapshot.deleted"))}
     assert planned == loaded
+
+
+def test_the_plan_opens_nothing_for_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dry run works on a read-only mount: every file the plan opens is opened for reading only."""
+    import builtins
+
+    d, manifest, _bad, _path = flip_one_batch(tmp_path / "golden-segments-0")
+    real_os_open, real_open = os.open, builtins.open
+    writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+    def os_open(path, flags, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003 - os.open's signature
+        assert not flags & writes, f"{path} opened for writing"
+        return real_os_open(path, flags, *args, **kwargs)
+
+    def py_open(file, mode="r", *args, **kwargs):  # noqa: ANN001, ANN002, ANN003 - open's signature
+        assert not set(mode) & set("wax+"), f"{file} opened with mode {mode}"
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(builtins, "open", py_open)
+    for clean in (True, False):
+        plan = plan_recovery(d, _config(manifest["scenario"]), clean_shutdown=clean, look_everywhere=True)
+        assert plan.log_end_before == manifest["scenario"]["logEndOffset"]

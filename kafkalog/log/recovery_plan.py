@@ -251,9 +251,9 @@ def plan_recovery(
 
 
 def _open(d: Path, base: int, config: LogConfig, suffix: str = "") -> LogSegment:
-    """A segment over existing files, opened for reading only (nothing is created: the ``.log`` exists)."""
+    """A segment over existing files, opened for reading only: a plan works on a read-only mount too."""
     return LogSegment(d, base, index_interval_bytes=config.index_interval_bytes,
-                      max_index_size=config.segment_index_bytes, file_suffix=suffix)
+                      max_index_size=config.segment_index_bytes, file_suffix=suffix, read_only=True)
 
 
 def _cut(seg: _Seg) -> SegmentCut | None:
