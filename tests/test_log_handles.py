@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GOLDEN, needs_golden
+from test_jbod_move import _hook
 from test_log_golden import _writable_copy
 
 from kafkalog.errors import KafkaStorageError, LogMovedError
@@ -27,7 +28,17 @@ def test_a_handle_kept_across_a_replica_move_raises_log_moved(tmp_path: Path) ->
         for i in range(30):
             m.append("t", 0, [(f"{i}".encode(), b"v" * 50)])
         old = m.get_log("t", 0)
+        futures = []
+
+        def hook(key, step) -> None:  # noqa: ANN001 - the mover's step hook
+            if step == "caught_up":
+                futures.append(m.get_log("t", 0, is_future=True))
+
+        _hook(m, hook)
         assert m.alter_replica_log_dir("t", 0, target, wait=True).state == "completed"
+        (future,) = futures
+        with pytest.raises(LogMovedError):
+            future.read(0)  # the future handle was promoted: fetch the current log
         for call in (lambda: old.read(0), lambda: old.offset_for_timestamp(0), lambda: old.flush()):
             with pytest.raises(LogMovedError) as info:
                 call()

@@ -697,6 +697,7 @@ class ReplicaMover:
             failures.append((tgt_dir, exc, "target"))
             return
         src.mark_moved(new_path)
+        fut.mark_moved(new_path)  # the future handle too: its partition lives on as the current log
         with m._state_lock:
             e.log = new_log
             e.dir = tgt_dir
