@@ -17,8 +17,11 @@ complete: the kept batches go to ``<base>.log.cleaned`` (fsync; a leftover ``.cl
 is renamed ``<base>.log.swap`` (fsync dir; a ``.swap`` replaces the files of its offset range at load), the old
 indexes are deleted, and the ``.swap`` is renamed over the ``.log`` (fsync dir; a segment without an offset index
 is rebuilt at load). Producer snapshots past the first removed offset are deleted, and the partition is then
-loaded once as after a crash, from offset 0 (also when no byte was removed): every offset, time and transaction index, the leader-epoch cache
-and the producer state are rebuilt from the batches kept.
+loaded as after a crash, from offset 0 (also when no byte was removed): every offset, time and transaction index,
+the leader-epoch checkpoint (entries of the old one kept where the kept batches agree) and the producer state are
+rebuilt from the batches kept. Only plainly named ``.log`` files are salvaged; leftovers of Kafka's own
+operations (``.deleted``, ``.cleaned``, ``.swap``) are left to that load, which removes or completes them as
+Kafka's loader does.
 """
 
 from __future__ import annotations
