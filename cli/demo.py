@@ -87,7 +87,7 @@ def demo(state: CliState | None, base: str | None, keep: bool, no_spark: bool) -
         _info(f"{os.path.basename(failed)} is no longer a directory (holding {', '.join(lost) or 'no partitions'})")
 
         _step(3, "Restart: a new LogManager loads the dirs (unclean shutdown: recovery runs)")
-        summary = _restart(dirs, placed, victim_tp, lost)
+        summary = _restart(dirs, placed, victim_tp)
         for line in summary:
             _info(line)
 
@@ -178,7 +178,7 @@ def _tear_tail(pdir: str) -> tuple[str, int]:
     return path, cut
 
 
-def _restart(dirs: list[str], placed: dict[str, str], victim: str, lost: list[str]) -> list[str]:
+def _restart(dirs: list[str], placed: dict[str, str], victim: str) -> list[str]:
     from kafkalog.log.config import LogConfig
     from kafkalog.manager.log_manager import LogManager
 
@@ -187,13 +187,15 @@ def _restart(dirs: list[str], placed: dict[str, str], victim: str, lost: list[st
     config = LogConfig.from_properties({"segment.bytes": 16384, "index.interval.bytes": 1024})
     manager = LogManager(dirs, log_config=config, properties={"node.id": 1, "cluster.id": "a2Fma2Fsb2dkZW1vMDAwMQ"})
     manager.add_listener(events.append)
+    # The placement from step 1 plays the cluster metadata: a dir that fails before it can be listed still
+    # reports the partitions it held (event, OfflineReplicaCount).
+    manager.expect_partitions({(tp.rsplit("-", 1)[0], int(tp.rsplit("-", 1)[1])): d for tp, d in placed.items()})
     started = time.monotonic()
     manager.startup()
     try:
         lines.append(f"startup took {time.monotonic() - started:.2f}s")
         for ev in events or manager.events:
-            # A dir that fails at startup cannot be listed; the placement from step 1 says what it held.
-            parts = ", ".join(f"{t}-{p}" for t, p in ev.partitions) or ", ".join(lost) or "none"
+            parts = ", ".join(f"{t}-{p}" for t, p in ev.partitions) or "none"
             lines.append(f"offline: {os.path.basename(ev.log_dir)} (cause: {ev.cause}); partitions lost: {parts}")
         lines.append(f"live dirs: {', '.join(os.path.basename(d) for d in manager.live_log_dirs)}")
         lines.append(f"offline dirs: {', '.join(os.path.basename(d) for d in manager.offline_log_dirs)}")

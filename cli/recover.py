@@ -1,27 +1,28 @@
-"""``kafkalog recover``: run Kafka's log recovery offline on a partition dir or a whole log dir, and say what it cut.
+"""``kafkalog recover``: run Kafka's log recovery offline on a partition dir or a whole log dir, or salvage it.
 
-Recovery itself is the library's ``Log.open`` (the ``LogLoader``: leftovers, swaps, orphan indexes, then every
-segment from the recovery point re-read, indexes rebuilt, the log cut at the first invalid byte and later segments
-deleted). This command adds what an operator needs around it:
+What recovery would do comes from the library's plan mode (``kafkalog.log.recovery_plan.plan_recovery``: the
+loader's own decisions, taken without writing), so ``--dry-run`` prints exactly what the load would cut, and a real
+run prints the same plan beside the log end offset the load produced. Around it this command adds:
 
-* the log dir's ``.lock`` is taken first, so it refuses while a broker or a LogManager holds the dir;
-* the before/after of every segment is compared, so the report names the segment, the cut position, the bytes
-  and the offsets lost (offsets of readable batches past the cut; a torn batch has no readable offsets);
-* ``--dry-run`` runs the same recovery on a private copy of the files recovery would touch (the segments from the
-  recovery point on, segments with a missing offset index, and the small metadata files), so nothing under PATH
-  changes, not even the ``.lock`` file when none exists;
+* the log dir's ``.lock`` is taken first, so it refuses while a broker or a LogManager holds the dir (a dry run
+  only probes an existing lock file and changes nothing under PATH);
+* after a clean shutdown (Kafka skips recovery) or below the recovery point, segments recovery does not read are
+  read anyway, and bytes there that are not valid batches are reported with a hint (``--full`` runs Kafka's
+  recovery from offset 0, ``--salvage`` keeps every valid batch);
+* ``--salvage`` (beyond Kafka, ``kafkalog.log.salvage``): only the damaged byte ranges go, every valid batch stays,
+  later segments included; the removed bytes and a report go to ``--quarantine-dir`` (default: beside the log
+  dir, ``<log dir>.kafkalog-quarantine``). With ``--dry-run`` both plans are shown side by side;
 * in a log dir, the ``recovery-point-offset-checkpoint`` and ``replication-offset-checkpoint`` entries of a
-  truncated partition are clamped to its new log end offset (atomically, via the library), as the broker would
-  do on its next checkpoint.
+  partition whose log end went down are clamped to its new log end offset (atomically, via the library), as the
+  broker would do on its next checkpoint.
 
-Exit code 1 when recovery truncated or deleted data (or would, with ``--dry-run``), 0 when nothing was lost.
+Exit code 1 when recovery truncated, deleted or salvaged data (or would, with ``--dry-run``), or found corruption it
+does not read; 0 when nothing was lost.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +35,8 @@ _LOG_DIR_FILES = ("meta.properties", "recovery-point-offset-checkpoint", "log-st
                   "replication-offset-checkpoint", ".kafka_cleanshutdown")  # fmt: skip
 
 
-@dataclass
-class SegmentState:
-    size: int
-    last_offset: int | None  # last offset of the readable batches, None when none
+def _range_text(ranges: list[list[int]]) -> str:
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in ranges)
 
 
 @dataclass
@@ -53,11 +52,24 @@ class PartitionRecovery(Event):
     deleted: list[dict[str, Any]] = field(default_factory=list)
     actions: list[dict[str, str]] = field(default_factory=list)
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    lost_ranges: list[list[int]] = field(default_factory=list)  # Kafka's recovery: offsets past the new log end
+    unseen: list[dict[str, Any]] = field(default_factory=list)
+    salvage: dict[str, Any] | None = None  # the salvage report (to_json) with --salvage
     type = "partition"  # type: ignore[misc]
 
     @property
-    def lost_data(self) -> bool:
+    def kafka_loses(self) -> bool:
         return bool(self.truncations or self.deleted)
+
+    @property
+    def lost_data(self) -> bool:
+        if self.salvage is not None:
+            return bool(self.salvage["ranges"])
+        return self.kafka_loses
+
+    @property
+    def offsets_lost(self) -> int:
+        return sum(b - a + 1 for a, b in self.lost_ranges)
 
     def text(self) -> str:
         would = "would " if self.dry_run else ""
@@ -65,40 +77,92 @@ class PartitionRecovery(Event):
         lines = [
             f"{'Dry run: ' if self.dry_run else ''}Recovering {self.path} ({how}, recovery point {self.recovery_point})"
         ]
+        kafka = "Kafka's recovery " if self.salvage is not None else ""
+        kwould = "would " if self.dry_run or self.salvage is not None else ""
         for t in self.truncations:
             lost = (
                 f"offsets {t['firstOffsetLost']}-{t['lastOffsetLost']} lost"
                 if t["lastOffsetLost"] is not None
                 else "no readable offsets lost"
             )
-            lines.append(f"  {would}truncate {t['segment']} at position {t['position']}: {t['bytes']} bytes, {lost}")
+            lines.append(f"  {kafka}{kwould}truncate {t['segment']} at position {t['position']}: {t['bytes']} bytes, "
+                         f"{lost}")
         for d in self.deleted:
             lost = f"offsets {d['firstOffset']}-{d['lastOffset']} lost" if d["lastOffset"] is not None else "empty"
-            lines.append(f"  {would}delete {d['segment']}: {d['bytes']} bytes, {lost}")
+            lines.append(f"  {kafka}{kwould}delete {d['segment']}: {d['bytes']} bytes, {lost}")
         for a in self.actions:
             if a["action"] not in ("truncated", "deleted segment"):
-                lines.append(f"  {would}{a['action']}: {a['file']}")
+                lines.append(f"  {kwould}{a['action']}: {a['file']}")
+        if self.salvage is not None:
+            end = self.salvage["logEndOffsetAfter"]
+            kafka_end = self.salvage["kafkaLogEndOffsetAfter"]
+            lines.append(f"  {'':16}{'Kafka recovery':>24}  {'salvage':>24}")
+            lines.append(f"  {'log end offset':16}{f'{self.log_end_before} -> {kafka_end}':>24}  "
+                         f"{f'{self.log_end_before} -> {end}':>24}")
+            k_lost = f"{_range_text(self.lost_ranges)} ({self.offsets_lost})" if self.lost_ranges else "none"
+            s_lost = (f"{_range_text(self.salvage['lostRanges'])} ({self.salvage['offsetsLost']})"
+                      if self.salvage["lostRanges"] else "none")
+            lines.append(f"  {'offsets lost':16}{k_lost:>24}  {s_lost:>24}")
+            k_bytes = sum(t["bytes"] for t in self.truncations) + sum(d["bytes"] for d in self.deleted)
+            s_bytes = sum(r["bytes"] for r in self.salvage["ranges"])
+            lines.append(f"  {'bytes removed':16}{k_bytes:>24}  {s_bytes:>24}")
+            for r in self.salvage["ranges"]:
+                lost = (f"offsets {r['firstOffset']}-{r['lastOffset']} lost" if r["firstOffset"] is not None
+                        else "no offsets lost")
+                lines.append(f"  salvage {'would remove' if self.dry_run else 'removed'} {r['segment']} {r['position']}-{r['position'] + r['bytes']} "
+                             f"({r['bytes']} bytes, {'/'.join(r['reasons'])}): {lost}")
+            if self.salvage.get("quarantine"):
+                lines.append(f"  removed bytes and {self.salvage['reportFile']} in {self.salvage['quarantine']}")
+            elif self.salvage["ranges"]:
+                lines.append(f"  removed bytes would be kept in {self.salvage['quarantineRoot']}")
         for c in self.checkpoints:
             lines.append(f"  {would}set {c['file']} {c['partition']} {c['before']} -> {c['after']}")
-        lines.append(f"  log end offset {self.log_end_before} -> {self.log_end_after}")
-        if not self.lost_data:
+        if self.salvage is None:
+            lines.append(f"  log end offset {self.log_end_before} -> {self.log_end_after}")
+            if self.lost_ranges:
+                lines.append(f"  offsets lost: {_range_text(self.lost_ranges)} ({self.offsets_lost} offsets)")
+        for u in self.unseen:
+            lines.append(f"  {u['segment']} holds {u['bytes']} bytes that are not valid batches from position "
+                         f"{u['position']}: recovery does not read that segment, so Kafka would serve them as is")
+        if self.unseen and self.salvage is None:
+            lines.append("  run with --full (Kafka's recovery from offset 0) or --salvage (keep every valid batch)")
+        if not self.lost_data and not self.unseen:
             lines.append("  nothing lost")
         return "\n".join(lines)
 
     def fields(self) -> dict[str, Any]:
-        return {
+        kafka = {
+            "truncations": self.truncations,
+            "deletedSegments": self.deleted,
+            "lostRanges": self.lost_ranges,
+            "offsetsLost": self.offsets_lost,
+        }
+        head = {
             "path": self.path,
             "dryRun": self.dry_run,
+            "mode": "kafka" if self.salvage is None else "salvage",
             "cleanShutdown": self.clean_shutdown,
             "recoveryPoint": self.recovery_point,
             "logStartOffset": self.log_start_offset,
             "logEndOffsetBefore": self.log_end_before,
-            "logEndOffsetAfter": self.log_end_after,
-            "truncations": self.truncations,
-            "deletedSegments": self.deleted,
-            "actions": self.actions,
+        }
+        if self.salvage is None:
+            return {**head, "logEndOffsetAfter": self.log_end_after, **kafka, "actions": self.actions,
+                    "checkpoints": self.checkpoints, "unseenCorruption": self.unseen, "lostData": self.lost_data}
+        s = self.salvage
+        return {
+            **head,
+            "logEndOffsetAfter": s["logEndOffsetAfter"],
+            "lostRanges": s["lostRanges"],
+            "offsetsLost": s["offsetsLost"],
+            "ranges": s["ranges"],
+            "rewritten": s["rewritten"],
+            "quarantine": s["quarantine"] or s["quarantineRoot"],
+            "reportFile": s["reportFile"] if s["quarantine"] else None,
             "checkpoints": self.checkpoints,
             "lostData": self.lost_data,
+            # Kafka's recovery after a crash from offset 0, on the same files: the comparison.
+            "kafka": {"logEndOffsetAfter": s["kafkaLogEndOffsetAfter"], **kafka, "actions": self.actions},
         }
 
 
@@ -106,6 +170,11 @@ class PartitionRecovery(Event):
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--dry-run", is_flag=True, help="Show what recovery would do; change nothing on disk.")
 @click.option("--full", is_flag=True, help="Recover every segment, as after a crash with recovery point 0.")
+@click.option("--salvage", is_flag=True,
+              help="Beyond Kafka: keep every valid batch, remove only damaged bytes (kept in the quarantine dir).")
+@click.option("--quarantine-dir", type=click.Path(path_type=str), default=None,
+              help="Where --salvage keeps the removed bytes and its report (default: <log dir>.kafkalog-quarantine "
+                   "beside the log dir; never inside it).")
 @click.option(
     "--config",
     "configs",
@@ -116,19 +185,23 @@ class PartitionRecovery(Event):
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per partition and a summary.")
 @click.pass_obj
 def recover(
-    state: CliState | None, path: str, dry_run: bool, full: bool, configs: tuple[str, ...], json_mode: bool
+    state: CliState | None, path: str, dry_run: bool, full: bool, salvage: bool, quarantine_dir: str | None,
+    configs: tuple[str, ...], json_mode: bool,
 ) -> None:
-    """Run Kafka's log recovery offline on a partition dir or a whole log dir.
+    """Run Kafka's log recovery offline on a partition dir or a whole log dir (or salvage it).
 
     Honours the log dir's .lock (refuses while a broker or LogManager holds it). Without --full, does exactly
     what the broker would do at its next start: nothing after a clean shutdown, else recovery from the
-    checkpointed recovery point. Exit 1 when data was (or would be) truncated or deleted.
+    checkpointed recovery point. --salvage keeps every valid batch instead. Exit 1 when data was (or would be)
+    truncated, deleted or salvaged, or when corruption recovery would not read was found.
     """
     from kafkalog.log.config import LogConfig
     from kafkalog.names import parse_partition_dir
 
     state = state or CliState()
     out = make_output(json_mode=json_mode, quiet=state.quiet)
+    if quarantine_dir is not None and not salvage:
+        raise click.BadParameter("only with --salvage", param_hint="--quarantine-dir")
     if not os.path.exists(path):
         raise FileNotFoundError(2, "No such file or directory", path)
     if not os.path.isdir(path):
@@ -158,6 +231,8 @@ def recover(
                 pdirs.append(full_path)
         if not pdirs and not any(os.path.exists(os.path.join(path, n)) for n in _LOG_DIR_FILES):
             raise CommandError(f"{path}: neither a partition dir (<topic>-<partition>) nor a log dir")
+    if salvage:
+        _check_quarantine_dir(log_dir, quarantine_dir)
     lock = _lock(log_dir, dry_run)
     code = EXIT_OK
     try:
@@ -165,9 +240,11 @@ def recover(
         clean = os.path.exists(os.path.join(log_dir, ".kafka_cleanshutdown")) and not full
         with out.progress("recovering", total=len(pdirs)) as bar:
             for pdir in pdirs:
-                rec = _recover_partition(pdir, config, ckpts, clean=clean, full=full, dry_run=dry_run)
-                if rec.truncations or rec.deleted:
+                rec = _recover_partition(pdir, config, ckpts, clean=clean, full=full, dry_run=dry_run,
+                                         salvage=salvage, quarantine_dir=quarantine_dir)
+                if rec.lost_data or rec.unseen:
                     code = EXIT_CORRUPT
+                if rec.lost_data:
                     rec.checkpoints = _clamp_checkpoints(log_dir, pdir, rec, ckpts, dry_run)
                 out.emit(rec)
                 bar.advance()
@@ -175,6 +252,19 @@ def recover(
         if lock is not None:
             lock.release()
     click.get_current_context().exit(code)
+
+
+def _check_quarantine_dir(log_dir: str, quarantine_dir: str | None) -> None:
+    """A quarantine inside the log dir would be read by Kafka's loader: refuse it before anything runs."""
+    if quarantine_dir is None:
+        return
+    q = os.path.realpath(quarantine_dir)
+    root = os.path.realpath(log_dir)
+    if q == root or q.startswith(root + os.sep):
+        raise click.BadParameter(
+            f"{quarantine_dir} is inside the log dir {log_dir}, where Kafka's loader would read it",
+            param_hint="--quarantine-dir",
+        )
 
 
 def _is_partition_dir(path: str) -> bool:
@@ -213,104 +303,57 @@ def _read_checkpoints(log_dir: str) -> dict[str, dict[tuple[str, int], int]]:
     return out
 
 
-def _segments(pdir: str) -> dict[int, str]:
-    from kafkalog.names import parse_segment_file_name
-
-    found = {}
-    for name in os.listdir(pdir):
-        parsed = parse_segment_file_name(name)
-        if parsed is not None and parsed.suffix == ".log" and not parsed.temp_suffix:
-            found[parsed.offset] = name
-    return dict(sorted(found.items()))
-
-
-def _state(path: str) -> SegmentState:
-    from kafkalog.verify import verify_log_file
-
-    report = verify_log_file(path, include_batches=False)
-    return SegmentState(report.file_size, report.last_offset)
-
-
 def _recover_partition(
-    pdir: str, config: Any, ckpts: dict[str, dict[tuple[str, int], int]], *, clean: bool, full: bool, dry_run: bool
+    pdir: str, config: Any, ckpts: dict[str, dict[tuple[str, int], int]], *, clean: bool, full: bool, dry_run: bool,
+    salvage: bool = False, quarantine_dir: str | None = None,
 ) -> PartitionRecovery:
     from kafkalog.log.log import Log
+    from kafkalog.log.recovery_plan import plan_recovery
+    from kafkalog.log.salvage import REPORT_FILE, default_quarantine_dir, salvage_partition
     from kafkalog.names import parse_partition_dir
 
     parsed = parse_partition_dir(os.path.basename(pdir))
     key = (parsed.topic, parsed.partition)
     recovery_point = 0 if full else ckpts["recovery-point-offset-checkpoint"].get(key, 0)
     log_start = ckpts["log-start-offset-checkpoint"].get(key)
-    segments = _segments(pdir)
-    # The segments recovery may touch: from the one holding the recovery point on (all of them when unclean and
-    # the point is 0), plus any whose offset index is missing (the loader rebuilds those wherever they are).
-    bases = list(segments)
-    first_touched = max([b for b in bases if b <= recovery_point] or [bases[0] if bases else 0])
-    touched = [b for b in bases if (not clean and b >= first_touched) or not _has_index(pdir, segments[b])]
-    before = {b: _state(os.path.join(pdir, segments[b])) for b in touched}
-    last_before = max((s.last_offset for s in before.values() if s.last_offset is not None), default=None)
-    rec = PartitionRecovery(
-        pdir, dry_run, clean, recovery_point, log_start, None if last_before is None else last_before + 1
-    )
-    work_root = tempfile.mkdtemp(prefix="kafkalog-recover-") if dry_run else None
-    try:
-        work = pdir
-        if work_root is not None:
-            work = os.path.join(work_root, os.path.basename(pdir))
-            _copy_for_dry_run(pdir, work, {segments[b] for b in touched})
-        log = Log.open(work, config, recovery_point=recovery_point, log_start_offset=log_start, clean_shutdown=clean)
+    # With --salvage, Kafka's side of the comparison is its recovery after a crash from offset 0: what it would
+    # make of the same damage.
+    kafka_clean = clean and not salvage
+    kafka_point = 0 if salvage else recovery_point
+    plan = plan_recovery(pdir, config, clean_shutdown=kafka_clean, recovery_point=kafka_point,
+                         log_start_offset=log_start or 0, look_everywhere=True)
+    rec = PartitionRecovery(pdir, dry_run, kafka_clean, kafka_point, log_start, plan.log_end_before,
+                            plan.log_end_after)
+    rec.truncations = [
+        {"segment": t.segment, "position": t.position, "bytes": t.bytes, "firstOffsetLost": t.first_offset_lost,
+         "lastOffsetLost": t.last_offset_lost} for t in plan.truncations
+    ]
+    rec.deleted = [
+        {"segment": d.segment, "bytes": d.bytes, "firstOffset": d.first_offset, "lastOffset": d.last_offset}
+        for d in plan.deleted
+    ]
+    rec.actions = [{"action": a, "file": f} for a, f in plan.actions]
+    rec.lost_ranges = [list(r) for r in plan.lost_ranges]
+    rec.unseen = [{"segment": u.segment, "position": u.position, "bytes": u.bytes} for u in plan.unseen_corruption]
+    if salvage:
+        report = salvage_partition(pdir, quarantine_dir=quarantine_dir, dry_run=dry_run, config=config,
+                                   log_start_offset=log_start)
+        doc = report.to_json()
+        doc["kafkaLogEndOffsetAfter"] = plan.log_end_after
+        doc["quarantineRoot"] = str(quarantine_dir or default_quarantine_dir(pdir))
+        doc["quarantine"] = None if report.quarantine is None else str(report.quarantine)
+        doc["reportFile"] = REPORT_FILE
+        rec.salvage = doc
+        rec.unseen = []  # salvage reads every segment
+        rec.log_end_after = report.log_end_after
+        return rec
+    if not dry_run:
+        log = Log.open(pdir, config, recovery_point=recovery_point, log_start_offset=log_start, clean_shutdown=clean)
         try:
             rec.log_end_after = log.log_end_offset
-            actions = list(log.load_actions)
         finally:
             log.close()
-        after = _segments(work)
-        for b in touched:
-            name = segments[b]
-            old = before[b]
-            if b not in after:
-                first = b
-                rec.deleted.append(
-                    {"segment": name, "bytes": old.size, "firstOffset": first if old.last_offset is not None else None,
-                     "lastOffset": old.last_offset}
-                )  # fmt: skip
-                continue
-            new_size = os.path.getsize(os.path.join(work, after[b]))
-            if new_size < old.size:
-                first_lost = rec.log_end_after
-                lost_last = old.last_offset if old.last_offset is not None and old.last_offset >= first_lost else None
-                rec.truncations.append(
-                    {"segment": name, "position": new_size, "bytes": old.size - new_size,
-                     "firstOffsetLost": first_lost if lost_last is not None else None, "lastOffsetLost": lost_last}
-                )  # fmt: skip
-        rec.actions = [{"action": a, "file": f} for a, f in actions]
-    finally:
-        if work_root is not None:
-            shutil.rmtree(work_root, ignore_errors=True)
-    if rec.log_end_before is None:
-        rec.log_end_before = rec.log_end_after if not rec.lost_data else rec.log_end_before
     return rec
-
-
-def _has_index(pdir: str, log_name: str) -> bool:
-    return os.path.exists(os.path.join(pdir, log_name[: -len(".log")] + ".index"))
-
-
-def _copy_for_dry_run(src: str, dst: str, segment_logs: set[str]) -> None:
-    """Copy what recovery reads or changes: the touched segments with their indexes, and every small file."""
-    from kafkalog.names import parse_segment_file_name
-
-    os.makedirs(dst)
-    stems = {n[: -len(".log")] for n in segment_logs}
-    for name in os.listdir(src):
-        source = os.path.join(src, name)
-        if not os.path.isfile(source):
-            continue
-        parsed = parse_segment_file_name(name)
-        if parsed is not None and parsed.suffix in (".log", ".index", ".timeindex", ".txnindex"):
-            if name.split(".")[0] not in stems and not parsed.temp_suffix:
-                continue
-        shutil.copy2(source, os.path.join(dst, name))
 
 
 def _clamp_checkpoints(
@@ -323,7 +366,7 @@ def _clamp_checkpoints(
     parsed = parse_partition_dir(os.path.basename(pdir))
     key = (parsed.topic, parsed.partition)
     changes = []
-    leo = rec.log_end_after
+    leo = rec.salvage["logEndOffsetAfter"] if rec.salvage is not None else rec.log_end_after
     if leo is None:
         return changes
     for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):

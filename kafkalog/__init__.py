@@ -38,6 +38,10 @@ _LAZY = {
     "TimestampAndOffset": "kafkalog.segment",
     "LogManager": "kafkalog.manager.log_manager",
     "LogDirOfflineEvent": "kafkalog.manager.log_manager",
+    "salvage_partition": "kafkalog.log.salvage",
+    "SalvageReport": "kafkalog.log.salvage",
+    "plan_recovery": "kafkalog.log.recovery_plan",
+    "RecoveryPlan": "kafkalog.log.recovery_plan",
     "verify_log_file": "kafkalog.verify",
     "errors": "kafkalog.errors",
 }

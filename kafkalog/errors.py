@@ -133,6 +133,16 @@ def io_cause(exc: BaseException) -> OSError | None:
     return None
 
 
+class LogMovedError(KafkaLogError):
+    """The ``Log`` handle was replaced by a KIP-113 replica move (``alter_log_dir``): the partition is healthy and
+    lives on in another log dir. Not a storage failure: fetch the log again (``LogManager.get_log``) and retry.
+    ``new_dir`` is the partition dir the log moved to."""
+
+    def __init__(self, message: str, *, new_dir: str | None = None) -> None:
+        super().__init__(message)
+        self.new_dir = new_dir
+
+
 class LogDirLockedError(KafkaStorageError):
     """Another process or LogManager holds the log dir's ``.lock``."""
 

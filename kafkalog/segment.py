@@ -126,10 +126,12 @@ class LogSegment:
         roll_jitter_ms: int = 0,
         file_suffix: str = "",
         clock: Callable[[], int] | None = None,
+        read_only: bool = False,
     ) -> None:
         self._dir = dir if isinstance(dir, Path) else Path(dir)
         self._base_offset = int(base_offset)
         self._suffix = file_suffix
+        self._read_only = read_only  # opened for reading only (a plan, an archive): no file created or written
         self.index_interval_bytes = int(index_interval_bytes)
         self.max_index_size = int(max_index_size)
         self.roll_jitter_ms = int(roll_jitter_ms)
@@ -160,9 +162,12 @@ class LogSegment:
 
     def _make_indexes(self) -> None:
         stem, suffix, base = self._stem, self._suffix, self._base_offset
-        self._offset_index = OffsetIndex(stem + ".index" + suffix, base, max_index_size=self.max_index_size)
-        self._time_index = TimeIndex(stem + ".timeindex" + suffix, base, max_index_size=self.max_index_size)
-        self._txn_index = TransactionIndex(stem + ".txnindex" + suffix, base)
+        w = not self._read_only
+        self._offset_index = OffsetIndex(stem + ".index" + suffix, base, max_index_size=self.max_index_size,
+                                         writable=w)
+        self._time_index = TimeIndex(stem + ".timeindex" + suffix, base, max_index_size=self.max_index_size,
+                                     writable=w)
+        self._txn_index = TransactionIndex(stem + ".txnindex" + suffix, base, writable=w)
 
     @property
     def _lock(self) -> threading.RLock:
@@ -223,9 +228,9 @@ class LogSegment:
             if self._file is None:
                 # O_NOFOLLOW: a segment file that is a symlink may point outside the log dir, and recovery would
                 # truncate whatever it points at; refuse it (ELOOP) instead of following it.
-                flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                fd = os.open(self._log_fspath, flags, 0o644)
-                self._file = os.fdopen(fd, "r+b", buffering=0)
+                mode = os.O_RDONLY if self._read_only else os.O_RDWR | os.O_CREAT
+                fd = os.open(self._log_fspath, mode | getattr(os, "O_NOFOLLOW", 0), 0o644)
+                self._file = os.fdopen(fd, "rb" if self._read_only else "r+b", buffering=0)
                 self._size = os.fstat(fd).st_size
             return self._file
 

@@ -50,9 +50,13 @@ def _cases() -> list[tuple[Path, dict, dict]]:
     return out
 
 
-def _damage(d: Path, rng: random.Random) -> list[str]:
+def _damage(d: Path, rng: random.Random, touched: dict[str, list[tuple[int, float]]] | None = None) -> list[str]:
+    """Damage 1-3 files of ``d``; ``touched`` (when given) collects, per file name, the byte ranges [start, end)
+    whose content changed or went (a deleted file: all of it; appended garbage changes no existing byte)."""
     done = []
     files = sorted(p for p in d.iterdir() if p.is_file())
+    mark = (lambda name, a, b: touched.setdefault(name, []).append((a, b))) if touched is not None else \
+        (lambda name, a, b: None)
     for _ in range(rng.randint(1, 3)):
         if not files:
             break
@@ -62,19 +66,24 @@ def _damage(d: Path, rng: random.Random) -> list[str]:
         if kind == "delete":
             f.unlink()
             files.remove(f)
+            mark(f.name, 0, float("inf"))
         elif kind == "truncate":
-            f.write_bytes(bytes(data[: rng.randint(0, len(data))]))
+            cut = rng.randint(0, len(data))
+            f.write_bytes(bytes(data[:cut]))
+            mark(f.name, cut, float("inf"))
         elif kind == "garbage":
             f.write_bytes(bytes(data) + rng.randbytes(rng.randint(1, 200)))
         elif data and kind == "flip":
             i = rng.randrange(len(data))
             data[i] ^= 1 << rng.randrange(8)
             f.write_bytes(bytes(data))
+            mark(f.name, i, i + 1)
         elif data and kind == "zero":
             i = rng.randrange(len(data))
             n = min(rng.randint(1, 64), len(data) - i)
             data[i : i + n] = bytes(n)
             f.write_bytes(bytes(data))
+            mark(f.name, i, i + n)
         done.append(f"{kind} {f.name}")
     return done
 

@@ -19,6 +19,10 @@ _EXPORTS = {
     "EARLIEST_TIMESTAMP": "kafkalog.log.log",
     "LATEST_TIMESTAMP": "kafkalog.log.log",
     "MAX_TIMESTAMP": "kafkalog.log.log",
+    "RecoveryPlan": "kafkalog.log.recovery_plan",
+    "plan_recovery": "kafkalog.log.recovery_plan",
+    "SalvageReport": "kafkalog.log.salvage",
+    "salvage_partition": "kafkalog.log.salvage",
     "ProducerStateEntry": "kafkalog.log.producer_state",
     "ProducerStateManager": "kafkalog.log.producer_state",
 }

@@ -61,6 +61,35 @@ def _is_file(entry: os.DirEntry) -> bool:
         raise
 
 
+def classify_leftovers(names: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """Step 1 as a decision: ``([(why, name) to delete], [valid .swap names])`` for the dir's file names (name
+    order). ``*.deleted`` (not KRaft's ``.checkpoint.deleted``) and ``*.cleaned`` go; a ``.swap`` at or past the
+    first ``.cleaned`` file belongs to an unfinished split (KAFKA-6264) and goes too."""
+    doomed: list[tuple[str, str]] = []
+    swaps: list[str] = []
+    cleaned: list[str] = []
+    min_cleaned = None
+    for name in names:
+        if name.endswith(DELETED_SUFFIX) and not name.endswith(_KRAFT_SNAPSHOT_DELETED):
+            doomed.append(("deleted leftover", name))
+        elif name.endswith(CLEANED_SUFFIX):
+            off = offset_prefix(name)
+            if off is not None:
+                min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
+            cleaned.append(name)
+        elif name.endswith(SWAP_SUFFIX):
+            swaps.append(name)
+    valid = []
+    for name in swaps:
+        off = offset_prefix(name)
+        if min_cleaned is not None and off is not None and off >= min_cleaned:
+            doomed.append(("invalid swap", name))
+        else:
+            valid.append(name)
+    doomed.extend(("cleaned leftover", name) for name in cleaned)
+    return doomed, valid
+
+
 @dataclass
 class LoadedLogOffsets:
     """What loading decided (Kafka's ``LoadedLogOffsets``)."""
@@ -267,30 +296,10 @@ class LogLoader:
         return LoadedLogOffsets(new_log_start, offsets.recovery_point, offsets.next_offset)
 
     def _remove_temp_files_and_collect_swaps(self) -> list[Path]:
-        swaps: list[Path] = []
-        cleaned: list[Path] = []
-        min_cleaned = None
-        for name in self._scan()[0]:
-            if name.endswith(DELETED_SUFFIX) and not name.endswith(_KRAFT_SNAPSHOT_DELETED):
-                self._delete(self.dir / name, "deleted leftover")
-            elif name.endswith(CLEANED_SUFFIX):
-                off = offset_prefix(name)
-                if off is not None:
-                    min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
-                cleaned.append(self.dir / name)
-            elif name.endswith(SWAP_SUFFIX):
-                swaps.append(self.dir / name)
-        valid = []
-        for path in swaps:
-            off = offset_prefix(path.name)
-            # KAFKA-6264: a .swap at or past the first .cleaned file belongs to an unfinished split.
-            if min_cleaned is not None and off is not None and off >= min_cleaned:
-                self._delete(path, "invalid swap")
-            else:
-                valid.append(path)
-        for path in cleaned:
-            self._delete(path, "cleaned leftover")
-        return valid
+        doomed, swaps = classify_leftovers(self._scan()[0])
+        for why, name in doomed:
+            self._delete(self.dir / name, why)
+        return [self.dir / name for name in swaps]
 
     def _complete_swaps(self, swaps: list[Path]) -> None:
         min_off: int | None = None

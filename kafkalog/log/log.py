@@ -15,6 +15,7 @@ first has the segments it lands on sanity-checked when KIP-263 left them pending
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.errors import (
     CorruptCheckpointError,
     CorruptRecordError,
@@ -32,6 +34,7 @@ from kafkalog.errors import (
     InvalidOffsetError,
     InvalidRecordError,
     KafkaStorageError,
+    LogMovedError,
     OffsetOutOfRangeError,
     io_cause,
 )
@@ -39,6 +42,7 @@ from kafkalog.limits import INT_MAX as _I32_MAX
 from kafkalog.limits import wall_clock_ms
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
+from kafkalog.log.index_check import check_segment, is_corruption
 from kafkalog.log.loader import LogLoader, rebuild_producer_state
 from kafkalog.log.producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from kafkalog.log.segments import LogSegments
@@ -86,6 +90,35 @@ def _as_config(config: LogConfig | Mapping[str, Any] | None) -> LogConfig:
     if isinstance(config, LogConfig):
         return config
     return LogConfig.from_properties(config)
+
+
+def _epoch_reader(config: LogConfig) -> Callable[[Path], list]:
+    """Read the ``leader-epoch-checkpoint``, creating it empty when missing: Kafka's ``CheckpointFile`` creates
+    its file on construction, so every partition of a v2 log has one after a load. A log whose
+    ``message.format.version`` predates v2 (0.11) has no epoch cache in Kafka, so no file is created for it."""
+
+    def read(path: Path) -> list:
+        try:
+            return read_leader_epoch_checkpoint(path)
+        except FileNotFoundError:
+            if not _predates_v2(config.message_format_version):
+                with contextlib.suppress(FileExistsError):
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            return []
+
+    return read
+
+
+def _predates_v2(version: str | None) -> bool:
+    """``message.format.version`` below 0.11 (magic 0/1 only); None means the current format."""
+    if not version:
+        return False
+    parts = version.split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return False
+    return (major, minor) < (0, 11)
 
 
 def _topic_partition(path: Path) -> tuple[str | None, int | None]:
@@ -191,6 +224,7 @@ class Log:
         self._clock = clock
         self._lock = threading.RLock()
         self._closed = False
+        self._moved_to: str | None = None  # set by mark_moved
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._high_watermark: int | None = None  # None: follows the log end offset
         self._hooks: StorageHooks | None = None  # set by a LogManager (attach_storage_hooks)
@@ -208,7 +242,7 @@ class Log:
         epoch_path = path / CHECKPOINT_FILE
         self.epoch_cache_rebuilt = False
         try:
-            self._epoch_cache = LeaderEpochFileCache(epoch_path)
+            self._epoch_cache = LeaderEpochFileCache(epoch_path, reader=_epoch_reader(config))
         except CorruptCheckpointError as exc:
             if not rebuild_bad_epoch:
                 raise KafkaStorageError(f"error while reading checkpoint file {epoch_path}: {exc}") from exc
@@ -236,6 +270,12 @@ class Log:
         self.load_actions = loader.actions
         # Still-present segments this load rebuilt: the manager's sanity check counts them as checked.
         self.recovered_at_load: frozenset[int] = frozenset(loader.recovered_bases)
+        # Inactive segments whose indexes no check has passed yet (KIP-263): checked on first use by a read or a
+        # lookup (``_index_checked``), or marked by the manager's background checker (``mark_index_checked``).
+        active = self._segments.last
+        self._index_pending: set[int] = {
+            s.base_offset for s in self._segments if s is not active and s.base_offset not in self.recovered_at_load
+        }
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = max(loaded.recovery_point, loaded.log_start_offset)
         self._log_end_offset = loaded.next_offset
@@ -630,6 +670,7 @@ class Log:
             seg = self._segments.floor(offset)
         out: list[RecordBatch] = []
         while seg is not None:
+            self._index_checked(seg)
             max_pos = active_size if seg is active else None
             nxt = self._segments.higher(seg.base_offset)
             got = seg.read_valid(offset, max_bytes, max_position=max_pos,
@@ -654,6 +695,8 @@ class Log:
                 return TimestampAndOffset(-1, self._log_end_offset, self._epoch_cache.latest_epoch)
             segs = self._segments.values()
         if timestamp == MAX_TIMESTAMP:
+            for seg in segs:  # every time index is read to find the largest timestamp
+                self._index_checked(seg)
             best = max(segs, key=lambda s: s.max_timestamp_so_far)
             target = best.max_timestamp_so_far
             if target < 0:
@@ -667,9 +710,70 @@ class Log:
                     return TimestampAndOffset(target, off, epoch)
             return None
         for seg in segs:
+            self._index_checked(seg)
             if seg.largest_timestamp >= timestamp:
                 return seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
         return None
+
+    @_storage_op("offset lookup")
+    def translate_offset(self, offset: int) -> tuple[int, int] | None:
+        """Where the batch holding ``offset`` starts: (segment base offset, file position), found through the
+        segment's offset index (checked first, KIP-263); None when no segment holds it."""
+        with self._lock:
+            self._check_open()
+            seg = self._segments.floor(offset)
+        if seg is None:
+            return None
+        self._index_checked(seg)
+        found = seg.translate_offset(offset)
+        return None if found is None else (seg.base_offset, found.position)
+
+    # ------------------------------------------------------------------ index checks (KIP-263)
+
+    def _index_checked(self, seg: LogSegment) -> None:
+        """Before an inactive segment's indexes answer for the first time: ``check_segment`` (Kafka's index rules,
+        the strict index-vs-log checks, a whole last batch); a segment failing it is rebuilt from its ``.log``
+        first. A disk error propagates as any I/O error of the operation does."""
+        base = seg.base_offset
+        if base not in self._index_pending:
+            return
+        with self._lock:
+            if base not in self._index_pending or self._segments.get(base) is not seg:
+                self._index_pending.discard(base)
+                return
+            try:
+                check_segment(seg)
+            except Exception as exc:
+                if not is_corruption(exc):
+                    raise
+                self._recover_segments_locked([base])
+            self._index_pending.discard(base)
+
+    def mark_index_checked(self, base_offset: int) -> None:
+        """The manager's checker checked (or rebuilt) this segment: no check on first use."""
+        self._index_pending.discard(base_offset)
+
+    def recover_segments(self, bases: Iterable[int]) -> int:
+        """Rebuild segments ``bases`` from their batches, as Kafka's ``recoverSegment``: producer state replayed up
+        to each (aborted transactions land in the rebuilt ``.txnindex``), every index rewritten, the ``.log`` cut
+        after its last valid batch. Returns the bytes truncated. An OSError reaches the caller as it is (the
+        manager calls this under a partition lock and reports the dir itself)."""
+        with self._lock:
+            self._check_open()
+            return self._recover_segments_locked(sorted(bases))
+
+    def _recover_segments_locked(self, bases: list[int]) -> int:
+        total = 0
+        for base in bases:
+            seg = self._segments.get(base)
+            if seg is None:
+                continue
+            psm = self._new_psm()
+            rebuild_producer_state(psm, self._segments, self._log_start_offset, base,
+                                   reload_from_clean_shutdown=False, now=self._clock())
+            total += seg.recover(psm, self._epoch_cache)
+            self._index_pending.discard(base)
+        return total
 
     # ------------------------------------------------------------------ flush
 
@@ -883,8 +987,16 @@ class Log:
 
     # ------------------------------------------------------------------ helpers
 
+    def mark_moved(self, new_dir: str | os.PathLike) -> None:
+        """Called by the replica mover once this (closed) handle's partition lives on in ``new_dir``: later calls
+        raise LogMovedError instead of the storage error of a closed log."""
+        self._moved_to = os.fspath(new_dir)
+
     def _check_open(self) -> None:
         if self._closed:
+            moved = self._moved_to
+            if moved is not None:
+                raise LogMovedError(f"log {self._dir} moved to {moved}: fetch the log again", new_dir=moved)
             raise KafkaStorageError(f"log {self._dir} is closed")
 
 

@@ -256,6 +256,7 @@ class LogManager:
         self._stopped = False
         self._mover: Any = None  # ReplicaMover, created on first use (KIP-113)
         self._log_hooks = _ManagedLogHooks(self)
+        self._expected: dict[TopicPartition, str] = {}  # placement known from outside (expect_partitions)
 
     # --- context manager ---------------------------------------------------------------------------------------
 
@@ -301,6 +302,28 @@ class LogManager:
     def directory_id(self, log_dir: str | os.PathLike[str]) -> str | None:
         """The dir's KIP-858 ``directory.id`` (None for a dir that failed before its meta.properties was read)."""
         return self._dir(log_dir).directory_id
+
+    def expect_partitions(self, placement: Mapping[TopicPartition, str]) -> None:
+        """Tell the manager where replicas live, ``{(topic, partition): log dir path or directory.id}``, as the
+        cluster metadata tells Kafka's broker. A dir that fails before it can be listed (at startup, say) then
+        still reports the partitions it held: in its offline event, ``offline_partitions()`` and
+        ``OfflineReplicaCount``. Partitions live in another dir are not counted offline."""
+        with self._state_lock:
+            for (t, p), where in placement.items():
+                where = os.fspath(where)
+                self._expected[(str(t), int(p))] = os.path.abspath(where) if os.sep in where else where
+            for d in self._dirs.values():
+                if not d.online:
+                    d.offline_partitions = tuple(sorted(set(d.offline_partitions) | self._expected_in(d)))
+
+    def _expected_in(self, d: LogDir) -> set[TopicPartition]:
+        """The partitions ``expect_partitions`` placed in ``d`` that are not live elsewhere (state lock held)."""
+        out = set()
+        for key, where in self._expected.items():
+            if key in self._logs or where not in (d.path, d.directory_id):
+                continue
+            out.add(key)
+        return out
 
     def offline_partitions(self) -> dict[str, tuple[TopicPartition, ...]]:
         """Per offline dir, the partitions it held."""
@@ -659,6 +682,7 @@ class LogManager:
             partitions = {e.key for e in lost} | set(extra)
             if ld is not None:
                 partitions.update(ld.listed)
+            partitions |= self._expected_in(d)
             # Offline partitions are known before they leave the pool: a concurrent caller sees one or the other.
             d.offline_partitions = tuple(sorted(partitions))
             d.offline_cause = self.failure_channel.cause(path)
@@ -1092,23 +1116,9 @@ class LogManager:
     # --- KIP-263 recovery ----------------------------------------------------------------------------------------
 
     def _recover_segments(self, key: TopicPartition, log: Any, bases: list[int]) -> int:
-        """Rebuild the corrupt segments ``bases`` of one partition (caller holds the partition lock) with
-        ``LogSegment.recover``, producer state replayed up to each so its ``.txnindex`` is rebuilt right."""
-        from kafkalog.log.loader import rebuild_producer_state
-        from kafkalog.log.producer_state import ProducerStateManager
-
-        total = 0
-        for base in bases:
-            seg = log.segments.get(base)
-            if seg is None:
-                continue
-            # As Kafka's recoverSegment: producer state rebuilt up to the segment, so aborted transactions in it
-            # land in the rebuilt .txnindex; the leader-epoch cache only ever grows from a batch's epoch.
-            psm = ProducerStateManager(log.dir, clock=self._clock)
-            rebuild_producer_state(psm, log.segments, log.log_start_offset, base,
-                                   reload_from_clean_shutdown=False, now=self._clock())
-            total += seg.recover(psm, log.leader_epoch_cache)
-        return total
+        """Rebuild the corrupt segments ``bases`` of one partition (caller holds the partition lock), with the
+        log's own per-segment recovery (producer state replayed, so ``.txnindex`` is rebuilt right)."""
+        return int(log.recover_segments(bases))
 
     # --- shutdown ------------------------------------------------------------------------------------------------
 

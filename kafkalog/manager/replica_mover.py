@@ -696,6 +696,8 @@ class ReplicaMover:
             e.dir = tgt_dir  # the current log now lives in the target, which goes offline with it
             failures.append((tgt_dir, exc, "target"))
             return
+        src.mark_moved(new_path)
+        fut.mark_moved(new_path)  # the future handle too: its partition lives on as the current log
         with m._state_lock:
             e.log = new_log
             e.dir = tgt_dir

@@ -8,7 +8,7 @@ theirs is opened). Pending segments are checked later, by whichever comes first:
   leader for them), or
 * a read through the manager that lands on a pending segment.
 
-A check (:func:`check_segment`) is the segment's ``sanity_check(strict=True)`` (Kafka's index rules plus
+A check (``kafkalog.log.index_check.check_segment``, the one a ``Log`` runs on first use too) is the segment's ``sanity_check(strict=True)`` (Kafka's index rules plus
 kafkalog's stricter index-vs-log checks) and a shallow scan proving the ``.log`` ends on a whole batch. When a segment is corrupt, every earlier pending segment of the partition is checked before anything
 else touches it, and the corrupt ones are handed to the manager's ``recover`` callback, which rebuilds them
 (truncating only bytes that do not form valid batches). All work on a partition happens under that partition's
@@ -23,12 +23,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kafkalog.errors import (
-    InvalidArgumentError,
-    InvalidArgumentTypeError,
-    KafkaLogError,
-    KafkaStorageError,
-)
+from kafkalog.log.index_check import check_segment, is_corruption
 from kafkalog.manager.partition_lock import PartitionLock
 from kafkalog.names import TopicPartition
 
@@ -56,24 +51,6 @@ class PartitionCheckState:
     corrupt_segments: tuple[int, ...] = ()
     truncated_bytes: int = 0
     error: str | None = None
-
-
-def is_corruption(exc: BaseException) -> bool:
-    """True for errors meaning "this segment's files are inconsistent" rather than "the disk failed".
-
-    A missing offset index (``FileNotFoundError``) is Kafka's "needs recovery" signal, not a disk error.
-    """
-    if isinstance(exc, FileNotFoundError):
-        return True
-    return isinstance(exc, KafkaLogError) and not isinstance(
-        exc, (KafkaStorageError, InvalidArgumentError, InvalidArgumentTypeError)
-    )
-
-
-def check_segment(seg: object) -> None:
-    """The full check of one segment: Kafka's index rules, kafkalog's strict index-vs-log checks, and no bytes
-    after the last whole batch (a clean shutdown marker does not prove the tail was written completely)."""
-    seg.sanity_check(strict=True, whole_batches=True)  # type: ignore[attr-defined]
 
 
 def release_segment(seg: object) -> None:
@@ -328,6 +305,7 @@ class SanityChecker:
             if seg is not segs.last:
                 release_segment(seg)
             t.pending.discard(base)
+            t.log.mark_index_checked(base)  # type: ignore[attr-defined]
             t.checked += 1
         if not corrupt:
             return
@@ -341,6 +319,7 @@ class SanityChecker:
             return
         for base in corrupt:
             t.pending.discard(base)
+            t.log.mark_index_checked(base)  # type: ignore[attr-defined]
         t.checked += len(corrupt)
         t.corrupt.extend(corrupt)
         t.truncated += truncated

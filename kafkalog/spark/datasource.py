@@ -47,7 +47,8 @@ from pyspark.sql.types import StructType
 
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import CorruptRecordError, KafkaLogError
-from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
+from kafkalog.index import TransactionIndex
+from kafkalog.log.index_check import checked_start_position
 
 SCHEMA = (
     "topic string, partition int, offset long, timestamp long, timestamp_type string, key binary, value binary, "
@@ -276,36 +277,9 @@ def _aborted_txns(items: list[SegmentItem]) -> list[tuple[int, int, int]]:
 
 
 def _start_position(item: SegmentItem, offset_lo: int, ts_lo: int) -> tuple[int, int]:
-    """(file position to start at, offset to start from) given the lower bounds, via the segment's indexes.
-
-    Missing or unusable indexes just mean starting at 0: pushdown is an optimisation, never a correctness risk
-    beyond trusting Kafka's own index semantics.
-    """
-    start_offset = max(offset_lo, item.base_offset)
-    if ts_lo > -(1 << 63) and item.timeindex_size > 0:
-        try:
-            tidx = TimeIndex(item.sibling(".timeindex"), item.base_offset, writable=False)
-            try:
-                tidx.sanity_check()
-                _, ts_offset = tidx.lookup(ts_lo)
-            finally:
-                tidx.close()
-            start_offset = max(start_offset, int(ts_offset))
-        except (KafkaLogError, OSError, ImportError):
-            pass
-    if start_offset <= item.base_offset or item.index_size <= 0:
-        return 0, start_offset
-    try:
-        oidx = OffsetIndex(item.sibling(".index"), item.base_offset, writable=False)
-        try:
-            oidx.sanity_check()
-            _, position = oidx.lookup(start_offset)
-        finally:
-            oidx.close()
-    except (KafkaLogError, OSError):
-        return 0, start_offset
-    position = int(position)
-    return (position if 0 <= position < item.size_bytes else 0), start_offset
+    """(file position to start at, offset to start from) given the lower bounds: the segment's indexes answer
+    only after their strict checks against the ``.log`` (``kafkalog.log.index_check``); otherwise position 0."""
+    return checked_start_position(item.path, item.base_offset, offset_lo, ts_lo)
 
 
 def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics) -> Iterator[tuple]:

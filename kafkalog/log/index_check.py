@@ -1,0 +1,103 @@
+"""The check a segment passes before its indexes answer (KIP-263: done lazily, on first use).
+
+One definition for both users: a ``Log`` checks an inactive segment the first time a read, a timestamp lookup or
+an offset lookup needs its indexes, and the ``LogManager``'s background ``SanityChecker`` checks pending segments
+ahead of reads. A segment failing it is rebuilt from its ``.log`` (``Log.recover_segments``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+import numpy as np
+
+from kafkalog.errors import InvalidArgumentError, InvalidArgumentTypeError, KafkaLogError, KafkaStorageError
+from kafkalog.index.offset_index import OffsetIndex
+from kafkalog.index.time_index import TimeIndex
+from kafkalog.limits import LONG_MIN
+from kafkalog.records.scan import scan_batches
+
+__all__ = ["check_segment", "checked_start_position", "is_corruption"]
+
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """True for errors meaning "this segment's files are inconsistent" rather than "the disk failed".
+
+    A missing offset index (``FileNotFoundError``) is Kafka's "needs recovery" signal, not a disk error.
+    """
+    if isinstance(exc, FileNotFoundError):
+        return True
+    return isinstance(exc, KafkaLogError) and not isinstance(
+        exc, (KafkaStorageError, InvalidArgumentError, InvalidArgumentTypeError)
+    )
+
+
+def check_segment(seg: object) -> None:
+    """The full check of one segment: Kafka's index rules, kafkalog's strict index-vs-log checks, and no bytes
+    after the last whole batch (a clean shutdown marker does not prove the tail was written completely)."""
+    seg.sanity_check(strict=True, whole_batches=True)  # type: ignore[attr-defined]
+
+
+def checked_start_position(log_path: str, base_offset: int, offset_lo: int, ts_lo: int = LONG_MIN) -> tuple[int, int]:
+    """(file position to start reading at, first offset wanted) for a reader of one segment file that wants offsets
+    >= ``offset_lo`` and timestamps >= ``ts_lo`` (the DataSource's pushdown), found with the ``.timeindex`` and
+    ``.index`` beside ``log_path`` only after they passed the strict checks against the ``.log``'s batch headers
+    (the checks ``check_segment`` runs). Read-only: an archive is never written to. An index missing or failing
+    its check is not used and the answer is position 0, which is always right (the reader filters by offset)."""
+    start_offset = max(offset_lo, base_offset)
+    stem = log_path[: -len(".log")]
+    use_time = ts_lo > LONG_MIN and _size(stem + ".timeindex") > 0
+    if not use_time and (start_offset <= base_offset or _size(stem + ".index") <= 0):
+        return 0, start_offset
+    try:
+        starts, lasts, max_ts, size = _batch_columns(log_path)
+        next_offset = int(lasts[-1]) + 1 if len(lasts) else base_offset
+        if use_time:
+            tidx = TimeIndex(stem + ".timeindex", base_offset, writable=False)
+            try:
+                tidx.strict_check(next_offset=next_offset, batch_last_offsets=lasts, batch_max_timestamps=max_ts)
+                start_offset = max(start_offset, int(tidx.lookup(ts_lo)[1]))
+            finally:
+                tidx.close()
+        if start_offset <= base_offset or _size(stem + ".index") <= 0:
+            return 0, start_offset
+        oidx = OffsetIndex(stem + ".index", base_offset, writable=False)
+        try:
+            oidx.strict_check(size, batch_starts=starts, batch_last_offsets=lasts)
+            position = int(oidx.lookup(start_offset)[1])
+        finally:
+            oidx.close()
+    except (KafkaLogError, OSError):
+        return 0, max(offset_lo, base_offset)
+    return (position if 0 <= position < size else 0), start_offset
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
+
+
+def _batch_columns(log_path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Start positions, last offsets and max timestamps of the whole batches of a ``.log`` (shallow scan over a
+    read-only map, no CRC), and the file size."""
+    with open(log_path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            empty = np.empty(0, dtype=np.int64)
+            return empty, empty, empty, 0
+        with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
+            view = memoryview(mm)
+            try:
+                scan = scan_batches(view, position=0, end=size, check_crc=False)
+                h = scan.headers
+                out = (np.array(scan.positions, dtype=np.int64),
+                       h["base_offset"].astype(np.int64) + h["last_offset_delta"].astype(np.int64),
+                       h["max_timestamp"].astype(np.int64), size)
+                del scan, h
+            finally:
+                view.release()
+    return out

@@ -1,0 +1,139 @@
+"""An inactive segment's indexes answer only after the segment passed its check (KIP-263, on first use), for a
+``Log`` opened alone after a clean shutdown and for one owned by a ``LogManager``: reads, timestamp lookups and
+offset lookups. The indexes here are damaged so that Kafka's own sanity rules still pass (sizes, order) but
+point to the wrong place: without the check the answers would be wrong; with it the index is rebuilt from the
+``.log`` and the answer is Kafka's."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from conftest import GOLDEN, load_manifest, needs_golden
+from test_log_golden import _writable_copy
+
+from kafkalog.log import Log, LogConfig
+from kafkalog.manager import LogManager
+
+pytestmark = needs_golden
+
+CASE = "golden-segments-0"
+
+
+def _setup(tmp_path: Path) -> tuple[Path, dict, LogConfig]:
+    assert GOLDEN is not None
+    logdir = tmp_path / "logdir"
+    logdir.mkdir()
+    for name in ("meta.properties", ".kafka_cleanshutdown", "recovery-point-offset-checkpoint",
+                 "log-start-offset-checkpoint", "replication-offset-checkpoint"):
+        shutil.copy(GOLDEN / "logdir" / name, logdir / name)
+        (logdir / name).chmod(0o644)
+    d = _writable_copy(GOLDEN / "logdir" / CASE, logdir / CASE)
+    manifest = load_manifest(f"manifests/{CASE}.json")
+    config = LogConfig.from_properties({k: v for k, v in manifest["scenario"]["topicConfig"].items()})
+    return d, manifest, config
+
+
+def _damage_offset_index(d: Path, seg: dict) -> None:
+    """Entry 1 points one byte into its batch: still sorted, still a whole number of entries."""
+    path = d / f"{seg['baseOffset']:020d}.index"
+    data = bytearray(path.read_bytes())
+    rel, pos = struct.unpack_from(">ii", data, 8)
+    struct.pack_into(">ii", data, 8, rel, pos + 1)
+    path.write_bytes(bytes(data))
+
+
+def _damage_time_index(d: Path, seg: dict) -> int:
+    """Entry 2's timestamp lowered to just above entry 1's: still non-decreasing. Returns a timestamp whose
+    lookup the damaged entry would send past the right record."""
+    path = d / f"{seg['baseOffset']:020d}.timeindex"
+    data = bytearray(path.read_bytes())
+    t1 = struct.unpack_from(">q", data, 12)[0]
+    struct.pack_into(">q", data, 24, t1 + 1)
+    path.write_bytes(bytes(data))
+    return t1 + 1
+
+
+def _expected(manifest: dict, timestamp: int) -> int:
+    return min(r["offset"] for s in manifest["segments"] for b in s["log"]["batches"] for r in b["records"]
+               if r["timestamp"] >= timestamp)
+
+
+def _records_from(log: Log, offset: int) -> list[tuple[int, str | None]]:
+    out = []
+    for b in log.read(offset, 1 << 20):
+        out.extend((r.offset, None if r.value is None else r.value.hex()) for r in b.records() if r.offset >= offset)
+    return out
+
+
+@pytest.mark.parametrize("owner", ["alone", "manager"])
+def test_damaged_indexes_are_checked_and_rebuilt_before_answering(tmp_path: Path, owner: str) -> None:
+    d, manifest, config = _setup(tmp_path)
+    golden_index = (d / f"{manifest['segments'][2]['baseOffset']:020d}.index").read_bytes()
+    seg_o, seg_t = manifest["segments"][2], manifest["segments"][4]
+    _damage_offset_index(d, seg_o)
+    ts = _damage_time_index(d, seg_t)
+    target = seg_o["offsetIndex"]["entries"][1]["offset"]
+    want = [(r["offset"], r["value"]) for s in manifest["segments"] for b in s["log"]["batches"]
+            for r in b["records"] if r["offset"] >= target and s is seg_o]
+    if owner == "alone":
+        log = Log.open(d, config, clean_shutdown=True)
+        close = log.close
+    else:
+        m = LogManager([d.parent], log_config=config, properties={"sanity.check.all.logs.enabled": "false"})
+        m.startup()
+        log = m.get_log(CASE.rsplit("-", 1)[0], 0)
+        close = m.shutdown
+    try:
+        got = _records_from(log, target)
+        assert got[: len(want)] == want
+        assert (d / f"{seg_o['baseOffset']:020d}.index").read_bytes() == golden_index  # rebuilt from the .log
+        found = log.offset_for_timestamp(ts)
+        assert found is not None and found.offset == _expected(manifest, ts)
+        batch = next(b for b in seg_o["log"]["batches"] if b["baseOffset"] <= target <= b["lastOffset"])
+        assert log.translate_offset(target) == (seg_o["baseOffset"], batch["position"])
+    finally:
+        close()
+
+
+def test_without_the_check_the_damaged_time_index_would_answer_wrong(tmp_path: Path) -> None:
+    """The damage above is one Kafka's sanity rules accept: the segment's own lookup, unchecked, is wrong."""
+    from kafkalog.segment import LogSegment
+
+    d, manifest, config = _setup(tmp_path)
+    seg_t = manifest["segments"][4]
+    ts = _damage_time_index(d, seg_t)
+    seg = LogSegment(d, seg_t["baseOffset"])
+    seg.time_index.sanity_check()  # Kafka's rules pass
+    seg.offset_index.sanity_check()
+    found = seg.find_offset_by_timestamp(ts)
+    assert found is None or found.offset != _expected(manifest, ts)
+    seg.close()
+
+
+def test_the_datasource_lookup_uses_indexes_only_after_their_check(tmp_path: Path) -> None:
+    """``checked_start_position`` (the DataSource's pushdown): read-only, the indexes' answer when they pass their
+    check, position 0 (always right: the reader filters) when they fail it."""
+    from kafkalog.log.index_check import checked_start_position
+
+    d, manifest, _config = _setup(tmp_path)
+    seg_o, seg_t = manifest["segments"][2], manifest["segments"][4]
+    target = seg_o["offsetIndex"]["entries"][1]["offset"]
+    batch = next(b for b in seg_o["log"]["batches"] if b["baseOffset"] <= target <= b["lastOffset"])
+    log_o = str(d / f"{seg_o['baseOffset']:020d}.log")
+    entry = seg_o["offsetIndex"]["entries"][1]
+    assert checked_start_position(log_o, seg_o["baseOffset"], target) == (entry["position"], target)
+    assert batch["position"] >= entry["position"]
+    log_t = str(d / f"{seg_t['baseOffset']:020d}.log")
+    t2 = seg_t["timeIndex"]["entries"][2]
+    position, start = checked_start_position(log_t, seg_t["baseOffset"], 0, t2["timestamp"])
+    assert start == t2["offset"] and position > 0
+    _damage_offset_index(d, seg_o)
+    ts = _damage_time_index(d, seg_t)
+    for p in d.iterdir():
+        p.chmod(0o444)  # an archive: nothing may be written
+    assert checked_start_position(log_o, seg_o["baseOffset"], target) == (0, target)
+    assert checked_start_position(log_t, seg_t["baseOffset"], 0, ts) == (0, seg_t["baseOffset"])
+    assert _expected(manifest, ts) >= seg_t["baseOffset"]
