@@ -19,7 +19,6 @@ import errno
 import functools
 import os
 import struct
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from kafkalog.log.loader import LogLoader, rebuild_producer_state
 from kafkalog.log.producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from kafkalog.log.segments import LogSegments
 from kafkalog.names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name
+from kafkalog.owned_lock import OwnedRLock
 from kafkalog.records import CompressionType, RecordBatch, TimestampType, build_batch, read_batches
 from kafkalog.segment import LogSegment, TimestampAndOffset
 
@@ -132,7 +132,7 @@ def _storage_op(what: str, *, reads_at: bool = False) -> Callable[[_F], _F]:
         @functools.wraps(fn)
         def op(self: Log, *args: Any, **kwargs: Any) -> Any:
             hooks = self._hooks
-            if hooks is None or self._lock._is_owned():  # type: ignore[attr-defined]
+            if hooks is None or self._lock.held_by_current_thread():
                 return fn(self, *args, **kwargs)
             try:
                 if reads_at:
@@ -196,7 +196,7 @@ class Log:
         self._dir = path
         self._config = config
         self._clock = clock
-        self._lock = threading.RLock()
+        self._lock = OwnedRLock()
         self._closed = False
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._high_watermark: int | None = None  # None: follows the log end offset

@@ -40,6 +40,7 @@ from kafkalog.errors import (
     InvalidPartitionDirError,
     KafkaStorageError,
     NoLiveLogDirsError,
+    ResourceExhaustedError,
     io_cause,
 )
 from kafkalog.log.config import LogConfig
@@ -50,6 +51,7 @@ from kafkalog.manager.placement import next_log_dirs
 from kafkalog.manager.sanity_checker import PartitionCheckState, SanityChecker, SanityCheckRun, release_segment
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.names import delete_dir_name, parse_partition_dir, partition_dir_name, validate_topic
+from kafkalog.owned_lock import OwnedRLock
 
 __all__ = ["BrokerConfig", "LoadProgress", "LogDirOfflineEvent", "LogManager"]
 
@@ -243,9 +245,9 @@ class LogManager:
         self._to_delete: list[tuple[str, str, int]] = []  # (log dir, partition dir path, due ms)
         self._load: dict[str, _DirLoad] = {}
 
-        self._state_lock = threading.RLock()
+        self._state_lock = OwnedRLock()
         self._create_lock = threading.Lock()
-        self._offline_lock = threading.RLock()
+        self._offline_lock = OwnedRLock()
         self._listeners: list[Callable[[LogDirOfflineEvent], None]] = []
         self.failure_channel = LogDirFailureChannel()
         self.events: list[LogDirOfflineEvent] = []
@@ -392,14 +394,14 @@ class LogManager:
             try:
                 d.ensure_exists()
             except OSError as e:
-                self._report(d.path, e, "failed to create or validate data directory")
+                self._report_or_raise(d.path, e, "failed to create or validate data directory")
         self._process_failures(raise_if_none_live=True)
 
         for d in self._live_dirs():
             try:
                 d.take_lock()
             except OSError as e:  # LogDirLockedError is not an OSError: it propagates
-                self._report(d.path, e, "failed to lock the log dir")
+                self._report_or_raise(d.path, e, "failed to lock the log dir")
         self._process_failures(raise_if_none_live=True)
 
         found = {}
@@ -407,7 +409,7 @@ class LogManager:
             try:
                 found[d.path] = d.read_meta()
             except OSError as e:
-                self._report(d.path, e, "failed to read meta.properties")
+                self._report_or_raise(d.path, e, "failed to read meta.properties")
         self._process_failures(raise_if_none_live=True)
         wanted = reconcile_meta_properties(
             {p: m for p, m in found.items() if self._dirs[p].online},
@@ -419,7 +421,7 @@ class LogManager:
                 try:
                     write_meta(d, meta)
                 except OSError as e:
-                    self._report(p, e, "failed to write meta.properties")
+                    self._report_or_raise(p, e, "failed to write meta.properties")
             else:
                 d.meta = meta
         self._process_failures(raise_if_none_live=True)
@@ -455,7 +457,7 @@ class LogManager:
                 try:
                     names = self._prepare_dir(d)
                 except OSError as e:
-                    self._report(d.path, e, "failed to read the log dir at startup")
+                    self._report_or_raise(d.path, e, "failed to read the log dir at startup")
                     self._load.setdefault(d.path, _DirLoad()).failed = True
                     continue
                 pool = ThreadPoolExecutor(
@@ -605,7 +607,7 @@ class LogManager:
                 ld.failed = True
                 raise
             ld.failed = True
-            self._report(d.path, cause, f"error loading {path}")
+            self._report_or_raise(d.path, cause, f"error loading {path}")
 
     def _open_log(self, path: str, key: TopicPartition, d: LogDir, *, clean: bool, recovery_point: int | None,
                   log_start_offset: int | None, topic_id: str | None = None) -> Any:
@@ -622,9 +624,16 @@ class LogManager:
 
     # --- failure handling ----------------------------------------------------------------------------------------
 
-    def _report(self, log_dir: str, cause: BaseException, message: str = "") -> None:
-        """Hand an I/O failure to the channel (the only way a dir goes offline)."""
-        self.failure_channel.maybe_add_offline_dir(log_dir, cause, message)
+    def _report(self, log_dir: str, cause: BaseException, message: str = "") -> ResourceExhaustedError | None:
+        """Hand an I/O failure to the channel's funnel (the only way a dir goes offline). A process limit comes
+        back as the typed retriable error, for the caller to raise (or log, for periodic work)."""
+        return self.failure_channel.report(log_dir, cause, message)
+
+    def _report_or_raise(self, log_dir: str, cause: BaseException, message: str = "") -> None:
+        """``_report`` for a caller that cannot carry on after a process limit: raise it (the dir stays online)."""
+        exhausted = self._report(log_dir, cause, message)
+        if exhausted is not None:
+            raise exhausted from io_cause(cause)
 
     def _process_failures(self, *, raise_if_none_live: bool = False) -> None:
         """Drain the channel and take each failed dir offline. Serialised: when this returns, every dir reported
@@ -732,8 +741,11 @@ class LogManager:
         self._stopped = True
 
     def _fail(self, d: LogDir, cause: OSError, message: str) -> KafkaStorageError:
-        """Report, process, and build the error the caller raises."""
-        self._report(d.path, cause, message)
+        """Report, process, and build the error the caller raises (the typed retriable one for a process limit,
+        which leaves the dir online)."""
+        exhausted = self._report(d.path, cause, message)
+        if exhausted is not None:
+            return exhausted
         self._process_failures()
         if self.fatal_error is not None:
             return self.fatal_error
@@ -761,16 +773,16 @@ class LogManager:
     def _holds_manager_locks(self) -> bool:
         return (
             holds_partition_lock()
-            or self._state_lock._is_owned()  # type: ignore[attr-defined]
-            or self._offline_lock._is_owned()  # type: ignore[attr-defined]
+            or self._state_lock.held_by_current_thread()
+            or self._offline_lock.held_by_current_thread()
         )
 
     def _checker_io_error(self, key: TopicPartition, cause: OSError) -> None:
         with self._state_lock:
             e = self._logs.get(key) or self._future_logs.get(key)
         if e is not None:
-            self._report(e.dir.path, cause, f"I/O error while sanity-checking {key[0]}-{key[1]}")
-            self._process_failures()
+            if self._report(e.dir.path, cause, f"I/O error while sanity-checking {key[0]}-{key[1]}") is None:
+                self._process_failures()
 
     def _ensure_running(self) -> None:
         if self.fatal_error is not None:
@@ -892,7 +904,7 @@ class LogManager:
                     cause = io_cause(exc)
                     if cause is None:
                         raise
-                    self._report(path, cause, f"error creating log for {topic}-{partition}")
+                    self._report_or_raise(path, cause, f"error creating log for {topic}-{partition}")
                     self._process_failures()
                     if self.fatal_error is not None:
                         raise self.fatal_error from cause
@@ -995,8 +1007,8 @@ class LogManager:
             with d.mutex:
                 write_offset_checkpoint(os.path.join(path, name), offsets)
         except OSError as e:
-            self._report(path, e, f"disk error while writing {name}")
-            self._process_failures()
+            if self._report(path, e, f"disk error while writing {name}") is None:
+                self._process_failures()
             return False
         return True
 
@@ -1068,8 +1080,8 @@ class LogManager:
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                self._report(log_dir, exc, f"error deleting {path}")
-                self._process_failures()
+                if self._report(log_dir, exc, f"error deleting {path}") is None:
+                    self._process_failures()
         return done
 
     @property
@@ -1173,8 +1185,8 @@ class LogManager:
                 _log.exception("error closing logs in %s", path)
                 d.loaded_fully = False
             else:
-                self._report(path, cause, "error closing logs at shutdown")
-                self._process_failures()
+                if self._report(path, cause, "error closing logs at shutdown") is None:
+                    self._process_failures()
                 return
         self.checkpoint_recovery_offsets([path])
         self.checkpoint_log_start_offsets([path])
@@ -1182,5 +1194,5 @@ class LogManager:
             try:
                 CleanShutdownFile(path).write(broker_epoch)
             except OSError as exc:
-                self._report(path, exc, "error writing the clean shutdown marker")
-                self._process_failures()
+                if self._report(path, exc, "error writing the clean shutdown marker") is None:
+                    self._process_failures()

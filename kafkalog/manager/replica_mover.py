@@ -58,6 +58,7 @@ from kafkalog.names import (
     parse_segment_file_name,
     partition_dir_name,
 )
+from kafkalog.oserrors import OSErrorClass, classify, is_resource_exhaustion, resource_error
 
 __all__ = ["MOVE_STEPS", "MoveProgress", "ReplicaMover", "resolve_future_logs"]
 
@@ -420,7 +421,8 @@ class ReplicaMover:
                 # copy_file_range cannot say which side failed: a full/read-only target is the target; otherwise
                 # probe the source descriptor.
                 side = "target"
-                if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                if classify(exc) is not OSErrorClass.RESOURCE and exc.errno not in (errno.ENOSPC, errno.EDQUOT,
+                                                                                    errno.EROFS):
                     try:
                         os.pread(src_fd, 1, 0)
                     except OSError:
@@ -631,10 +633,14 @@ class ReplicaMover:
             finally:
                 mv.progress.pause_ms = (time.perf_counter() - t0) * 1000
         if failures:
+            exhausted = None
             for d, exc, side in failures:
-                m._report(d.path, exc, f"I/O error while moving {topic}-{partition} ({side})")
+                exhausted = m._report(d.path, exc, f"I/O error while moving {topic}-{partition} ({side})") \
+                    or exhausted
             m._process_failures()
             _d, exc, side = failures[0]
+            if exhausted is not None and len(failures) == 1:
+                raise exhausted from exc
             raise _SideFailed(side, exc)
         m.checkpoint_recovery_offsets([src_dir.path, tgt_dir.path])
         m.checkpoint_log_start_offsets([src_dir.path, tgt_dir.path])
@@ -740,6 +746,9 @@ class ReplicaMover:
     def _fail(self, d: Any, cause: OSError, side: str, *, report: bool = True) -> None:
         """Take ``d`` offline (through the channel) and end the move as failed on that side. With partition locks
         held (``report=False``) the caller reports after releasing them: offline handling takes those locks."""
+        if is_resource_exhaustion(cause):
+            # a process limit belongs to neither side: no dir goes offline, the move fails retriably
+            raise resource_error(cause, f"moving a replica ({side})") from cause
         if report:
             self.m._report(d.path, cause, f"I/O error while moving a replica ({side})")
             self.m._process_failures()

@@ -28,8 +28,10 @@ from kafkalog.errors import (
     InvalidArgumentTypeError,
     KafkaLogError,
     KafkaStorageError,
+    ResourceExhaustedError,
 )
 from kafkalog.manager.partition_lock import PartitionLock
+from kafkalog.oserrors import OSErrorClass, classify
 
 __all__ = ["CheckStatus", "PartitionCheckState", "SanityCheckRun", "SanityChecker", "is_corruption"]
 
@@ -60,14 +62,16 @@ class PartitionCheckState:
 
 
 def is_corruption(exc: BaseException) -> bool:
-    """True for errors meaning "this segment's files are inconsistent" rather than "the disk failed".
+    """True for errors meaning "this segment's files are inconsistent" rather than "the disk failed" or "the
+    process hit a limit" (:func:`kafkalog.oserrors.classify` decides for an ``OSError``).
 
-    A missing offset index (``FileNotFoundError``) is Kafka's "needs recovery" signal, not a disk error.
+    A missing offset index (``FileNotFoundError`` in a dir that still exists) is Kafka's "needs recovery"
+    signal, not a disk error; the same error for a partition dir that vanished is a disk failure.
     """
     if isinstance(exc, FileNotFoundError):
-        return True
+        return classify(exc) is OSErrorClass.INPUT
     return isinstance(exc, KafkaLogError) and not isinstance(
-        exc, (KafkaStorageError, InvalidArgumentError, InvalidArgumentTypeError)
+        exc, (KafkaStorageError, InvalidArgumentError, InvalidArgumentTypeError, ResourceExhaustedError)
     )
 
 
