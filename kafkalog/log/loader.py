@@ -26,6 +26,7 @@ from kafkalog.errors import (
     InvalidOffsetError,
     KafkaStorageError,
 )
+from kafkalog.handle_cache import HandleCache
 from kafkalog.log.epoch_cache import LeaderEpochFileCache
 from kafkalog.log.producer_state import ProducerStateManager, snapshot_offset
 from kafkalog.log.segments import LogSegments
@@ -137,8 +138,10 @@ class LogLoader:
         producer_state: ProducerStateManager,
         clock: Callable[[], int],
         new_psm: Callable[..., ProducerStateManager],
+        handles: HandleCache | None = None,
     ) -> None:
         self.dir = Path(dir)
+        self.handles = handles  # the Log's handle cache, handed to every segment
         self.config = config
         self.segments = segments
         self.clean_shutdown = clean_shutdown
@@ -170,16 +173,17 @@ class LogLoader:
     # ------------------------------------------------------------------ helpers
 
     def _open_segment(self, base: int, suffix: str = "") -> LogSegment:
-        return LogSegment.open(self.dir, base, config=self.config, file_suffix=suffix, clock=self.clock)
+        return LogSegment.open(self.dir, base, config=self.config, file_suffix=suffix, clock=self.clock,
+                               handles=self.handles)
 
     def _existing_segment(self, base: int) -> LogSegment:
         """``LogSegment.open`` for a ``.log`` the listing shows as a plain file: no stat to find out it exists
         (nothing is opened either; the segment opens its files on first use)."""
         config = self.config
         if config is None:
-            return LogSegment(self.dir, base, clock=self.clock)
+            return LogSegment(self.dir, base, clock=self.clock, handles=self.handles)
         return LogSegment(
-            self.dir, base, clock=self.clock, index_interval_bytes=config.index_interval_bytes,
+            self.dir, base, clock=self.clock, handles=self.handles, index_interval_bytes=config.index_interval_bytes,
             max_index_size=config.segment_index_bytes, roll_jitter_ms=config.random_segment_jitter(),
         )
 

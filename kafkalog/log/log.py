@@ -31,6 +31,7 @@ from kafkalog.errors import (
     CorruptCheckpointError,
     CorruptRecordError,
     InconsistentMetadataError,
+    InvalidArgumentError,
     InvalidArgumentTypeError,
     InvalidOffsetError,
     InvalidRecordError,
@@ -38,6 +39,7 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
     io_cause,
 )
+from kafkalog.handle_cache import HandleCache, default_cache
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
 from kafkalog.log.loader import LogLoader, rebuild_producer_state
@@ -173,6 +175,8 @@ class Log:
         clock: Callable[[], int] | None = None,
         producer_id_expiration_ms: int = 86_400_000,
         rebuild_bad_epoch_checkpoint: bool = True,
+        max_open_files: int | None = None,
+        handle_cache: HandleCache | None = None,
     ) -> Log:
         """Load (or create) the partition dir at ``path``.
 
@@ -180,8 +184,16 @@ class Log:
         ``clean_shutdown`` says whether the dir had its clean-shutdown marker. A malformed
         ``leader-epoch-checkpoint`` is rebuilt from the batches' partition leader epochs (Kafka refuses to load
         the partition); pass ``rebuild_bad_epoch_checkpoint=False`` for Kafka's behaviour (KafkaStorageError).
+
+        ``max_open_files`` bounds the segment descriptors and index mappings this Log keeps open (its own
+        :class:`~kafkalog.handle_cache.HandleCache`; closed ones reopen on use); ``handle_cache`` shares one
+        cache between logs (a LogManager passes its own). Neither: the process-wide cache, a quarter of the soft
+        ``RLIMIT_NOFILE``.
         """
         self = object.__new__(cls)
+        if handle_cache is not None and max_open_files is not None:
+            raise InvalidArgumentError("give max_open_files or handle_cache, not both")
+        self._handles = handle_cache if max_open_files is None else HandleCache(max_open_files)
         self._init(
             Path(path), _as_config(config), topic_id, recovery_point, log_start_offset, clean_shutdown,
             clock or _wall_clock_ms, producer_id_expiration_ms, rebuild_bad_epoch_checkpoint,
@@ -238,6 +250,7 @@ class Log:
             log_start_offset_checkpoint=log_start_offset or 0,
             recovery_point_checkpoint=recovery_point or 0,
             epoch_cache=self._epoch_cache, producer_state=self._psm, clock=clock, new_psm=new_psm,
+            handles=self._handles,
         )
         loaded = loader.load()
         self.load_actions = loader.actions
@@ -291,6 +304,11 @@ class Log:
             self._psm.take_snapshot()
             self._segments.close()
             self._closed = True
+
+    @property
+    def handle_cache(self) -> HandleCache:
+        """The cache counting this log's open segment files and index mappings."""
+        return self._handles or default_cache()
 
     def attach_storage_hooks(self, hooks: StorageHooks | None) -> None:
         """Called by the LogManager that owns this log (None detaches)."""
@@ -615,7 +633,7 @@ class Log:
         return seg
 
     def _new_segment(self, base: int) -> LogSegment:
-        seg = LogSegment.open(self._dir, base, config=self._config, clock=self._clock)
+        seg = LogSegment.open(self._dir, base, config=self._config, clock=self._clock, handles=self._handles)
         self._segments.add(seg)
         return seg
 

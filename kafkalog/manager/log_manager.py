@@ -43,6 +43,7 @@ from kafkalog.errors import (
     ResourceExhaustedError,
     io_cause,
 )
+from kafkalog.handle_cache import HandleCache
 from kafkalog.log.config import LogConfig
 from kafkalog.manager.failure_channel import LogDirFailureChannel
 from kafkalog.manager.log_dir import LogDir, normalize_dirs, reconcile_meta_properties, write_meta
@@ -124,6 +125,9 @@ class BrokerConfig:
     # partition at once. CPython runs one thread's Python at a time; more than this only fight over the GIL
     # (kafkalog.cpu_gate); a thread waiting on fsync gives its slot away.
     recovery_concurrency: int = 1  # kafkalog.recovery.concurrency
+    # kafkalog's own key: the most segment descriptors + index mappings the manager keeps open (its handle
+    # cache); None = a quarter of the soft RLIMIT_NOFILE.
+    max_open_files: int | None = None  # kafkalog.max.open.files
     node_id: int | None = None
     cluster_id: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -142,6 +146,7 @@ class BrokerConfig:
             "file.delete.delay.ms": ("file_delete_delay_ms", 0),
             "background.threads": ("background_threads", 1),
             "kafkalog.recovery.concurrency": ("recovery_concurrency", 1),
+            "kafkalog.max.open.files": ("max_open_files", 1),
         }
         for key, (attr, minimum) in ints.items():
             if key in p:
@@ -260,6 +265,8 @@ class LogManager:
         self._stopped = False
         self._mover: Any = None  # ReplicaMover, created on first use (KIP-113)
         self._log_hooks = _ManagedLogHooks(self)
+        #: every segment descriptor and index mapping of every log of this manager (kafkalog.max.open.files)
+        self.handle_cache = HandleCache(self.config.max_open_files)
 
     # --- context manager ---------------------------------------------------------------------------------------
 
@@ -614,7 +621,7 @@ class LogManager:
         from kafkalog.log.log import Log  # the log layer lands separately; import at use keeps this module light
 
         kwargs: dict[str, Any] = dict(recovery_point=recovery_point, log_start_offset=log_start_offset,
-                                      clean_shutdown=clean, clock=self._clock)
+                                      clean_shutdown=clean, clock=self._clock, handle_cache=self.handle_cache)
         if topic_id is not None:
             kwargs["topic_id"] = topic_id
         return Log.open(path, self.config_for(key[0]), **kwargs)
@@ -921,7 +928,7 @@ class LogManager:
     def _open_new_log(self, path: str, key: TopicPartition, config: LogConfig | None, topic_id: str | None) -> Any:
         from kafkalog.log.log import Log
 
-        kwargs: dict[str, Any] = dict(clock=self._clock)
+        kwargs: dict[str, Any] = dict(clock=self._clock, handle_cache=self.handle_cache)
         if topic_id is not None:
             kwargs["topic_id"] = topic_id
         return Log.open(path, config if config is not None else self.config_for(key[0]), **kwargs)

@@ -440,13 +440,13 @@ class ReplicaMover:
         try:
             if has_segments:
                 log = Log.open(fpath, cfg, log_start_offset=log_start, recovery_point=active_base,
-                               clean_shutdown=True, clock=m._clock)
+                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
                 m.adopt_log(log)
                 if log.log_end_offset <= active_base and log.active_segment.base_offset < active_base:
                     log.roll(active_base)
             else:
                 log = Log.open(fpath, cfg, log_start_offset=active_base, recovery_point=active_base,
-                               clean_shutdown=True, clock=m._clock)
+                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
                 m.adopt_log(log)
             log.flush()
         except (OSError, KafkaStorageError) as exc:
@@ -696,7 +696,7 @@ class ReplicaMover:
         # 8. open it as the current log and switch the manager's maps.
         try:
             new_log = Log.open(new_path, m.config_for(mv.key[0]), recovery_point=end, log_start_offset=log_start,
-                               clean_shutdown=True, clock=m._clock)
+                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
             m.adopt_log(new_log)
             if hw is not None:
                 new_log.update_high_watermark(hw)
@@ -721,7 +721,7 @@ class ReplicaMover:
 
         try:
             fe.log = Log.open(fpath, _future_config(self.m.config_for(mv.key[0])), clean_shutdown=True,
-                              recovery_point=end, clock=self.m._clock)
+                              recovery_point=end, clock=self.m._clock, handle_cache=self.m.handle_cache)
             self.m.adopt_log(fe.log)
         except OSError as exc:
             self.m._report(mv.target.path, exc, "I/O error reopening a future log")
@@ -735,7 +735,7 @@ class ReplicaMover:
             os.rename(del_path, src_path)
             fsync_dir(os.path.dirname(src_path))
             e.log = Log.open(src_path, self.m.config_for(e.key[0]), log_start_offset=log_start,
-                             recovery_point=end, clean_shutdown=True, clock=self.m._clock)
+                             recovery_point=end, clean_shutdown=True, clock=self.m._clock, handle_cache=self.m.handle_cache)
             self.m.adopt_log(e.log)
             e.closed = False
         except OSError as exc:
@@ -811,7 +811,7 @@ class ReplicaMover:
             os.rename(str(log.dir), new_path)
             fsync_dir(fe.dir.path)
             new_log = Log.open(new_path, m.config_for(key[0]), recovery_point=recovery, log_start_offset=log_start,
-                               clean_shutdown=True, clock=m._clock)
+                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
             m.adopt_log(new_log)
             with m._state_lock:
                 fe.log = new_log
