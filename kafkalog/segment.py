@@ -130,6 +130,7 @@ class LogSegment:
     _handles: HandleCache | None = None  # None: the process-wide default cache
     _handle_used = False  # CLOCK bit for the handle cache
     _unsynced = False  # bytes written or cut since the last fsync (a flush after eviction reopens to fsync)
+    _indexes_built = False  # set by _make_indexes: asking is an attribute read, not a failed lookup
 
     def __init__(
         self,
@@ -183,6 +184,7 @@ class LogSegment:
         self._time_index = TimeIndex(stem + ".timeindex" + suffix, base, max_index_size=self.max_index_size,
                                      handles=handles)
         self._txn_index = TransactionIndex(stem + ".txnindex" + suffix, base, handles=handles)
+        self._indexes_built = True
 
     @property
     def _lock(self) -> threading.RLock:
@@ -1065,7 +1067,7 @@ class LogSegment:
     def _indexes_made(self) -> bool:
         """False while no index object exists (a lazily loaded segment nobody used): closing, releasing or
         suspending it then has nothing to do for the indexes, and must not build three objects to find out."""
-        return _has_attr(self, "_offset_index")
+        return self._indexes_built
 
     def close(self) -> None:
         """Write the final time-index entry, trim and release everything (Kafka's LogSegment.close)."""
