@@ -1127,6 +1127,7 @@ class LogSegment:
 
     def delete(self) -> None:
         """Remove the ``.log`` and every index file (missing files are fine)."""
+        self._unsynced = False  # nothing left to make durable: a later flush must not recreate the file
         self.close_handlers()
         self._offset_index.delete()
         self._time_index.delete()
