@@ -197,3 +197,52 @@ def test_manager_property_and_shared_cache(tmp_path: Path) -> None:
         gc.collect()
         assert fds_under(tmp_path) <= 10 + 2  # + the two dirs' .lock files
         assert m.offline_log_dirs == []
+
+
+def test_manager_threads_share_a_tiny_cache(tmp_path: Path) -> None:
+    """Readers, an appender/roller and the background KIP-263 checker on one manager whose cache holds 4 handles:
+    every handle is closed and reopened many times under them, and no read, check or append fails or differs."""
+    props = {"kafkalog.max.open.files": 4, "log.retention.check.interval.ms": 10**9,
+             "sanity.check.all.logs.enabled": "false"}
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    with LogManager(dirs, log_config=CFG, properties=props) as m:
+        for p in range(4):
+            m.get_or_create_log("t", p)
+            for i in range(24):
+                m.append("t", p, [(b"k", b"%d-%d" % (p, i))], timestamp=1000 + i)
+                if i % 4 == 3:
+                    m.roll("t", p)
+    with LogManager(dirs, log_config=CFG, properties=props) as m:  # lazy: inactive segments pending
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def reader(p: int) -> None:
+            try:
+                while not stop.is_set():
+                    got = []
+                    offset = 0
+                    while offset < 24:
+                        for b in m.read("t", p, offset, 1 << 16):
+                            for r in b.records():
+                                if r.offset >= offset:
+                                    got.append(r.value)
+                                    offset = r.offset + 1
+                    assert got[:24] == [b"%d-%d" % (p, i) for i in range(24)]
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=reader, args=(p,)) for p in range(4)]
+        for t in threads:
+            t.start()
+        run = m.start_sanity_checker()
+        for i in range(30):
+            m.append("t", i % 4, [(b"k", b"late")], timestamp=9000 + i)
+            if i % 7 == 0:
+                m.roll("t", i % 4)
+        assert run.wait(60) and not run.errors
+        stop.set()
+        for t in threads:
+            t.join()
+        assert not errors, errors[0]
+        assert all(s.status.value == "checked" for s in m.sanity_check_states().values())
+        assert m.handle_cache.evictions > 0 and m.offline_log_dirs == []
