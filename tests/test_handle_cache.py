@@ -3,6 +3,7 @@ does, closed handles reopen invisibly, nothing in use is closed, and EMFILE is r
 
 from __future__ import annotations
 
+import builtins
 import errno
 import gc
 import os
@@ -246,3 +247,47 @@ def test_manager_threads_share_a_tiny_cache(tmp_path: Path) -> None:
         assert not errors, errors[0]
         assert all(s.status.value == "checked" for s in m.sanity_check_states().values())
         assert m.handle_cache.evictions > 0 and m.offline_log_dirs == []
+
+
+def test_clean_lazy_load_touches_only_the_active_segment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KIP-263 taken literally: a clean lazy load builds inactive segments from their names; none of their files
+    is opened, stat'ed or mapped, and nothing stays open after the load."""
+    props = {"log.retention.check.interval.ms": 10**9, "sanity.check.all.logs.enabled": "false"}
+    with LogManager([tmp_path / "a"], log_config=CFG, properties=props) as m:
+        m.get_or_create_log("t", 0)
+        for i in range(20):
+            m.append("t", 0, [(b"k", b"v" * 40)], timestamp=1000 + i)
+            if i % 2 == 1:
+                m.roll("t", 0)
+    touched: list[str] = []
+    real_open, real_stat = os.open, os.stat
+
+    def spy_open(path: object, *a: object, **k: object) -> int:
+        touched.append(os.fspath(path))  # type: ignore[arg-type]
+        return real_open(path, *a, **k)  # type: ignore[arg-type]
+
+    def spy_stat(path: object, *a: object, **k: object) -> os.stat_result:
+        touched.append(os.fspath(path))  # type: ignore[arg-type]
+        return real_stat(path, *a, **k)  # type: ignore[arg-type]
+
+    real_builtin_open = builtins.open
+
+    def spy_builtin_open(path: object, *a: object, **k: object) -> object:
+        if isinstance(path, (str, bytes, os.PathLike)):
+            touched.append(os.fsdecode(path))
+        return real_builtin_open(path, *a, **k)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "open", spy_open)
+    monkeypatch.setattr(os, "stat", spy_stat)
+    monkeypatch.setattr(builtins, "open", spy_builtin_open)
+    with LogManager([tmp_path / "a"], log_config=CFG, properties=props) as m:
+        monkeypatch.undo()
+        log = m.get_log("t", 0)
+        inactive = list(log.segments.inactive())
+        assert len(inactive) == 10
+        stems = {os.path.basename(str(s.log_path))[:20] for s in inactive}
+        assert any(p.endswith(".index") for p in touched)  # the spies saw the active segment's files
+        assert not [p for p in touched if os.path.basename(p)[:20] in stems]
+        assert all(s._file is None and not s._indexes_made() for s in inactive)
+        assert len(m.handle_cache) == 0
+        assert [r.offset for b in m.read("t", 0, 0) for r in b.records()][:1] == [0]  # reopened on demand
