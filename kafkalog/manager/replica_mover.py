@@ -350,13 +350,16 @@ class ReplicaMover:
         topic, partition = mv.key
         uid = _uuid.uuid4().hex
         fpath = os.path.join(mv.target.path, future_dir_name(topic, partition, unique_id=uid))
-        fds: list[tuple[int, str, int]] = []  # (src fd, dest name, size)
+        # (name, inode, size) of each source file, taken under the lock; the copies reopen them one at a time (a
+        # partition of many segments would otherwise hold a descriptor per file: the handle cache's whole point)
+        files: list[tuple[str, int, int]] = []
         mv.copied.clear()
         failure: OSError | None = None
         with e.lock:
             if e.closed:
                 raise _Stop("the source log is closed")
             src = e.log
+            src_dir = str(src.dir)
             try:
                 active_base = src.active_segment.base_offset
                 log_start = src.log_start_offset
@@ -370,11 +373,10 @@ class ReplicaMover:
                 names.extend(_DIR_FILES)
                 for name in names:
                     try:
-                        fd = os.open(os.path.join(src.dir, name), os.O_RDONLY | os.O_NOFOLLOW)
+                        st = os.lstat(os.path.join(src.dir, name))
                     except FileNotFoundError:
                         continue  # e.g. no .txnindex, no partition.metadata
-                    st = os.fstat(fd)
-                    fds.append((fd, name, st.st_size))
+                    files.append((name, st.st_ino, st.st_size))
                     parsed = parse_segment_file_name(name)
                     if parsed is not None and parsed.suffix == LOG_SUFFIX:
                         mv.copied[parsed.offset] = _CopiedFile(os.path.join(src.dir, name), st.st_ino, st.st_size,
@@ -382,28 +384,39 @@ class ReplicaMover:
             except OSError as exc:
                 failure = exc
         if failure is not None:
-            for fd, _, _ in fds:
-                os.close(fd)
             self._fail(e.dir, failure, "source")
         try:
+            os.mkdir(fpath)
+            fsync_dir(mv.target.path)
+        except OSError as exc:
+            self._fail(mv.target, exc, "target")
+        self._hook(mv, "future_created")
+        for name, ino, size in files:
+            self._check_stop(mv)
+            fd = self._open_source(e, os.path.join(src_dir, name), ino)
             try:
-                os.mkdir(fpath)
-                fsync_dir(mv.target.path)
-            except OSError as exc:
-                self._fail(mv.target, exc, "target")
-            self._hook(mv, "future_created")
-            for fd, name, size in fds:
-                self._check_stop(mv)
                 self._copy_file(mv, e, fd, os.path.join(fpath, name), size)
-            try:
-                fsync_dir(fpath)
-            except OSError as exc:
-                self._fail(mv.target, exc, "target")
-        finally:
-            for fd, _, _ in fds:
+            finally:
                 os.close(fd)
+        try:
+            fsync_dir(fpath)
+        except OSError as exc:
+            self._fail(mv.target, exc, "target")
         self._hook(mv, "segments_copied")
         self._open_future(mv, fpath, active_base, log_start, bool(inactive))
+
+    def _open_source(self, e: Any, path: str, ino: int) -> int:
+        """Open a source file listed under the lock; gone or replaced since (retention, truncation): restart."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise _Restart(f"{path} went away during the copy") from None
+        except OSError as exc:
+            self._fail(e.dir, exc, "source")
+        if os.fstat(fd).st_ino != ino:
+            os.close(fd)
+            raise _Restart(f"{path} was replaced during the copy")
+        return fd
 
     def _copy_file(self, mv: _Move, e: Any, src_fd: int, dest: str, size: int) -> None:
         def count(n: int) -> None:

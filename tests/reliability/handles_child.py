@@ -8,7 +8,8 @@ first, then runs one phase over two log dirs under ROOT and prints one JSON line
   (log start moved past the first segments), clean shutdown;
 * ``crash``: one more record per partition, then the process dies without shutting down (unclean);
 * ``unclean``: restart with recovery, read every partition to its end, clean shutdown;
-* ``exhaust``: hold every free descriptor (open ``/dev/null`` until EMFILE) and read through the manager.
+* ``exhaust``: hold every free descriptor (open ``/dev/null`` until EMFILE) and read through the manager;
+* ``bigmove``: one partition of SEGMENTS segments (4 files each, more than NOFILE) moved to the other dir.
 
 Record values are a pure function of (partition, offset), so every read is checked for loss or damage.
 """
@@ -170,4 +171,25 @@ def exhaust() -> None:
     m.shutdown()
 
 
-{"create": create, "clean": clean, "crash": crash, "unclean": unclean, "exhaust": exhaust}[PHASE]()
+def bigmove() -> None:
+    m = manager()
+    m.get_or_create_log("big", 0)
+    for s in range(SEGMENTS):
+        m.append("big", 0, [(b"k", value(0, s))])
+        m.roll("big", 0)
+    src = m.log_dir_of("big", 0)
+    target = next(d for d in m.log_dirs if d != src)
+    files = len(os.listdir(os.path.join(src, "big-0")))
+    moved = m.alter_replica_log_dir("big", 0, target, wait=True)
+    got, offset = [], 0
+    while offset < SEGMENTS:
+        for b in m.read("big", 0, offset, 1 << 20):
+            for r in b.records():
+                got.append(r.value)
+                offset = r.offset + 1
+    facts(m, move=moved.state, error=moved.error, files=files, moved_dir=m.log_dir_of("big", 0) == target,
+          intact=got == [value(0, s) for s in range(SEGMENTS)])
+    m.shutdown()
+
+
+{"bigmove": bigmove, "create": create, "clean": clean, "crash": crash, "unclean": unclean, "exhaust": exhaust}[PHASE]()
