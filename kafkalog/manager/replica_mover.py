@@ -5,7 +5,8 @@ A move (``LogManager.alter_replica_log_dir``) runs on its own daemon thread, as 
 1. ``future_created``: ``<t>-<p>.<uuid>-future`` is created in the target dir.
 2. ``segments_copied``: the source's inactive segments (``.log`` and index files, producer snapshots at or below
    the active segment, ``leader-epoch-checkpoint``, ``partition.metadata``) are copied with ``copy_file_range``
-   from descriptors opened under the partition lock, so they stay byte-identical.
+   one file open at a time; the files are listed with their inodes under the partition lock, and a file gone or
+   replaced by the time it is opened restarts the move.
 3. ``future_opened``: the copy is opened as a future log (listed in the target dir's checkpoints, as Kafka
    checkpoints its futureLogs in their own dir).
 4. ``caught_up``: the active segment's batches are appended with ``append_as_follower`` (offsets, epochs and
