@@ -37,6 +37,8 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return EXIT_USAGE, f"log dir is in use: {exc}"
     if isinstance(exc, E.KafkaStorageError):
         return EXIT_USAGE, f"storage error: {_one_line(exc)}"
+    if isinstance(exc, E.ResourceExhaustedError):  # a process limit, not bad data: retry with more descriptors
+        return EXIT_USAGE, f"resources exhausted: {_one_line(exc)}"
     if isinstance(exc, (E.ConfigError, E.InvalidTopicError, E.InvalidPartitionDirError, E.InvalidArgumentError,
                         E.InvalidArgumentTypeError)):
         return EXIT_USAGE, _one_line(exc)

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 
 import pytest
+from kafkalog_cli.main import EXIT_USAGE
+from kafkalog_cli.main import classify as cli_classify
 
 from kafkalog.errors import KafkaStorageError, ResourceExhaustedError
 from kafkalog.log.config import LogConfig
@@ -157,3 +159,9 @@ def test_checkpoint_write_hitting_a_limit_keeps_the_dir(tmp_path: Path, monkeypa
         monkeypatch.undo()
         m.checkpoint_recovery_offsets()
         assert (tmp_path / "a" / "recovery-point-offset-checkpoint").exists()
+
+
+def test_cli_exit_code_for_a_process_limit() -> None:
+    """A process limit is an I/O problem (exit 2), not corruption (exit 1)."""
+    code, message = cli_classify(resource_error(OSError(errno.EMFILE, "Too many open files"), "reading"))
+    assert code == EXIT_USAGE and message.startswith("resources exhausted")
