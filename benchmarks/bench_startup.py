@@ -11,6 +11,7 @@ checkpoints and the clean-shutdown marker are written as a clean shutdown leaves
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import sys
@@ -133,6 +134,77 @@ def unavoidable_reads(dirs: list[Path]) -> float:
     return time.perf_counter() - t0
 
 
+def process_usage() -> tuple[int, int, int]:
+    """(open descriptors, memory mappings, resident bytes) of this process, from /proc."""
+    fds = len(os.listdir("/proc/self/fd"))
+    with open("/proc/self/maps", "rb") as f:
+        maps = f.read().count(b"\n")
+    with open("/proc/self/statm", "rb") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return fds, maps, rss
+
+
+def lazy_footprint(dirs: list[Path], nparts: int, segments: int, repeat: int, threads: int,
+                   concurrency: int) -> dict[str, float]:
+    """Best-of-``repeat`` lazy clean startup of ``dirs``, and what the loaded manager holds: descriptors, memory
+    mappings, RSS and GC-tracked Python objects, each as the difference to before the startup."""
+    props = {"num.recovery.threads.per.data.dir": threads, "kafkalog.recovery.concurrency": concurrency,
+             "sanity.check.all.logs.enabled": "false"}
+    best = (float("inf"), float("inf"))
+    out: dict[str, float] = {}
+    for _ in range(repeat):
+        gc.collect()
+        fds0, maps0, rss0 = process_usage()
+        objs0 = len(gc.get_objects())
+        m, wall, cpu = timed_startup(dirs, props)
+        assert len(m.all_logs()) == nparts
+        check_states(m, segments, pending=segments - 1)
+        gc.collect()
+        fds1, maps1, rss1 = process_usage()
+        objs1 = len(gc.get_objects())
+        out = {"fds": fds1 - fds0, "maps": maps1 - maps0, "rss": rss1 - rss0, "objects": objs1 - objs0,
+               "handles": len(m.handle_cache)}
+        m.shutdown()
+        del m
+        best = min(best, (wall, cpu))
+    out["wall"], out["cpu"] = best
+    return out
+
+
+def growth(root: Path, partitions: int, args: argparse.Namespace) -> None:
+    """Lazy startup of 2 x ``partitions`` x 10 and x 40 segments: the growth with segments (target <= 1.5x), the
+    footprint per partition and per inactive segment, and Kafka's loader anchor at the 10-segment layout."""
+    nparts = 2 * partitions
+    got = {}
+    for segments in (10, 40):
+        sub = root / f"growth-{segments}"
+        dirs = [sub / "d1", sub / "d2"]
+        files, end = make_template(sub, segments, args.batches_per_segment, args.records_per_batch)
+        write_layout(dirs, partitions, files, end)
+        got[segments] = lazy_footprint(dirs, nparts, segments, args.repeat, 1, args.concurrency)
+        got[segments]["floor"] = min(unavoidable_reads(dirs) for _ in range(args.repeat))
+        shutil.rmtree(sub, ignore_errors=True)
+    g10, g40 = got[10], got[40]
+    print(f"lazy startup growth, 1 thread/dir, {nparts} partitions: x 10 segments {g10['wall']:.2f} s "
+          f"(cpu {g10['cpu']:.2f}), x 40 segments {g40['wall']:.2f} s (cpu {g40['cpu']:.2f}): "
+          f"{g40['wall'] / g10['wall']:.2f}x for 4x the segments (target <= 1.5x); bare reads "
+          f"{g10['floor']:.2f} s / {g40['floor']:.2f} s", flush=True)
+    kafka = nparts * 10 / KAFKA_CLEAN_SEGMENTS_PER_S
+    print(f"vs Kafka's loader at {nparts} x 10: Kafka {kafka:.2f} s (8.3k segments/s) / kafkalog lazy "
+          f"{g10['wall']:.2f} s = {kafka / g10['wall']:.2f}x (target >= 2x: <= {kafka / 2:.2f} s); bare-reads "
+          f"floor {g10['floor']:.2f} s", flush=True)
+    inactive = nparts * 30
+    per_seg = (g40["objects"] - g10["objects"]) / inactive
+    per_part = g10["objects"] / nparts - 9 * per_seg
+    rss_seg = (g40["rss"] - g10["rss"]) / inactive
+    print(f"footprint after a lazy load (differences to before it): descriptors {g10['fds']} / {g40['fds']}, "
+          f"memory mappings {g10['maps']} / {g40['maps']}, handle-cache entries {g10['handles']} / "
+          f"{g40['handles']} (x 10 / x 40 segments)", flush=True)
+    print(f"  GC-tracked Python objects: {per_part:.0f} per partition + {per_seg:.1f} per inactive segment; "
+          f"RSS {g10['rss'] / nparts / 1024:.1f} KiB per partition at x 10, {rss_seg:.0f} B per inactive "
+          f"segment", flush=True)
+
+
 def check_states(m: LogManager, segments: int, *, pending: int) -> None:
     """Every partition's KIP-263 state: all segments checked (eager) or all but the active one pending (lazy)."""
     states = m.sanity_check_states().values()
@@ -156,6 +228,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--no-fsync", action="store_true",
                     help="make os.fsync a no-op: measures CPU and syscalls without the device's fsync latency")
+    ap.add_argument("--growth", action="store_true",
+                    help="only the lazy-startup section: 10 vs 40 segments a partition (growth, Kafka's anchor, "
+                         "descriptors, mappings, RSS and Python objects per partition and per inactive segment)")
+    ap.add_argument("--lazy-only", action="store_true",
+                    help="main layout: time the lazy clean startup and its footprint only (for the big layouts)")
     args = ap.parse_args(argv)
     if args.no_fsync:
         os.fsync = lambda fd: None  # type: ignore[assignment]
@@ -163,6 +240,13 @@ def main(argv: list[str] | None = None) -> None:
     root = args.root or Path(tempfile.mkdtemp(prefix="kafkalog-bench-startup-"))
     dirs = [root / "d1", root / "d2"]
     nparts = 2 * args.partitions
+    if args.growth:
+        try:
+            growth(root, args.partitions, args)
+        finally:
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+        return
     try:
         t0 = time.perf_counter()
         files, end = make_template(root, args.segments, args.batches_per_segment, args.records_per_batch)
@@ -192,6 +276,16 @@ def main(argv: list[str] | None = None) -> None:
             rate = total_segments / wall
             print(f"{what:<58} {wall:7.2f} s  cpu {cpu:6.2f} s  {rate / 1e3:6.1f}k segments/s "
                   f"({rate / KAFKA_CLEAN_SEGMENTS_PER_S:4.2f}x Kafka's 8.3k/s){extra}", flush=True)
+
+        if args.lazy_only:
+            fp = lazy_footprint(dirs, nparts, args.segments, args.repeat, args.threads, args.concurrency)
+            line(f"clean startup, lazy  ({args.threads} threads/dir, active segments checked)", fp["wall"], fp["cpu"])
+            floor = unavoidable_reads(dirs)
+            print(f"{'reference: the reads a lazy load cannot skip, bare (1 thread)':<58} {floor:7.2f} s", flush=True)
+            print(f"footprint after the lazy load: {fp['fds']} descriptors, {fp['maps']} mappings, handle-cache "
+                  f"entries {fp['handles']}, RSS {fp['rss'] / nparts / 1024:.1f} KiB and "
+                  f"{fp['objects'] / nparts:.0f} GC-tracked objects per partition", flush=True)
+            return
 
         eager, eager_cpu = clean(args.threads, True)
         line(f"clean startup, eager ({args.threads} threads/dir, every segment checked)", eager, eager_cpu)

@@ -19,6 +19,7 @@ import click
 
 from .assignments_cmd import assignments  # KIP-858: its own module, a subcommand of `dirs`
 from .errors import EXIT_OK, EXIT_USAGE, CliState, classify
+from .output import Progress, make_output
 
 
 @click.group()
@@ -34,8 +35,10 @@ def describe(state: CliState | None, log_dirs: tuple[str, ...], json_mode: bool)
     """Partitions, sizes and offsets of each LOGDIR, grouped by the broker (node.id) that owns it."""
     code = EXIT_OK
     brokers: dict[int, list[dict[str, Any]]] = {}
+    out = make_output(json_mode=json_mode, quiet=(state or CliState()).quiet)  # the bar: stderr, terminals only
     for raw in log_dirs:
-        broker, info = _describe_dir(raw)
+        with out.progress(f"describing {raw}") as bar:
+            broker, info = _describe_dir(raw, bar)
         if info["error"] is not None:
             code = EXIT_USAGE
             click.echo(f"kafkalog: error: {info['offlineReason']}", err=True)
@@ -68,7 +71,7 @@ def _text(broker: int, d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _describe_dir(raw: str) -> tuple[int, dict[str, Any]]:
+def _describe_dir(raw: str, bar: Progress | None = None) -> tuple[int, dict[str, Any]]:
     from kafkalog.checkpoint.meta_properties import read_meta_properties
 
     path = os.path.abspath(raw)
@@ -95,7 +98,11 @@ def _describe_dir(raw: str) -> tuple[int, dict[str, Any]]:
         usage = shutil.disk_usage(path)
         info["totalBytes"], info["usableBytes"] = usage.total, usage.free
         ckpts = _checkpoints(path)
-        for name in sorted(os.listdir(path)):
+        names = sorted(os.listdir(path))
+        bar = bar or Progress()
+        bar.update(total=len(names))
+        for name in names:
+            bar.advance()
             full = os.path.join(path, name)
             if os.path.isdir(full):
                 part = _describe_partition(full, name, ckpts)

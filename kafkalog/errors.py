@@ -143,6 +143,19 @@ class LogMovedError(KafkaLogError):
         self.new_dir = new_dir
 
 
+class ResourceExhaustedError(KafkaLogError):
+    """The process ran out of descriptors, memory or mappings (EMFILE, ENFILE, ENOMEM, mmap's EAGAIN). Retriable:
+    nothing is wrong with the disk and no log dir goes offline; the same call succeeds once handles are freed.
+    Deliberately not a ``KafkaStorageError`` (which means the dir failed) nor an ``OSError`` (which every layer
+    below the manager reads as an I/O failure). ``errno`` is the code behind it."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
 class LogDirLockedError(KafkaStorageError):
     """Another process or LogManager holds the log dir's ``.lock``."""
 

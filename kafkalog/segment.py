@@ -25,6 +25,7 @@ from kafkalog.errors import (
     InvalidArgumentError,
     LogSegmentOffsetOverflowError,
 )
+from kafkalog.handle_cache import HandleCache, default_cache
 from kafkalog.index.base import READ_NOT_MAP_BYTES, _is_real_file, read_fully
 from kafkalog.index.offset_index import OffsetIndex, OffsetPosition
 from kafkalog.index.time_index import TimeIndex, TimestampOffset
@@ -114,7 +115,17 @@ def _successor_first(batch: RecordBatch | None) -> float:
 
 
 class LogSegment:
-    """A ``.log`` plus its three indexes. Not thread-safe by itself: the owning Log serialises writers."""
+    """A ``.log`` plus its three indexes. Not thread-safe by itself: the owning Log serialises writers.
+
+    The ``.log`` descriptor and the index mappings are handles of a :class:`~kafkalog.handle_cache.HandleCache`
+    (the Log's or LogManager's, else the process-wide one): the cache may close them whenever no thread is using
+    them, and they reopen on the next use. Every use of the descriptor happens under ``_lock`` for that reason.
+    """
+
+    _handles: HandleCache | None = None  # None: the process-wide default cache
+    _handle_used = False  # CLOCK bit for the handle cache
+    _unsynced = False  # bytes written or cut since the last fsync (a flush after eviction reopens to fsync)
+    _indexes_built = False  # set by _make_indexes: asking is an attribute read, not a failed lookup
 
     def __init__(
         self,
@@ -127,7 +138,10 @@ class LogSegment:
         file_suffix: str = "",
         clock: Callable[[], int] | None = None,
         read_only: bool = False,
+        handles: HandleCache | None = None,
     ) -> None:
+        if handles is not None:
+            self._handles = handles
         self._dir = dir if isinstance(dir, Path) else Path(dir)
         self._base_offset = int(base_offset)
         self._suffix = file_suffix
@@ -161,13 +175,14 @@ class LogSegment:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _make_indexes(self) -> None:
-        stem, suffix, base = self._stem, self._suffix, self._base_offset
+        stem, suffix, base, handles = self._stem, self._suffix, self._base_offset, self._handles
         w = not self._read_only
         self._offset_index = OffsetIndex(stem + ".index" + suffix, base, max_index_size=self.max_index_size,
-                                         writable=w)
+                                         writable=w, handles=handles)
         self._time_index = TimeIndex(stem + ".timeindex" + suffix, base, max_index_size=self.max_index_size,
-                                     writable=w)
-        self._txn_index = TransactionIndex(stem + ".txnindex" + suffix, base, writable=w)
+                                     writable=w, handles=handles)
+        self._txn_index = TransactionIndex(stem + ".txnindex" + suffix, base, writable=w, handles=handles)
+        self._indexes_built = True
 
     @property
     def _lock(self) -> threading.RLock:
@@ -206,6 +221,7 @@ class LogSegment:
         config=None,
         file_suffix: str = "",
         clock: Callable[[], int] | None = None,
+        handles: HandleCache | None = None,
     ) -> LogSegment:
         """Open the segment at ``base_offset`` in ``dir``, creating an empty ``.log`` if absent.
 
@@ -218,21 +234,57 @@ class LogSegment:
                 max_index_size=config.segment_index_bytes,
                 roll_jitter_ms=config.random_segment_jitter(),
             )
-        seg = cls(dir, base_offset, file_suffix=file_suffix, clock=clock, **kwargs)
+        seg = cls(dir, base_offset, file_suffix=file_suffix, clock=clock, handles=handles, **kwargs)
         if not os.path.exists(seg._log_fspath):
             seg._open_file()
         return seg
 
+    def _cache(self) -> HandleCache:
+        return self._handles or default_cache()
+
+    def set_handle_cache(self, cache: HandleCache | None) -> None:
+        """Count this segment's descriptor and index mappings in ``cache`` (None: the process-wide default)."""
+        self._handles = cache
+        if self._indexes_made():
+            for idx in (self._offset_index, self._time_index, self._txn_index):
+                idx.set_handle_cache(cache)
+
     def _open_file(self):
+        """The ``.log`` file object, opened on first use. Callers use it under ``_lock`` (the handle cache closes
+        it whenever the lock is free)."""
+        self._handle_used = True
         with self._lock:
             if self._file is None:
                 # O_NOFOLLOW: a segment file that is a symlink may point outside the log dir, and recovery would
                 # truncate whatever it points at; refuse it (ELOOP) instead of following it.
                 mode = os.O_RDONLY if self._read_only else os.O_RDWR | os.O_CREAT
-                fd = os.open(self._log_fspath, mode | getattr(os, "O_NOFOLLOW", 0), 0o644)
-                self._file = os.fdopen(fd, "rb" if self._read_only else "r+b", buffering=0)
-                self._size = os.fstat(fd).st_size
+                flags = mode | getattr(os, "O_NOFOLLOW", 0)
+                cache = self._cache()
+                fd = cache.call(lambda: os.open(self._log_fspath, flags, 0o644), f"opening {self._log_fspath}")
+                try:
+                    self._size = os.fstat(fd).st_size
+                    self._file = os.fdopen(fd, "rb" if self._read_only else "r+b", buffering=0)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                cache.add(self)
             return self._file
+
+    def _evict_handles(self) -> bool:
+        """The handle cache wants the descriptor back: close it unless a thread is using it."""
+        lock = self._lock
+        if not lock.acquire(blocking=False):
+            return False
+        try:
+            f, self._file, self._size = self._file, None, None
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    pass  # close(2) errors on a read/written file are reported by the next fsync
+            return True
+        finally:
+            lock.release()
 
     # --- properties ----------------------------------------------------------------------------------------------
 
@@ -250,12 +302,14 @@ class LogSegment:
 
     @property
     def size(self) -> int:
-        """Bytes in the ``.log`` (stat, not open, when the file was not touched yet)."""
-        if self._size is None:
+        """Bytes in the ``.log`` (stat, not open, when the file is not open)."""
+        size = self._size
+        if size is not None:
+            return size
+        with self._lock:  # the handle cache may close the file between a check and a read of _size
             if self._file is None:
                 return os.stat(self._log_fspath).st_size
-            self._open_file()
-        return self._size  # type: ignore[return-value]
+            return self._size  # type: ignore[return-value]
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -290,15 +344,17 @@ class LogSegment:
     def scan(self, start: int = 0, end: int | None = None, *, validate: bool = False):
         """Return ``(iterator of batches, state)``; after iteration ``state['valid_end']`` is the end of the last
         whole batch and ``state['error']`` why iteration stopped early (or None)."""
-        f = self._open_file()
-        end = self.size if end is None else min(end, self.size)
-        state: dict = {"valid_end": start, "error": None}
-        if end <= start:
-            return iter(()), state
-        try:
-            mm = mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):
-            return self._scan_chunked(start, end, validate, state), state
+        with self._lock:  # the map takes its own descriptor: after this the file may be closed
+            f = self._open_file()
+            size = self._size
+            end = size if end is None else min(end, size)  # type: ignore[type-var]
+            state: dict = {"valid_end": start, "error": None}
+            if end <= start:
+                return iter(()), state
+            try:
+                mm = mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):
+                return self._scan_chunked(start, end, validate, state), state
         return self._scan_buffer(memoryview(mm), start, end, validate, state), state
 
     @staticmethod
@@ -334,11 +390,11 @@ class LogSegment:
 
     def _pread(self, position: int, size: int) -> bytes:
         """Positional read; filesystems without ``pread`` (pyfakefs) get seek+read under the segment lock."""
-        f = self._open_file()
-        try:
-            return os.pread(f.fileno(), size, position)
-        except OSError:
-            with self._lock:
+        with self._lock:
+            f = self._open_file()
+            try:
+                return os.pread(f.fileno(), size, position)
+            except OSError:
                 f.seek(position)
                 return f.read(size)
 
@@ -375,12 +431,14 @@ class LogSegment:
         # exist from the first append on; do the same so a closed segment always has its .index and .timeindex.
         self._offset_index.is_full()
         self._time_index.is_full()
-        f = self._open_file()
-        physical = self._size
-        if physical == 0 and self._rolling_based_timestamp is None:
-            self._rolling_based_timestamp = batches[0].max_timestamp
-        with self._lock:  # the fallback reader seeks the same file object
+        with self._lock:  # the fallback reader seeks the same file object; the handle cache waits for it
+            f = self._open_file()
+            physical = self._size
+            assert physical is not None
+            if physical == 0 and self._rolling_based_timestamp is None:
+                self._rolling_based_timestamp = batches[0].max_timestamp
             f.seek(physical)
+            self._unsynced = True
             written = 0
             while written < len(data):
                 written += f.write(data[written:])
@@ -616,20 +674,23 @@ class LogSegment:
         up to ``READ_NOT_MAP_BYTES`` is read instead: every caller touches all of it, and a read costs a fraction
         of mmap + page faults + munmap. The map is
         closed on exit unless a view of it is still referenced (it then goes with the last one)."""
-        f = self._open_file()
         if size == 0:
             yield memoryview(b"")
             return
-        if not _is_real_file(f):  # pyfakefs: its descriptors may equal an unrelated real one; never map
-            yield None
-            return
-        if size <= READ_NOT_MAP_BYTES:
-            yield memoryview(read_fully(f.fileno(), size))
-            return
-        try:
-            mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):
-            yield None
+        with self._lock:  # the descriptor is used only here: the map holds its own
+            f = self._open_file()
+            if not _is_real_file(f):  # pyfakefs: its descriptors may equal an unrelated real one; never map
+                data = mm = None
+            elif size <= READ_NOT_MAP_BYTES:
+                data, mm = memoryview(read_fully(f.fileno(), size)), None
+            else:
+                data = None
+                try:
+                    mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):
+                    mm = None
+        if mm is None:
+            yield data
             return
         buf = memoryview(mm)
         try:
@@ -654,9 +715,7 @@ class LogSegment:
         ``RecordBatch`` objects. The files are byte for byte those of :meth:`_recover_per_batch`, which still
         handles what the columns cannot (legacy batches, no mmap, an index that would fill up).
         """
-        self._open_file()
-        size = self._size
-        assert size is not None
+        size = self.size
         with self._read_map(size) as buf:
             plan = None if buf is None else self._recovery_plan(buf, size)
             if plan is not None:
@@ -881,9 +940,11 @@ class LogSegment:
         return state["valid_end"]
 
     def _truncate_file(self, size: int) -> None:
-        f = self._open_file()
-        f.truncate(size)
-        self._size = size
+        with self._lock:
+            f = self._open_file()
+            self._unsynced = True
+            f.truncate(size)
+            self._size = size
 
     def sanity_check(self, *, strict: bool = False, whole_batches: bool = False) -> None:
         """Kafka's checks: the offset index must exist (else the segment needs recovery, FileNotFoundError);
@@ -992,9 +1053,12 @@ class LogSegment:
         self._time_index.trim_to_valid_size()
 
     def flush(self) -> None:
-        if self._file is not None:
-            with io_wait():
-                os.fsync(self._file.fileno())
+        if self._file is not None or self._unsynced:
+            with self._lock:  # reopens a file the handle cache closed with bytes not yet on disk
+                f = self._open_file()
+                self._unsynced = False
+                with io_wait():
+                    os.fsync(f.fileno())
         self._offset_index.flush()
         self._time_index.flush()
         self._txn_index.flush()
@@ -1002,7 +1066,7 @@ class LogSegment:
     def _indexes_made(self) -> bool:
         """False while no index object exists (a lazily loaded segment nobody used): closing, releasing or
         suspending it then has nothing to do for the indexes, and must not build three objects to find out."""
-        return _has_attr(self, "_offset_index")
+        return self._indexes_built
 
     def close(self) -> None:
         """Write the final time-index entry, trim and release everything (Kafka's LogSegment.close)."""
@@ -1045,6 +1109,7 @@ class LogSegment:
         with self._lock:
             f, self._file, self._size = self._file, None, None
             if f is not None:
+                self._cache().discard(self)
                 try:
                     f.close()
                 except OSError:
@@ -1061,6 +1126,7 @@ class LogSegment:
 
     def delete(self) -> None:
         """Remove the ``.log`` and every index file (missing files are fine)."""
+        self._unsynced = False  # nothing left to make durable: a later flush must not recreate the file
         self.close_handlers()
         self._offset_index.delete()
         self._time_index.delete()

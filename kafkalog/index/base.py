@@ -41,6 +41,8 @@ from typing import ClassVar
 import numpy as np
 
 from kafkalog.errors import ConfigError, IndexOffsetOverflowError, IndexStateError
+from kafkalog.handle_cache import HandleCache, default_cache
+from kafkalog.oserrors import is_resource_exhaustion
 from kafkalog.rewrite import rewrite_in_place
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # Kafka's segment.index.bytes default
@@ -105,6 +107,32 @@ class IndexFile:
     _fspath: str
     _path_obj: Path | None
     _base_offset: int
+    # Handle-cache bookkeeping (kafkalog.handle_cache), as class defaults so an index never opened carries none.
+    _handles: HandleCache | None = None  # None: the process-wide default cache
+    _handle_used = False  # CLOCK bit: used since the cache's last sweep
+    _busy = 0  # >0 while this thread's region keeps using the handle (read_for_check)
+    _dirty = False  # entries written since the last flush (a flush after eviction fsyncs the file)
+
+    def _cache(self) -> HandleCache:
+        return self._handles or default_cache()
+
+    def set_handle_cache(self, cache: HandleCache | None) -> None:
+        """Count this index's mapping/handle in ``cache`` (None: the process-wide default)."""
+        self._handles = cache
+
+    def _sync_closed_file(self) -> None:
+        """fsync the file through a short-lived descriptor: entries written through a mapping or handle the cache
+        has closed since are in the page cache, not yet on disk."""
+        try:
+            fd = self._cache().call(lambda: os.open(self._fspath, os.O_RDONLY), f"opening {self._fspath}")
+        except FileNotFoundError:  # deleted since: nothing left to make durable
+            self._dirty = False
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._dirty = False
 
     @property
     def _path(self) -> Path:
@@ -184,6 +212,7 @@ class AbstractIndex(IndexFile):
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
         use_mmap: bool = True,
+        handles: HandleCache | None = None,
     ) -> None:
         # Nothing here may touch the file system: see the module docstring (lazy loading). The Path object is
         # also made lazily (the ``file`` property): a loader opening thousands of segments only needs the string.
@@ -212,6 +241,8 @@ class AbstractIndex(IndexFile):
         self._reserve_bytes = _RESERVE_MIN
         self._fallocate_ok = hasattr(os, "posix_fallocate")
         self._file_id: tuple[int, int] | None = None
+        if handles is not None:
+            self._handles = handles
 
     # ------------------------------------------------------------------------------------------------ properties
 
@@ -274,6 +305,7 @@ class AbstractIndex(IndexFile):
     # ------------------------------------------------------------------------------------------------ loading
 
     def _ensure_loaded(self) -> None:
+        self._handle_used = True
         if not self._loaded:
             with self._lock:
                 if not self._loaded:
@@ -292,9 +324,10 @@ class AbstractIndex(IndexFile):
             if self._max_index_size < es:
                 raise ConfigError(f"Invalid max index size {self._max_index_size} for {self._path}")
             newly_created = True
-            with open(self._fspath, "xb") as fh:
+            with self._cache().call(lambda: open(self._fspath, "xb"), f"creating {self._fspath}") as fh:
                 fh.truncate(es * (self._max_index_size // es))
-        fh = open(self._fspath, "r+b" if self._writable else "rb")  # noqa: SIM115 - kept open in fallback mode
+        mode = "r+b" if self._writable else "rb"
+        fh = self._cache().call(lambda: open(self._fspath, mode), f"opening {self._fspath}")
         try:
             st = os.fstat(fh.fileno())
             length = st.st_size
@@ -326,27 +359,37 @@ class AbstractIndex(IndexFile):
         missing or large files take the normal path inside the body.
         """
         with self._lock:
-            if self._loaded or self._suspended_entries is not None or not self._use_mmap:
-                yield
-                return
+            self._busy += 1  # the body uses this index while it opens others: the cache must not close it
             try:
-                fd = os.open(self._fspath, os.O_RDONLY)
-            except FileNotFoundError:
-                yield
-                return
-            try:
-                length = os.fstat(fd).st_size
-                data = read_fully(fd, length) if length <= READ_NOT_MAP_BYTES else None
+                with self._copy_for_check():
+                    yield
             finally:
-                os.close(fd)
-            if data is None:
-                yield
-                return
-            self._install(bytearray(data), None, None, len(data), len(data) // self.ENTRY_SIZE)
-            try:
-                yield
-            finally:
-                self._release()
+                self._busy -= 1
+
+    @contextmanager
+    def _copy_for_check(self) -> Iterator[None]:
+        """``read_for_check``'s body (caller holds the lock)."""
+        if self._loaded or self._suspended_entries is not None or not self._use_mmap:
+            yield
+            return
+        try:
+            fd = self._cache().call(lambda: os.open(self._fspath, os.O_RDONLY), f"opening {self._fspath}")
+        except FileNotFoundError:
+            yield
+            return
+        try:
+            length = os.fstat(fd).st_size
+            data = read_fully(fd, length) if length <= READ_NOT_MAP_BYTES else None
+        finally:
+            os.close(fd)
+        if data is None:
+            yield
+            return
+        self._install(bytearray(data), None, None, len(data), len(data) // self.ENTRY_SIZE)
+        try:
+            yield
+        finally:
+            self._release()
 
     def _map(self, fh: io.BufferedRandom, length: int, entries: int, st: os.stat_result | None = None) -> None:
         """Map ``fh`` (taking ownership of it) or fall back to an in-memory copy plus file writes.
@@ -362,7 +405,15 @@ class AbstractIndex(IndexFile):
             access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
             try:
                 mm = mmap.mmap(fh.fileno(), length, access=access)
-            except (OSError, ValueError):
+            except OSError as exc:
+                mm = None
+                if is_resource_exhaustion(exc):  # out of descriptors or map space: free some, try once more
+                    self._cache().relieve()
+                    try:
+                        mm = mmap.mmap(fh.fileno(), length, access=access)
+                    except (OSError, ValueError):
+                        mm = None
+            except ValueError:
                 mm = None
             if mm is not None:
                 if self._writable:
@@ -396,6 +447,8 @@ class AbstractIndex(IndexFile):
         self._reserve_bytes = _RESERVE_MIN
         self._loaded = True
         self._changed()
+        if mm is not None or fh is not None:
+            self._cache().add(self)
 
     def _release(self) -> None:
         """Drop the mapping / file handle and go back to the not-loaded state (the file stays as it is)."""
@@ -405,6 +458,8 @@ class AbstractIndex(IndexFile):
         self._reserved_end = 0
         self._file_id = None
         self._loaded = False
+        if mm is not None or fh is not None:
+            self._cache().discard(self)
         if mm is not None:
             try:
                 mm.close()
@@ -412,6 +467,24 @@ class AbstractIndex(IndexFile):
                 pass  # a numpy view is still alive somewhere; the mapping goes when it does
         if fh is not None:
             fh.close()
+
+    def _evict_handles(self) -> bool:
+        """The handle cache wants the mapping back: give it unless another thread is inside this index or this
+        thread is in a region that keeps using it. A preallocated (active) index is suspended, keeping its entry
+        count and room; a trimmed one is released outright (it reopens as a full, existing index)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._busy:
+                return False
+            if self._loaded and (self._mm is not None or self._fh is not None):
+                if self._writable and self._length != self._entries * self.ENTRY_SIZE:
+                    self.suspend()
+                else:
+                    self._release()
+            return True
+        finally:
+            self._lock.release()
 
     def _changed(self) -> None:
         """Called after entries change; subclasses refresh their cached last entry."""
@@ -463,6 +536,7 @@ class AbstractIndex(IndexFile):
                 fh.write(packed)
                 fh.flush()
         self._buf[pos:end] = packed
+        self._dirty = True
         self._entries += 1
         self._changed()
 
@@ -568,9 +642,10 @@ class AbstractIndex(IndexFile):
                 self._changed()
                 return True
             self._release()
-            with open(self._fspath, "r+b") as fh:
+            opener = self._cache().call
+            with opener(lambda: open(self._fspath, "r+b"), f"opening {self._fspath}") as fh:
                 fh.truncate(rounded)
-            fh = open(self._fspath, "r+b")  # noqa: SIM115 - ownership passes to _map
+            fh = opener(lambda: open(self._fspath, "r+b"), f"opening {self._fspath}")
             try:
                 self._map(fh, rounded, entries)
             except BaseException:
@@ -581,10 +656,11 @@ class AbstractIndex(IndexFile):
     def trim_to_valid_size(self) -> None:
         """Cut the file to the bytes in use (on roll and close). A never-loaded index is left untouched; a
         suspended one is mapped again first (its file is still preallocated)."""
-        if self._suspended_entries is not None and self._writable:
-            self._ensure_loaded()
-        if self._loaded and self._writable:
-            self.resize(self._entries * self.ENTRY_SIZE)
+        with self._lock:
+            if self._suspended_entries is not None and self._writable:
+                self._ensure_loaded()
+            if self._loaded and self._writable:
+                self.resize(self._entries * self.ENTRY_SIZE)
 
     def replace_entries(self, packed: bytes | bytearray | memoryview) -> None:
         """Make the file hold exactly ``packed`` (whole big-endian entries) and leave the index unloaded.
@@ -601,6 +677,7 @@ class AbstractIndex(IndexFile):
             raise IndexStateError(f"{size} bytes are not whole entries of {self._path}")
         with self._lock:
             self._release()
+            self._suspended_entries = None  # the file now holds exactly these entries
             rewrite_in_place(self._fspath, data)
 
     def reset(self) -> None:
@@ -617,12 +694,15 @@ class AbstractIndex(IndexFile):
     def flush(self) -> None:
         with self._lock:
             if not self._loaded:
+                if self._dirty:  # written, then unmapped by the handle cache before this flush
+                    self._sync_closed_file()
                 return
             if self._mm is not None and self._writable:
                 self._mm.flush()
             elif self._fh is not None:
                 self._fh.flush()
                 os.fsync(self._fh.fileno())
+            self._dirty = False
 
     def close(self) -> None:
         """Trim to the valid size (writable indexes) and release the mapping and file handle.

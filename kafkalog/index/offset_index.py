@@ -87,9 +87,8 @@ class OffsetIndex(AbstractIndex):
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``target_offset``; (base offset, 0) when there is none."""
-        if not self._loaded:
-            self._ensure_loaded()
         with self._lock:
+            self._ensure_loaded()
             slot = self._key_slot(target_offset - self._base_offset)
             if slot < 0:
                 return OffsetPosition(self._base_offset, 0)
@@ -100,9 +99,8 @@ class OffsetIndex(AbstractIndex):
         """:meth:`lookup`, plus the entry before the one found (None when there is none): a reader that starts
         there sees the batch at the found entry after the batch before it, so a base offset damaged in it (the
         CRC does not cover it) shows as a step backwards or a jump."""
-        if not self._loaded:
-            self._ensure_loaded()
         with self._lock:
+            self._ensure_loaded()
             slot = self._key_slot(target_offset - self._base_offset)
             if slot < 0:
                 return OffsetPosition(self._base_offset, 0), None
@@ -114,8 +112,8 @@ class OffsetIndex(AbstractIndex):
 
     def lookup_many(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`lookup`: (offsets, positions) arrays shaped like ``targets``."""
-        self._ensure_loaded()
         with self._lock:
+            self._ensure_loaded()
             t = np.asarray(targets, dtype=np.int64) - self._base_offset
             slots = self._slots_for_many(t)
             view = self._view()
@@ -133,8 +131,8 @@ class OffsetIndex(AbstractIndex):
 
     def fetch_upper_bound_offset(self, fetch_offset: OffsetPosition, fetch_size: int) -> OffsetPosition | None:
         """An entry surely past a fetch of ``fetch_size`` bytes from ``fetch_offset`` (Kafka's rule), or None."""
-        self._ensure_loaded()
         with self._lock:
+            self._ensure_loaded()
             slot = self._slot_for(fetch_offset.position + fetch_size, VALUE, upper=True)
             if slot < 0:
                 return None
@@ -143,8 +141,8 @@ class OffsetIndex(AbstractIndex):
 
     def entry(self, n: int) -> OffsetPosition:
         """The n-th entry (absolute offset)."""
-        self._ensure_loaded()
         with self._lock:
+            self._ensure_loaded()
             if not 0 <= n < self._entries:
                 raise IndexStateError(
                     f"Attempt to fetch the {n}th entry from index {self._path}, which has size {self._entries}."
@@ -154,8 +152,8 @@ class OffsetIndex(AbstractIndex):
 
     def entries_array(self) -> np.ndarray:
         """Every entry as a native structured array (``offset`` absolute, ``position``): a copy."""
-        self._ensure_loaded()
         with self._lock:
+            self._ensure_loaded()
             view = self._view()
             out = np.empty(view.size, dtype=OFFSET_ENTRY_DTYPE)
             out["offset"] = view["relative_offset"].astype(np.int64) + self._base_offset
@@ -192,6 +190,7 @@ class OffsetIndex(AbstractIndex):
         """
         self.sanity_check()
         with self._lock:
+            self._ensure_loaded()
             view = self._view()
             rel = view["relative_offset"].astype(np.int64)
             pos = view["position"].astype(np.int64)

@@ -110,9 +110,8 @@ class TimeIndex(AbstractIndex):
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target; (-1, base offset) when there is none."""
-        if not self._loaded:
-            self._ensure_loaded()
         with self._lock:
+            self._ensure_loaded()
             slot = self._key_slot(target_timestamp)
             if slot < 0:
                 return TimestampOffset(NO_TIMESTAMP, self._base_offset)
@@ -121,8 +120,8 @@ class TimeIndex(AbstractIndex):
 
     def lookup_many(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`lookup`: (timestamps, offsets) arrays shaped like ``targets``."""
-        self._ensure_loaded()
         with self._lock:
+            self._ensure_loaded()
             t = np.asarray(targets, dtype=np.int64)
             slots = self._slots_for_many(t)
             view = self._view()
@@ -139,8 +138,8 @@ class TimeIndex(AbstractIndex):
             return timestamps, offsets
 
     def entry(self, n: int) -> TimestampOffset:
-        self._ensure_loaded()
         with self._lock:
+            self._ensure_loaded()
             if not 0 <= n < self._entries:
                 raise IndexStateError(
                     f"Attempt to fetch the {n}th entry from time index {self._path} which has size {self._entries}."
@@ -150,8 +149,8 @@ class TimeIndex(AbstractIndex):
 
     def entries_array(self) -> np.ndarray:
         """Every entry as a native structured array (``timestamp``, ``offset`` absolute): a copy."""
-        self._ensure_loaded()
         with self._lock:
+            self._ensure_loaded()
             view = self._view()
             out = np.empty(view.size, dtype=TIME_ENTRY_DTYPE)
             out["timestamp"] = view["timestamp"]
@@ -163,8 +162,8 @@ class TimeIndex(AbstractIndex):
 
     def sanity_check(self) -> None:
         """Kafka's check: last timestamp < first, last offset < base offset, or length not a multiple of 12."""
-        self._ensure_loaded()
         with self._lock:
+            self._ensure_loaded()
             last = self._last_entry
             if self._entries:
                 first_ts = _I64.unpack_from(self._buf, 0)[0]
@@ -197,6 +196,7 @@ class TimeIndex(AbstractIndex):
         """
         self.sanity_check()
         with self._lock:
+            self._ensure_loaded()
             view = self._view()
             ts = view["timestamp"].astype(np.int64)
             off = view["relative_offset"].astype(np.int64) + self._base_offset

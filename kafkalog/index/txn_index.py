@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexStateError, InvalidOffsetError
+from kafkalog.handle_cache import HandleCache
 from kafkalog.index.base import IndexFile, first_true
 
 _ENTRY = struct.Struct(">hqqqq")
@@ -67,7 +68,10 @@ class TxnIndexSearchResult(NamedTuple):
 class TransactionIndex(IndexFile):
     """Kafka's transaction index for the segment starting at ``base_offset``. The constructor touches no file."""
 
-    def __init__(self, path: str | os.PathLike[str], base_offset: int, *, writable: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str], base_offset: int, *, writable: bool = True,
+                 handles: HandleCache | None = None) -> None:
+        if handles is not None:
+            self._handles = handles
         self._path = path  # the Path object itself is made on first use (see ``_path``)
         self._base_offset = int(base_offset)
         self._writable = writable
@@ -117,7 +121,7 @@ class TransactionIndex(IndexFile):
             if self._loaded:
                 return
             try:
-                with open(self._fspath, "rb") as fh:
+                with self._cache().call(lambda: open(self._fspath, "rb"), f"opening {self._fspath}") as fh:
                     data = bytearray(fh.read())
             except FileNotFoundError:
                 data = bytearray()
@@ -166,12 +170,28 @@ class TransactionIndex(IndexFile):
             self._last_offset = txn.last_offset
 
     def _handle(self):  # noqa: ANN202 - a binary file object
+        self._handle_used = True
         if self._fh is None:
             if not self._writable:
                 raise IndexStateError(f"Transaction index {self._path} is read-only")
             mode = "r+b" if os.path.exists(self._fspath) else "w+b"
-            self._fh = open(self._fspath, mode)  # noqa: SIM115 - kept open until close()
+            self._fh = self._cache().call(lambda: open(self._fspath, mode), f"opening {self._fspath}")
+            self._cache().add(self)
+        self._dirty = True
         return self._fh
+
+    def _evict_handles(self) -> bool:
+        """The handle cache wants the write handle back (the entries stay loaded; every write was flushed to
+        the OS, and ``flush`` fsyncs through a new descriptor)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            fh, self._fh = self._fh, None
+            if fh is not None:
+                fh.close()
+            return True
+        finally:
+            self._lock.release()
 
     def _truncate_bytes(self, size: int) -> None:
         if size >= len(self._data):
@@ -290,11 +310,15 @@ class TransactionIndex(IndexFile):
             if self._fh is not None:
                 self._fh.flush()
                 os.fsync(self._fh.fileno())
+                self._dirty = False
+            elif self._dirty:  # written, then closed by the handle cache before this flush
+                self._sync_closed_file()
 
     def close(self) -> None:
         """Close the file handle; a later call reloads lazily."""
         with self._lock:
             if self._fh is not None:
+                self._cache().discard(self)
                 self._fh.close()
                 self._fh = None
             self._loaded = False

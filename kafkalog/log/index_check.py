@@ -12,25 +12,33 @@ import os
 
 import numpy as np
 
-from kafkalog.errors import InvalidArgumentError, InvalidArgumentTypeError, KafkaLogError, KafkaStorageError
+from kafkalog.errors import (
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    KafkaLogError,
+    KafkaStorageError,
+    ResourceExhaustedError,
+)
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex
 from kafkalog.limits import LONG_MIN
+from kafkalog.oserrors import OSErrorClass, classify
 from kafkalog.records.scan import scan_batches
 
 __all__ = ["check_segment", "checked_start_position", "is_corruption"]
 
 
-
 def is_corruption(exc: BaseException) -> bool:
-    """True for errors meaning "this segment's files are inconsistent" rather than "the disk failed".
+    """True for errors meaning "this segment's files are inconsistent" rather than "the disk failed" or "the
+    process hit a limit" (:func:`kafkalog.oserrors.classify` decides for an ``OSError``).
 
-    A missing offset index (``FileNotFoundError``) is Kafka's "needs recovery" signal, not a disk error.
+    A missing offset index (``FileNotFoundError`` in a dir that still exists) is Kafka's "needs recovery"
+    signal, not a disk error; the same error for a partition dir that vanished is a disk failure.
     """
     if isinstance(exc, FileNotFoundError):
-        return True
+        return classify(exc) is OSErrorClass.INPUT
     return isinstance(exc, KafkaLogError) and not isinstance(
-        exc, (KafkaStorageError, InvalidArgumentError, InvalidArgumentTypeError)
+        exc, (KafkaStorageError, InvalidArgumentError, InvalidArgumentTypeError, ResourceExhaustedError)
     )
 
 

@@ -26,6 +26,7 @@ from kafkalog.errors import (
     InvalidOffsetError,
     KafkaStorageError,
 )
+from kafkalog.handle_cache import HandleCache
 from kafkalog.log.epoch_cache import LeaderEpochFileCache
 from kafkalog.log.producer_state import ProducerStateManager, snapshot_offset
 from kafkalog.log.segments import LogSegments
@@ -166,8 +167,10 @@ class LogLoader:
         producer_state: ProducerStateManager,
         clock: Callable[[], int],
         new_psm: Callable[..., ProducerStateManager],
+        handles: HandleCache | None = None,
     ) -> None:
         self.dir = Path(dir)
+        self.handles = handles  # the Log's handle cache, handed to every segment
         self.config = config
         self.segments = segments
         self.clean_shutdown = clean_shutdown
@@ -199,16 +202,17 @@ class LogLoader:
     # ------------------------------------------------------------------ helpers
 
     def _open_segment(self, base: int, suffix: str = "") -> LogSegment:
-        return LogSegment.open(self.dir, base, config=self.config, file_suffix=suffix, clock=self.clock)
+        return LogSegment.open(self.dir, base, config=self.config, file_suffix=suffix, clock=self.clock,
+                               handles=self.handles)
 
     def _existing_segment(self, base: int) -> LogSegment:
         """``LogSegment.open`` for a ``.log`` the listing shows as a plain file: no stat to find out it exists
         (nothing is opened either; the segment opens its files on first use)."""
         config = self.config
         if config is None:
-            return LogSegment(self.dir, base, clock=self.clock)
+            return LogSegment(self.dir, base, clock=self.clock, handles=self.handles)
         return LogSegment(
-            self.dir, base, clock=self.clock, index_interval_bytes=config.index_interval_bytes,
+            self.dir, base, clock=self.clock, handles=self.handles, index_interval_bytes=config.index_interval_bytes,
             max_index_size=config.segment_index_bytes, roll_jitter_ms=config.random_segment_jitter(),
         )
 
@@ -339,28 +343,37 @@ class LogLoader:
         # Entries listed here exist unless deleted below, and only orphan indexes are (never a .log, nor an index
         # of a segment that has its .log); a name not listed does not exist; a symlink is checked on disk.
 
-        def exists(off: int, suffix: str) -> bool:
-            name = offset_to_name(off) + suffix  # raises ValueError for an out-of-range offset, as file_name
+        def exists(stem: str, suffix: str) -> bool:
+            name = stem + suffix
             return name in plain or (name in links and (self.dir / name).exists())
+
+        def stem_of(name: str, off: int) -> str:
+            """``offset_to_name(off)`` (ValueError out of range, as file_name), taken from the name itself when it
+            already is those 20 digits: formatting it again for each of a segment's files was a per-segment
+            startup cost."""
+            head = name[:20]
+            if len(name) > 20 and name[20] == "." and head.isdigit():
+                return head
+            return offset_to_name(off)
 
         for name in names:
             if name.endswith(_INDEX_SUFFIXES):
                 off = offset_prefix(name)
-                if off is not None and not exists(off, LOG_SUFFIX):
+                if off is not None and not exists(stem_of(name, off), LOG_SUFFIX):
                     self._delete(self.dir / name, "orphan index")
             elif name.endswith(LOG_SUFFIX):
                 base = offset_prefix(name)
                 if base is None:
                     continue
-                stem = offset_to_name(base)  # raises ValueError for an out-of-range offset, as file_name
-                time_index_new = not exists(base, TIME_INDEX_SUFFIX)
+                stem = stem_of(name, base)
+                time_index_new = not exists(stem, TIME_INDEX_SUFFIX)
                 # A plain (non-symlink) .log in the listing exists: build the segment without asking the disk.
                 seg = self._existing_segment(base) if name == stem + LOG_SUFFIX and name in plain \
                     else self._open_segment(base)
                 truncated = 0
                 try:
-                    self._light_sanity_check(seg, time_index_new, exists(base, INDEX_SUFFIX),
-                                             txn_index_exists=exists(base, TXN_INDEX_SUFFIX))
+                    self._light_sanity_check(seg, time_index_new, exists(stem, INDEX_SUFFIX),
+                                             txn_index_exists=exists(stem, TXN_INDEX_SUFFIX))
                 except FileNotFoundError:
                     self.actions.append(("recover: missing offset index", name))
                     truncated = self._recover_segment(seg)

@@ -19,7 +19,6 @@ import contextlib
 import errno
 import functools
 import os
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from kafkalog.errors import (
     CorruptCheckpointError,
     CorruptRecordError,
     InconsistentMetadataError,
+    InvalidArgumentError,
     InvalidArgumentTypeError,
     InvalidOffsetError,
     InvalidRecordError,
@@ -38,6 +38,7 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
     io_cause,
 )
+from kafkalog.handle_cache import HandleCache, default_cache
 from kafkalog.limits import INT_MAX as _I32_MAX
 from kafkalog.limits import wall_clock_ms
 from kafkalog.log.config import LogConfig
@@ -47,6 +48,7 @@ from kafkalog.log.loader import LogLoader, rebuild_producer_state
 from kafkalog.log.producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from kafkalog.log.segments import LogSegments
 from kafkalog.names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name
+from kafkalog.owned_lock import OwnedRLock
 from kafkalog.records import CompressionType, RecordBatch, TimestampType, build_batch, read_batches
 from kafkalog.records.batch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
 from kafkalog.segment import LogSegment, TimestampAndOffset
@@ -158,7 +160,7 @@ def _storage_op(what: str, *, reads_at: bool = False) -> Callable[[_F], _F]:
         @functools.wraps(fn)
         def op(self: Log, *args: Any, **kwargs: Any) -> Any:
             hooks = self._hooks
-            if hooks is None or self._lock._is_owned():  # type: ignore[attr-defined]
+            if hooks is None or self._lock.held_by_current_thread():
                 return fn(self, *args, **kwargs)
             try:
                 if reads_at:
@@ -199,6 +201,8 @@ class Log:
         clock: Callable[[], int] | None = None,
         producer_id_expiration_ms: int = 86_400_000,
         rebuild_bad_epoch_checkpoint: bool = True,
+        max_open_files: int | None = None,
+        handle_cache: HandleCache | None = None,
     ) -> Log:
         """Load (or create) the partition dir at ``path``.
 
@@ -206,8 +210,16 @@ class Log:
         ``clean_shutdown`` says whether the dir had its clean-shutdown marker. A malformed
         ``leader-epoch-checkpoint`` is rebuilt from the batches' partition leader epochs (Kafka refuses to load
         the partition); pass ``rebuild_bad_epoch_checkpoint=False`` for Kafka's behaviour (KafkaStorageError).
+
+        ``max_open_files`` bounds the segment descriptors and index mappings this Log keeps open (its own
+        :class:`~kafkalog.handle_cache.HandleCache`; closed ones reopen on use); ``handle_cache`` shares one
+        cache between logs (a LogManager passes its own). Neither: the process-wide cache, a quarter of the soft
+        ``RLIMIT_NOFILE``.
         """
         self = object.__new__(cls)
+        if handle_cache is not None and max_open_files is not None:
+            raise InvalidArgumentError("give max_open_files or handle_cache, not both")
+        self._handles = handle_cache if max_open_files is None else HandleCache(max_open_files)
         self._init(
             Path(path), _as_config(config), topic_id, recovery_point, log_start_offset, clean_shutdown,
             clock or wall_clock_ms, producer_id_expiration_ms, rebuild_bad_epoch_checkpoint,
@@ -222,7 +234,7 @@ class Log:
         self._dir = path
         self._config = config
         self._clock = clock
-        self._lock = threading.RLock()
+        self._lock = OwnedRLock()
         self._closed = False
         self._moved_to: str | None = None  # set by mark_moved
         self._pending_deletes: list[tuple[int, list[Path]]] = []
@@ -265,6 +277,7 @@ class Log:
             log_start_offset_checkpoint=log_start_offset or 0,
             recovery_point_checkpoint=recovery_point or 0,
             epoch_cache=self._epoch_cache, producer_state=self._psm, clock=clock, new_psm=new_psm,
+            handles=self._handles,
         )
         loaded = loader.load()
         self.load_actions = loader.actions
@@ -324,6 +337,11 @@ class Log:
             self._psm.take_snapshot()
             self._segments.close()
             self._closed = True
+
+    @property
+    def handle_cache(self) -> HandleCache:
+        """The cache counting this log's open segment files and index mappings."""
+        return self._handles or default_cache()
 
     def attach_storage_hooks(self, hooks: StorageHooks | None) -> None:
         """Called by the LogManager that owns this log (None detaches)."""
@@ -645,7 +663,7 @@ class Log:
         return seg
 
     def _new_segment(self, base: int) -> LogSegment:
-        seg = LogSegment.open(self._dir, base, config=self._config, clock=self._clock)
+        seg = LogSegment.open(self._dir, base, config=self._config, clock=self._clock, handles=self._handles)
         self._segments.add(seg)
         return seg
 

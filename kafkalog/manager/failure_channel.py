@@ -2,7 +2,10 @@
 
 Kafka routes every I/O failure on a log dir through ``LogDirFailureChannel`` so that, however many threads trip
 over the same broken disk at once, the dir is taken offline exactly once and by one handler. kafkalog does the
-same: code that catches an ``OSError`` on a dir calls :meth:`LogDirFailureChannel.maybe_add_offline_dir`; the
+same: code that catches an ``OSError`` on a dir calls :meth:`LogDirFailureChannel.report`, which asks
+:func:`kafkalog.oserrors.classify` what the error is. A process limit (EMFILE, ENFILE, ENOMEM ...) is not a
+failed disk: ``report`` hands back a :class:`~kafkalog.errors.ResourceExhaustedError` for the caller to raise (or
+to log, for periodic work) and the dir stays online. Anything else queues the dir; the
 :class:`~kafkalog.manager.log_manager.LogManager` drains the queue and does the offline handling. Nothing else
 decides that a dir is offline.
 """
@@ -12,6 +15,9 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+
+from kafkalog.errors import ResourceExhaustedError, io_cause
+from kafkalog.oserrors import is_resource_exhaustion, resource_error
 
 __all__ = ["LogDirFailureChannel"]
 
@@ -25,6 +31,16 @@ class LogDirFailureChannel:
         self._lock = threading.Lock()
         self._causes: dict[str, BaseException | None] = {}
         self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+
+    def report(self, log_dir: str, exc: BaseException, message: str = "") -> ResourceExhaustedError | None:
+        """The funnel every ``except OSError`` of the manager, the replica mover, a managed Log and the sanity
+        checker calls. A process limit returns the typed, retriable error (nothing is queued, the dir stays
+        online); any other I/O failure queues ``log_dir`` to go offline and returns None."""
+        if is_resource_exhaustion(exc):
+            _log.warning("log dir %s stays online: %s%s", log_dir, f"{message}: " if message else "", exc)
+            return resource_error(exc, message)
+        self.maybe_add_offline_dir(log_dir, io_cause(exc) or exc, message)
+        return None
 
     def maybe_add_offline_dir(self, log_dir: str, cause: BaseException | None = None, message: str = "") -> bool:
         """Record that ``log_dir`` failed; True only for the first report of that dir (which gets queued).

@@ -40,8 +40,10 @@ from kafkalog.errors import (
     InvalidPartitionDirError,
     KafkaStorageError,
     NoLiveLogDirsError,
+    ResourceExhaustedError,
     io_cause,
 )
+from kafkalog.handle_cache import HandleCache
 from kafkalog.limits import LONG_MAX
 from kafkalog.log.config import LogConfig
 from kafkalog.manager.failure_channel import LogDirFailureChannel
@@ -51,6 +53,7 @@ from kafkalog.manager.placement import next_log_dirs
 from kafkalog.manager.sanity_checker import PartitionCheckState, SanityChecker, SanityCheckRun, release_segment
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.names import TopicPartition, delete_dir_name, parse_partition_dir, partition_dir_name, validate_topic
+from kafkalog.owned_lock import OwnedRLock
 
 __all__ = ["BrokerConfig", "LoadProgress", "LogDirOfflineEvent", "LogManager"]
 
@@ -120,6 +123,9 @@ class BrokerConfig:
     # partition at once. CPython runs one thread's Python at a time; more than this only fight over the GIL
     # (kafkalog.cpu_gate); a thread waiting on fsync gives its slot away.
     recovery_concurrency: int = 1  # kafkalog.recovery.concurrency
+    # kafkalog's own key: the most segment descriptors + index mappings the manager keeps open (its handle
+    # cache); None = a quarter of the soft RLIMIT_NOFILE.
+    max_open_files: int | None = None  # kafkalog.max.open.files
     node_id: int | None = None
     cluster_id: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -138,6 +144,7 @@ class BrokerConfig:
             "file.delete.delay.ms": ("file_delete_delay_ms", 0),
             "background.threads": ("background_threads", 1),
             "kafkalog.recovery.concurrency": ("recovery_concurrency", 1),
+            "kafkalog.max.open.files": ("max_open_files", 1),
         }
         for key, (attr, minimum) in ints.items():
             if key in p:
@@ -241,9 +248,9 @@ class LogManager:
         self._to_delete: list[tuple[str, str, int]] = []  # (log dir, partition dir path, due ms)
         self._load: dict[str, _DirLoad] = {}
 
-        self._state_lock = threading.RLock()
+        self._state_lock = OwnedRLock()
         self._create_lock = threading.Lock()
-        self._offline_lock = threading.RLock()
+        self._offline_lock = OwnedRLock()
         self._listeners: list[Callable[[LogDirOfflineEvent], None]] = []
         self.failure_channel = LogDirFailureChannel()
         self.events: list[LogDirOfflineEvent] = []
@@ -257,6 +264,8 @@ class LogManager:
         self._mover: Any = None  # ReplicaMover, created on first use (KIP-113)
         self._log_hooks = _ManagedLogHooks(self)
         self._expected: dict[TopicPartition, str] = {}  # placement known from outside (expect_partitions)
+        #: every segment descriptor and index mapping of every log of this manager (kafkalog.max.open.files)
+        self.handle_cache = HandleCache(self.config.max_open_files)
 
     # --- context manager ---------------------------------------------------------------------------------------
 
@@ -413,14 +422,14 @@ class LogManager:
             try:
                 d.ensure_exists()
             except OSError as e:
-                self._report(d.path, e, "failed to create or validate data directory")
+                self._report_or_raise(d.path, e, "failed to create or validate data directory")
         self._process_failures(raise_if_none_live=True)
 
         for d in self._live_dirs():
             try:
                 d.take_lock()
             except OSError as e:  # LogDirLockedError is not an OSError: it propagates
-                self._report(d.path, e, "failed to lock the log dir")
+                self._report_or_raise(d.path, e, "failed to lock the log dir")
         self._process_failures(raise_if_none_live=True)
 
         found = {}
@@ -428,7 +437,7 @@ class LogManager:
             try:
                 found[d.path] = d.read_meta()
             except OSError as e:
-                self._report(d.path, e, "failed to read meta.properties")
+                self._report_or_raise(d.path, e, "failed to read meta.properties")
         self._process_failures(raise_if_none_live=True)
         wanted = reconcile_meta_properties(
             {p: m for p, m in found.items() if self._dirs[p].online},
@@ -440,7 +449,7 @@ class LogManager:
                 try:
                     write_meta(d, meta)
                 except OSError as e:
-                    self._report(p, e, "failed to write meta.properties")
+                    self._report_or_raise(p, e, "failed to write meta.properties")
             else:
                 d.meta = meta
         self._process_failures(raise_if_none_live=True)
@@ -476,7 +485,7 @@ class LogManager:
                 try:
                     names = self._prepare_dir(d)
                 except OSError as e:
-                    self._report(d.path, e, "failed to read the log dir at startup")
+                    self._report_or_raise(d.path, e, "failed to read the log dir at startup")
                     self._load.setdefault(d.path, _DirLoad()).failed = True
                     continue
                 pool = ThreadPoolExecutor(
@@ -626,14 +635,14 @@ class LogManager:
                 ld.failed = True
                 raise
             ld.failed = True
-            self._report(d.path, cause, f"error loading {path}")
+            self._report_or_raise(d.path, cause, f"error loading {path}")
 
     def _open_log(self, path: str, key: TopicPartition, d: LogDir, *, clean: bool, recovery_point: int | None,
                   log_start_offset: int | None, topic_id: str | None = None) -> Any:
         from kafkalog.log.log import Log  # the log layer lands separately; import at use keeps this module light
 
         kwargs: dict[str, Any] = dict(recovery_point=recovery_point, log_start_offset=log_start_offset,
-                                      clean_shutdown=clean, clock=self._clock)
+                                      clean_shutdown=clean, clock=self._clock, handle_cache=self.handle_cache)
         if topic_id is not None:
             kwargs["topic_id"] = topic_id
         return Log.open(path, self.config_for(key[0]), **kwargs)
@@ -643,9 +652,16 @@ class LogManager:
 
     # --- failure handling ----------------------------------------------------------------------------------------
 
-    def _report(self, log_dir: str, cause: BaseException, message: str = "") -> None:
-        """Hand an I/O failure to the channel (the only way a dir goes offline)."""
-        self.failure_channel.maybe_add_offline_dir(log_dir, cause, message)
+    def _report(self, log_dir: str, cause: BaseException, message: str = "") -> ResourceExhaustedError | None:
+        """Hand an I/O failure to the channel's funnel (the only way a dir goes offline). A process limit comes
+        back as the typed retriable error, for the caller to raise (or log, for periodic work)."""
+        return self.failure_channel.report(log_dir, cause, message)
+
+    def _report_or_raise(self, log_dir: str, cause: BaseException, message: str = "") -> None:
+        """``_report`` for a caller that cannot carry on after a process limit: raise it (the dir stays online)."""
+        exhausted = self._report(log_dir, cause, message)
+        if exhausted is not None:
+            raise exhausted from io_cause(cause)
 
     def _process_failures(self, *, raise_if_none_live: bool = False) -> None:
         """Drain the channel and take each failed dir offline. Serialised: when this returns, every dir reported
@@ -746,8 +762,11 @@ class LogManager:
         self._stopped = True
 
     def _fail(self, d: LogDir, cause: OSError, message: str) -> KafkaStorageError:
-        """Report, process, and build the error the caller raises."""
-        self._report(d.path, cause, message)
+        """Report, process, and build the error the caller raises (the typed retriable one for a process limit,
+        which leaves the dir online)."""
+        exhausted = self._report(d.path, cause, message)
+        if exhausted is not None:
+            return exhausted
         self._process_failures()
         if self.fatal_error is not None:
             return self.fatal_error
@@ -773,16 +792,16 @@ class LogManager:
     def _holds_manager_locks(self) -> bool:
         return (
             holds_partition_lock()
-            or self._state_lock._is_owned()  # type: ignore[attr-defined]
-            or self._offline_lock._is_owned()  # type: ignore[attr-defined]
+            or self._state_lock.held_by_current_thread()
+            or self._offline_lock.held_by_current_thread()
         )
 
     def _checker_io_error(self, key: TopicPartition, cause: OSError) -> None:
         with self._state_lock:
             e = self._logs.get(key) or self._future_logs.get(key)
         if e is not None:
-            self._report(e.dir.path, cause, f"I/O error while sanity-checking {key[0]}-{key[1]}")
-            self._process_failures()
+            if self._report(e.dir.path, cause, f"I/O error while sanity-checking {key[0]}-{key[1]}") is None:
+                self._process_failures()
 
     def _ensure_running(self) -> None:
         if self.fatal_error is not None:
@@ -904,7 +923,7 @@ class LogManager:
                     cause = io_cause(exc)
                     if cause is None:
                         raise
-                    self._report(path, cause, f"error creating log for {topic}-{partition}")
+                    self._report_or_raise(path, cause, f"error creating log for {topic}-{partition}")
                     self._process_failures()
                     if self.fatal_error is not None:
                         raise self.fatal_error from cause
@@ -921,7 +940,7 @@ class LogManager:
     def _open_new_log(self, path: str, key: TopicPartition, config: LogConfig | None, topic_id: str | None) -> Any:
         from kafkalog.log.log import Log
 
-        kwargs: dict[str, Any] = dict(clock=self._clock)
+        kwargs: dict[str, Any] = dict(clock=self._clock, handle_cache=self.handle_cache)
         if topic_id is not None:
             kwargs["topic_id"] = topic_id
         return Log.open(path, config if config is not None else self.config_for(key[0]), **kwargs)
@@ -1007,8 +1026,8 @@ class LogManager:
             with d.mutex:
                 write_offset_checkpoint(os.path.join(path, name), offsets)
         except OSError as e:
-            self._report(path, e, f"disk error while writing {name}")
-            self._process_failures()
+            if self._report(path, e, f"disk error while writing {name}") is None:
+                self._process_failures()
             return False
         return True
 
@@ -1079,8 +1098,8 @@ class LogManager:
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                self._report(log_dir, exc, f"error deleting {path}")
-                self._process_failures()
+                if self._report(log_dir, exc, f"error deleting {path}") is None:
+                    self._process_failures()
         return done
 
     @property
@@ -1164,8 +1183,8 @@ class LogManager:
                 _log.exception("error closing logs in %s", path)
                 d.loaded_fully = False
             else:
-                self._report(path, cause, "error closing logs at shutdown")
-                self._process_failures()
+                if self._report(path, cause, "error closing logs at shutdown") is None:
+                    self._process_failures()
                 return
         self.checkpoint_recovery_offsets([path])
         self.checkpoint_log_start_offsets([path])
@@ -1173,5 +1192,5 @@ class LogManager:
             try:
                 CleanShutdownFile(path).write(broker_epoch)
             except OSError as exc:
-                self._report(path, exc, "error writing the clean shutdown marker")
-                self._process_failures()
+                if self._report(path, exc, "error writing the clean shutdown marker") is None:
+                    self._process_failures()

@@ -45,5 +45,3 @@ class PartitionLock:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def _is_owned(self) -> bool:
-        return self._lock._is_owned()  # type: ignore[attr-defined]

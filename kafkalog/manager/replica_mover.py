@@ -5,7 +5,8 @@ A move (``LogManager.alter_replica_log_dir``) runs on its own daemon thread, as 
 1. ``future_created``: ``<t>-<p>.<uuid>-future`` is created in the target dir.
 2. ``segments_copied``: the source's inactive segments (``.log`` and index files, producer snapshots at or below
    the active segment, ``leader-epoch-checkpoint``, ``partition.metadata``) are copied with ``copy_file_range``
-   from descriptors opened under the partition lock, so they stay byte-identical.
+   one file open at a time; the files are listed with their inodes under the partition lock, and a file gone or
+   replaced by the time it is opened restarts the move.
 3. ``future_opened``: the copy is opened as a future log (listed in the target dir's checkpoints, as Kafka
    checkpoints its futureLogs in their own dir).
 4. ``caught_up``: the active segment's batches are appended with ``append_as_follower`` (offsets, epochs and
@@ -60,6 +61,7 @@ from kafkalog.names import (
     parse_segment_file_name,
     partition_dir_name,
 )
+from kafkalog.oserrors import OSErrorClass, classify, is_resource_exhaustion, resource_error
 
 __all__ = ["MOVE_STEPS", "MoveProgress", "ReplicaMover", "resolve_future_logs"]
 
@@ -347,13 +349,16 @@ class ReplicaMover:
         topic, partition = mv.key
         uid = _uuid.uuid4().hex
         fpath = os.path.join(mv.target.path, future_dir_name(topic, partition, unique_id=uid))
-        fds: list[tuple[int, str, int]] = []  # (src fd, dest name, size)
+        # (name, inode, size) of each source file, taken under the lock; the copies reopen them one at a time (a
+        # partition of many segments would otherwise hold a descriptor per file: the handle cache's whole point)
+        files: list[tuple[str, int, int]] = []
         mv.copied.clear()
         failure: OSError | None = None
         with e.lock:
             if e.closed:
                 raise _Stop("the source log is closed")
             src = e.log
+            src_dir = str(src.dir)
             try:
                 active_base = src.active_segment.base_offset
                 log_start = src.log_start_offset
@@ -367,11 +372,10 @@ class ReplicaMover:
                 names.extend(_DIR_FILES)
                 for name in names:
                     try:
-                        fd = os.open(os.path.join(src.dir, name), os.O_RDONLY | os.O_NOFOLLOW)
+                        st = os.lstat(os.path.join(src.dir, name))
                     except FileNotFoundError:
                         continue  # e.g. no .txnindex, no partition.metadata
-                    st = os.fstat(fd)
-                    fds.append((fd, name, st.st_size))
+                    files.append((name, st.st_ino, st.st_size))
                     parsed = parse_segment_file_name(name)
                     if parsed is not None and parsed.suffix == LOG_SUFFIX:
                         mv.copied[parsed.offset] = _CopiedFile(os.path.join(src.dir, name), st.st_ino, st.st_size,
@@ -379,28 +383,39 @@ class ReplicaMover:
             except OSError as exc:
                 failure = exc
         if failure is not None:
-            for fd, _, _ in fds:
-                os.close(fd)
             self._fail(e.dir, failure, "source")
         try:
+            os.mkdir(fpath)
+            fsync_dir(mv.target.path)
+        except OSError as exc:
+            self._fail(mv.target, exc, "target")
+        self._hook(mv, "future_created")
+        for name, ino, size in files:
+            self._check_stop(mv)
+            fd = self._open_source(e, os.path.join(src_dir, name), ino)
             try:
-                os.mkdir(fpath)
-                fsync_dir(mv.target.path)
-            except OSError as exc:
-                self._fail(mv.target, exc, "target")
-            self._hook(mv, "future_created")
-            for fd, name, size in fds:
-                self._check_stop(mv)
                 self._copy_file(mv, e, fd, os.path.join(fpath, name), size)
-            try:
-                fsync_dir(fpath)
-            except OSError as exc:
-                self._fail(mv.target, exc, "target")
-        finally:
-            for fd, _, _ in fds:
+            finally:
                 os.close(fd)
+        try:
+            fsync_dir(fpath)
+        except OSError as exc:
+            self._fail(mv.target, exc, "target")
         self._hook(mv, "segments_copied")
         self._open_future(mv, fpath, active_base, log_start, bool(inactive))
+
+    def _open_source(self, e: Any, path: str, ino: int) -> int:
+        """Open a source file listed under the lock; gone or replaced since (retention, truncation): restart."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise _Restart(f"{path} went away during the copy") from None
+        except OSError as exc:
+            self._fail(e.dir, exc, "source")
+        if os.fstat(fd).st_ino != ino:
+            os.close(fd)
+            raise _Restart(f"{path} was replaced during the copy")
+        return fd
 
     def _copy_file(self, mv: _Move, e: Any, src_fd: int, dest: str, size: int) -> None:
         def count(n: int) -> None:
@@ -418,7 +433,8 @@ class ReplicaMover:
                 # copy_file_range cannot say which side failed: a full/read-only target is the target; otherwise
                 # probe the source descriptor.
                 side = "target"
-                if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                if classify(exc) is not OSErrorClass.RESOURCE and exc.errno not in (errno.ENOSPC, errno.EDQUOT,
+                                                                                    errno.EROFS):
                     try:
                         os.pread(src_fd, 1, 0)
                     except OSError:
@@ -436,13 +452,13 @@ class ReplicaMover:
         try:
             if has_segments:
                 log = Log.open(fpath, cfg, log_start_offset=log_start, recovery_point=active_base,
-                               clean_shutdown=True, clock=m._clock)
+                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
                 m.adopt_log(log)
                 if log.log_end_offset <= active_base and log.active_segment.base_offset < active_base:
                     log.roll(active_base)
             else:
                 log = Log.open(fpath, cfg, log_start_offset=active_base, recovery_point=active_base,
-                               clean_shutdown=True, clock=m._clock)
+                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
                 m.adopt_log(log)
             log.flush()
         except (OSError, KafkaStorageError) as exc:
@@ -629,10 +645,14 @@ class ReplicaMover:
             finally:
                 mv.progress.pause_ms = (time.perf_counter() - t0) * 1000
         if failures:
+            exhausted = None
             for d, exc, side in failures:
-                m._report(d.path, exc, f"I/O error while moving {topic}-{partition} ({side})")
+                exhausted = m._report(d.path, exc, f"I/O error while moving {topic}-{partition} ({side})") \
+                    or exhausted
             m._process_failures()
             _d, exc, side = failures[0]
+            if exhausted is not None and len(failures) == 1:
+                raise exhausted from exc
             raise _SideFailed(side, exc)
         m.checkpoint_recovery_offsets([src_dir.path, tgt_dir.path])
         m.checkpoint_log_start_offsets([src_dir.path, tgt_dir.path])
@@ -688,7 +708,7 @@ class ReplicaMover:
         # 8. open it as the current log and switch the manager's maps.
         try:
             new_log = Log.open(new_path, m.config_for(mv.key[0]), recovery_point=end, log_start_offset=log_start,
-                               clean_shutdown=True, clock=m._clock)
+                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
             m.adopt_log(new_log)
             if hw is not None:
                 new_log.update_high_watermark(hw)
@@ -715,7 +735,7 @@ class ReplicaMover:
 
         try:
             fe.log = Log.open(fpath, _future_config(self.m.config_for(mv.key[0])), clean_shutdown=True,
-                              recovery_point=end, clock=self.m._clock)
+                              recovery_point=end, clock=self.m._clock, handle_cache=self.m.handle_cache)
             self.m.adopt_log(fe.log)
         except OSError as exc:
             self.m._report(mv.target.path, exc, "I/O error reopening a future log")
@@ -729,7 +749,7 @@ class ReplicaMover:
             os.rename(del_path, src_path)
             fsync_dir(os.path.dirname(src_path))
             e.log = Log.open(src_path, self.m.config_for(e.key[0]), log_start_offset=log_start,
-                             recovery_point=end, clean_shutdown=True, clock=self.m._clock)
+                             recovery_point=end, clean_shutdown=True, clock=self.m._clock, handle_cache=self.m.handle_cache)
             self.m.adopt_log(e.log)
             e.closed = False
         except OSError as exc:
@@ -740,6 +760,9 @@ class ReplicaMover:
     def _fail(self, d: Any, cause: OSError, side: str, *, report: bool = True) -> None:
         """Take ``d`` offline (through the channel) and end the move as failed on that side. With partition locks
         held (``report=False``) the caller reports after releasing them: offline handling takes those locks."""
+        if is_resource_exhaustion(cause):
+            # a process limit belongs to neither side: no dir goes offline, the move fails retriably
+            raise resource_error(cause, f"moving a replica ({side})") from cause
         if report:
             self.m._report(d.path, cause, f"I/O error while moving a replica ({side})")
             self.m._process_failures()
@@ -802,7 +825,7 @@ class ReplicaMover:
             os.rename(str(log.dir), new_path)
             fsync_dir(fe.dir.path)
             new_log = Log.open(new_path, m.config_for(key[0]), recovery_point=recovery, log_start_offset=log_start,
-                               clean_shutdown=True, clock=m._clock)
+                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
             m.adopt_log(new_log)
             with m._state_lock:
                 fe.log = new_log

@@ -105,6 +105,10 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
         return "error", f"log dir is in use: {exc}"
     if isinstance(exc, E.KafkaStorageError):
         return "error", f"storage error: {one_line(exc)}"
+    if isinstance(exc, E.ResourceExhaustedError):  # a process limit, not bad data: retry with more descriptors
+        return "error", f"resources exhausted: {one_line(exc)}"
+    if isinstance(exc, E.LogMovedError):  # a healthy partition that a replica move placed elsewhere
+        return "error", f"log moved: {one_line(exc)}"
     if isinstance(exc, _USAGE_ERRORS):
         return "error", one_line(exc)
     if isinstance(exc, E.KafkaLogError):
