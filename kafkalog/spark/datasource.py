@@ -12,7 +12,15 @@ One input partition per segment (planned on the driver from file names only). Fi
 
 Every pushed filter is also applied exactly to each record, so results equal an unfiltered scan plus Spark's filter.
 
+Roots may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``): the driver lists them through
+:mod:`kafkalog.storage`; each task fetches what it reads itself: the segment's index files (for the seek), then only
+the ``.log`` byte range from the start position to the end of the segment (or to the index entry past an upper
+offset bound), in bounded chunks to executor-local scratch.
+
 Options:
+  storage options (:data:`kafkalog.storage.STORAGE_OPTIONS`: ``endpoint_url``, ``region``, ``access_key``,
+    ``secret_key``, ``session_token``, ``anonymous``, ``connect_timeout``, ``request_timeout``, ``max_attempts``):
+    override the AWS environment for remote roots.
   ``isolation``: ``read_uncommitted`` (default: every record, control records included) or ``read_committed``
     (drops control batches and records of aborted transactions, found via the ``.txnindex`` files of the partition).
     Transactions still open at the end of the archive are returned; Kafka's consumer would hold them back at the LSO.
@@ -25,12 +33,14 @@ Options:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -45,9 +55,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import CorruptRecordError, KafkaLogError
 from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
+from kafkalog.records import read_batches
 
 SCHEMA = (
     "topic string, partition int, offset long, timestamp long, timestamp_type string, key binary, value binary, "
@@ -163,6 +175,7 @@ class ScanMetrics:
     bytes_read: int = 0  # bytes spanned by the visited batches
     records_returned: int = 0
     stopped_at_corruption: int = -1  # file position of the bad batch, when onCorrupt=stop
+    log_bytes_fetched: int = 0  # bytes of a remote .log copied to the executor (0 on local disk)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -196,6 +209,7 @@ class KafkaLogReader(DataSourceReader):
         self.dir_states = {s.strip() for s in opts.get("includedirstates", "live").split(",") if s.strip()}
         self.metrics_dir = opts.get("metricsdir")
         self.arrow_batch_rows = int(opts.get("arrowbatchrows", "8192"))
+        self.storage = storage.storage_options(opts)
         self.bounds = Bounds()
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
@@ -207,7 +221,7 @@ class KafkaLogReader(DataSourceReader):
         b = self.bounds
         lo, hi = b.effective_offsets()
         by_dir: dict[str, list[SegmentItem]] = {}
-        for item in discover_segments(self.roots):
+        for item in discover_segments(self.roots, options=self.storage):
             if item.dir_state in self.dir_states:
                 by_dir.setdefault(item.partition_dir, []).append(item)
         out: list[SegmentPartition] = []
@@ -217,7 +231,7 @@ class KafkaLogReader(DataSourceReader):
                 continue
             if b.partitions is not None and first.partition not in b.partitions:
                 continue
-            aborted = _aborted_txns(items) if self.isolation == "read_committed" else []
+            aborted = _aborted_txns(items, self.storage) if self.isolation == "read_committed" else []
             for i, item in enumerate(items):
                 nxt = items[i + 1].base_offset if i + 1 < len(items) else _NO_UPPER
                 if lo > hi or item.base_offset > hi or nxt <= lo or item.size_bytes <= 0:
@@ -260,23 +274,36 @@ def _roots(opts: dict[str, str]) -> list[str]:
     raise KafkaLogError('kafkalog needs a root: spark.read.format("kafkalog").load(root)')
 
 
-def _aborted_txns(items: list[SegmentItem]) -> list[tuple[int, int, int]]:
+def _aborted_txns(items: list[SegmentItem], options: dict[str, str]) -> list[tuple[int, int, int]]:
     """(producer_id, first_offset, last_offset) of every aborted transaction recorded in the partition's txn indexes."""
     out: list[tuple[int, int, int]] = []
     for item in items:
         if item.txnindex_size <= 0:
             continue
-        idx = TransactionIndex(item.sibling(".txnindex"), item.base_offset, writable=False)
-        try:
-            for txn in idx.all_aborted_txns():
-                out.append((int(txn.producer_id), int(txn.first_offset), int(txn.last_offset)))
-        finally:
-            idx.close()
+        with _indexes_of(item, options) as local:
+            idx = TransactionIndex(local.sibling(".txnindex"), item.base_offset, writable=False)
+            try:
+                for txn in idx.all_aborted_txns():
+                    out.append((int(txn.producer_id), int(txn.first_offset), int(txn.last_offset)))
+            finally:
+                idx.close()
     return out
 
 
+@contextlib.contextmanager
+def _indexes_of(item: SegmentItem, options: dict[str, str]) -> Iterator[SegmentItem]:
+    """``item`` with its index files readable locally: itself on local disk; for a remote segment, a copy of the
+    index objects (not the ``.log``) in a scratch dir for the block's duration."""
+    if not storage.is_remote(item.path):
+        yield item
+        return
+    with storage.scratch_dir() as root:
+        yield storage.stage_segment(item, root, options, with_log=False)
+
+
 def _start_position(item: SegmentItem, offset_lo: int, ts_lo: int) -> tuple[int, int]:
-    """(file position to start at, offset to start from) given the lower bounds, via the segment's indexes.
+    """(file position to start at, offset to start from) given the lower bounds, via the segment's indexes
+    (Kafka's lookups: ``TimeIndex.lookup`` then ``OffsetIndex.lookup``).
 
     Missing or unusable indexes just mean starting at 0: pushdown is an optimisation, never a correctness risk
     beyond trusting Kafka's own index semantics.
@@ -308,15 +335,66 @@ def _start_position(item: SegmentItem, offset_lo: int, ts_lo: int) -> tuple[int,
     return (position if 0 <= position < item.size_bytes else 0), start_offset
 
 
+def _end_position(item: SegmentItem, offset_hi: int) -> int:
+    """A file position no batch holding an offset <= ``offset_hi`` lies beyond (the segment size when unknown).
+
+    An ``.index`` entry (o, p) says the batch at p ends at offset o; so the entry after the first one with
+    o > offset_hi starts a batch whose offsets are all above the bound.
+    """
+    if offset_hi >= _NO_UPPER or item.index_size <= 0:
+        return item.size_bytes
+    try:
+        oidx = OffsetIndex(item.sibling(".index"), item.base_offset, writable=False)
+        try:
+            oidx.sanity_check()
+            entries = oidx.entries()
+        finally:
+            oidx.close()
+    except (KafkaLogError, OSError):
+        return item.size_bytes
+    above = np.flatnonzero(entries["offset"] > offset_hi)
+    if not len(above) or above[0] + 1 >= len(entries):
+        return item.size_bytes
+    position = int(entries["position"][above[0] + 1])
+    return position if 0 < position <= item.size_bytes else item.size_bytes
+
+
+@contextlib.contextmanager
+def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str]) -> Iterator[tuple[str, int]]:
+    """(local path, position of ``start`` in it) for bytes [start, end) of the segment's ``.log``: the file
+    itself on local disk; for a remote segment, a scratch copy of just that range."""
+    if not storage.is_remote(item.path):
+        yield item.path, start
+        return
+    with storage.scratch_dir() as root:
+        local = os.path.join(root, "range.log")
+        storage.fetch(item.path, local, start, end, options)
+        yield local, 0
+
+
 def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics) -> Iterator[tuple]:
     """Yield (leader epoch, producer id, transactional, control, timestamp type, records) per batch, records
     restricted to the pushed bounds; batches dropped by the isolation level are skipped whole."""
-    from kafkalog.records import read_batches
-
     item, b = part.item, reader.bounds
     lo, hi = b.effective_offsets()
-    position, start_offset = _start_position(item, lo, b.ts_lo)
+    with _indexes_of(item, reader.storage) as local:
+        position, start_offset = _start_position(local, lo, b.ts_lo)
+        end = _end_position(local, hi)
     m.start_position = position
+    if storage.is_remote(item.path):
+        m.log_bytes_fetched = max(0, end - position)
+    with _log_range(item, position, end, reader.storage) as (path, local_position):
+        yield from _scan_range(reader, part, m, path, local_position, start_offset, position - local_position)
+
+
+def _scan_range(
+    reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics, path: str, position: int, start_offset: int,
+    shift: int,
+) -> Iterator[tuple]:  # fmt: skip
+    """The batches of ``path`` from ``position`` on (``shift``: what to add to a position in ``path`` to get the
+    segment's own file position, for a fetched range)."""
+    item, b = part.item, reader.bounds
+    lo, hi = b.effective_offsets()
     committed = reader.isolation == "read_committed"
     aborted: dict[int, list[tuple[int, int]]] = {}
     for pid, first, last in part.aborted:
@@ -324,7 +402,7 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     record_ok = b.record_ok
     filtering = b.offset_in is not None or b.ts_lo > -(1 << 63) or b.ts_hi < _NO_UPPER or lo > item.base_offset
     filtering = filtering or hi < _NO_UPPER
-    br = read_batches(item.path, position=position, validate=reader.verify_crc)
+    br = read_batches(path, position=position, validate=reader.verify_crc)
     try:
         for batch in br:
             m.batches_read += 1
@@ -353,9 +431,9 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
                 )  # fmt: skip
         if br.error is not None:
             if reader.on_corrupt == "stop":
-                m.stopped_at_corruption = br.valid_bytes
+                m.stopped_at_corruption = br.valid_bytes + shift
             else:
-                raise CorruptRecordError(f"{item.path}: {br.error}", position=br.valid_bytes)
+                raise CorruptRecordError(f"{item.path}: {br.error}", position=br.valid_bytes + shift)
     finally:
         br.close()
 
@@ -447,8 +525,9 @@ def _write_metrics(metrics_dir: str, m: ScanMetrics) -> None:
 
 def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
     """Totals over every task's metrics in ``metrics_dir``: segments, batches_read, batches_decoded, bytes_read,
-    records_returned."""
-    totals = {"segments": 0, "batches_read": 0, "batches_decoded": 0, "bytes_read": 0, "records_returned": 0}
+    records_returned, log_bytes_fetched."""
+    names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched")
+    totals = {"segments": 0, **dict.fromkeys(names, 0)}
     if not os.path.isdir(metrics_dir):
         return totals
     for name in os.listdir(metrics_dir):
@@ -457,7 +536,7 @@ def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
         with open(os.path.join(metrics_dir, name), encoding="utf-8") as f:
             d = json.load(f)
         totals["segments"] += 1
-        for k in ("batches_read", "batches_decoded", "bytes_read", "records_returned"):
+        for k in names:
             totals[k] += int(d.get(k, 0))
     return totals
 

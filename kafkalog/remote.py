@@ -1,0 +1,113 @@
+"""Verification of segments and partitions that live behind a URL (``s3://``, ``gs://``, ``hdfs://``).
+
+The checks are :mod:`kafkalog.verify`'s, unchanged: they map local files. For a remote segment the executor copies
+the objects it checks (the ``.log`` and the index files the listing found) into a private scratch dir with
+:mod:`kafkalog.storage` (bounded chunks, bounded retries), runs the same check there, and reports under the
+remote URL. Plain paths pass straight through, so callers need no ``if remote`` of their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from kafkalog import storage
+from kafkalog.discovery import SegmentItem
+from kafkalog.verify import PartitionReport, SegmentReport, verify_partition, verify_segment
+
+__all__ = ["CHECKPOINT_FILES", "localized", "verify_partition_at", "verify_segment_at"]
+
+#: log-dir files a partition's checks read besides its own dir
+CHECKPOINT_FILES = (
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "replication-offset-checkpoint",
+    ".kafka_cleanshutdown",
+)
+
+
+def verify_segment_at(
+    item: SegmentItem, *, index_check: bool = True, options: Mapping[str, Any] | None = None
+) -> SegmentReport:
+    """:func:`kafkalog.verify.verify_segment` for a local or remote segment; never raises.
+
+    A remote object that cannot be read (missing, denied, connection lost) gives ``status="unreadable"`` with an
+    error naming the object, as an ``OSError`` does for a local file.
+    """
+    if not storage.is_remote(item.path):
+        return verify_segment(item, index_check=index_check)
+    with storage.scratch_dir() as root:
+        try:
+            local = storage.stage_segment(item, root, options)
+        except OSError as exc:
+            rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
+            rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
+            return rep
+        rep = verify_segment(local, index_check=index_check)
+    rep.item = item
+    # messages name files; name the remote objects, not the scratch copies
+    if rep.error:
+        rep.error = rep.error.replace(local.partition_dir, item.partition_dir)
+    if rep.index_error:
+        rep.index_error = rep.index_error.replace(local.partition_dir, item.partition_dir)
+    return rep
+
+
+def verify_partition_at(
+    segments: Iterable[SegmentReport | dict | Any], options: Mapping[str, Any] | None = None
+) -> PartitionReport:
+    """:func:`kafkalog.verify.verify_partition` for a local or remote partition dir: a remote one's log-dir
+    checkpoints are fetched (when they exist) so the comparison with them is the same as on local disk."""
+    rows = list(segments)
+    pdir = _get(rows[0], "partition_dir") if rows else None
+    if not pdir or not storage.is_remote(pdir):
+        return verify_partition(rows)
+    logdir = storage.dirname(pdir)
+    base = storage.dirname(logdir)
+    with storage.scratch_dir() as root:
+        storage.stage_files([storage.join(logdir, n) for n in CHECKPOINT_FILES[:3]], root, base, options)
+        local_pdir = storage.mirror_path(pdir, root, base)
+        os.makedirs(local_pdir, exist_ok=True)
+        moved = [{**_as_dict(r), "partition_dir": local_pdir} for r in rows]
+        rep = verify_partition(moved)
+    return dataclasses.replace(rep, partition_dir=pdir)
+
+
+@contextlib.contextmanager
+def localized(url: str, options: Mapping[str, Any] | None = None) -> Iterator[str]:
+    """A local path holding ``url``'s data for the commands that read files (``kafkalog verify``/``dump``).
+
+    A local path is yielded as is. A remote segment file comes with its sibling index files; a remote partition
+    dir with every object in it and its log dir's checkpoint files. The copy lives until the block ends.
+    """
+    if not storage.is_remote(url):
+        yield storage.local_path(url)
+        return
+    entries = storage.list_tree(url, options)
+    single = len(entries) == 1 and entries[0].url == url.rstrip("/")
+    pdir = storage.dirname(url) if single else url.rstrip("/")
+    logdir = storage.dirname(pdir)
+    base = storage.dirname(logdir)
+    with storage.scratch_dir() as root:
+        if single:  # one object: take its segment siblings
+            stem = storage.basename(url).rpartition(".")[0]
+            siblings = [e.url for e in storage.list_tree(pdir, options) if storage.basename(e.url).startswith(stem + ".")]
+            storage.stage_files(siblings or [url], root, base, options)
+        else:
+            storage.stage_files([e.url for e in entries], root, base, options)
+        storage.stage_files([storage.join(logdir, n) for n in CHECKPOINT_FILES], root, base, options)
+        local = storage.mirror_path(url.rstrip("/"), root, base)
+        os.makedirs(local if not single else os.path.dirname(local), exist_ok=True)
+        yield local
+
+
+def _get(r: Any, name: str) -> Any:
+    return r[name] if isinstance(r, dict) else getattr(r, name)
+
+
+def _as_dict(r: Any) -> dict:
+    names = ("partition_dir", "topic", "partition", "base_offset", "first_offset", "last_offset", "status")
+    return {n: _get(r, n) for n in names}
