@@ -23,8 +23,11 @@ from typing import Any
 
 import click
 
+from kafkalog.remote import localized_paths
+
 from .main import EXIT_CORRUPT, EXIT_OK, CliState, report_error
 from .output import Event, Line, Output, make_output
+from .storage_opts import storage_option
 
 DECODERS = ("string", "hex", "json", "none")
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
@@ -367,6 +370,7 @@ class DumpState:
     "--value-decoder", type=click.Choice(DECODERS), default=None, help="How to print values (default string)."
 )
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per line instead of Kafka's text lines.")
+@storage_option
 @click.pass_obj
 def dump(
     state: CliState | None,
@@ -382,6 +386,7 @@ def dump(
     key_decoder: str | None,
     value_decoder: str | None,
     json_mode: bool,
+    storage_opts: dict,
 ) -> None:
     """Dump .log, .index, .timeindex, .txnindex, .snapshot, checkpoint and metadata files, like kafka-dump-log.sh.
 
@@ -406,6 +411,13 @@ def dump(
         value_decoder=value_decoder or "string",
     )
     st = DumpState(make_output(json_mode=json_mode, quiet=state.quiet), opts)
+    with localized_paths(paths, storage_opts) as local:  # a remote file: a scratch copy with its siblings
+        _dump_all(local, st, state)
+    _print_findings(st)
+    click.get_current_context().exit(st.code)
+
+
+def _dump_all(paths: list[str], st: DumpState, state: CliState) -> None:
     for path in paths:
         try:
             dump_file(path, st)
@@ -414,8 +426,6 @@ def dump(
         except Exception as exc:  # noqa: BLE001 - keep going with the next file; same line/code as the group
             st.out.stdout.flush()
             st.code = max(st.code, report_error(exc, debug=state.debug))
-    _print_findings(st)
-    click.get_current_context().exit(st.code)
 
 
 def file_kind(name: str) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from kafkalog import storage
 from kafkalog.discovery import SegmentItem
 from kafkalog.verify import PartitionReport, SegmentReport, verify_partition, verify_segment
 
-__all__ = ["CHECKPOINT_FILES", "localized", "verify_partition_at", "verify_segment_at"]
+__all__ = ["CHECKPOINT_FILES", "localized", "localized_paths", "verify_partition_at", "verify_segment_at"]
 
 #: log-dir files a partition's checks read besides its own dir
 CHECKPOINT_FILES = (
@@ -102,6 +102,14 @@ def localized(url: str, options: Mapping[str, Any] | None = None) -> Iterator[st
         local = storage.mirror_path(url.rstrip("/"), root, base)
         os.makedirs(local if not single else os.path.dirname(local), exist_ok=True)
         yield local
+
+
+@contextlib.contextmanager
+def localized_paths(paths: Iterable[str], options: Mapping[str, Any] | None = None) -> Iterator[list[str]]:
+    """:func:`localized` for each of ``paths`` at once (the CLI's one call); the copies live until the block ends.
+    Raises StorageError (an OSError naming the object) when a remote one cannot be listed or read."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(localized(p, options)) if storage.is_remote(p) else p for p in paths]
 
 
 def _get(r: Any, name: str) -> Any:
