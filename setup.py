@@ -1,9 +1,15 @@
-"""Package discovery only (metadata lives in pyproject.toml): the CLI's folder ``cli/`` installs as ``kafkalog_cli``."""
+"""Package discovery (metadata lives in pyproject.toml): the CLI's folder ``cli/`` installs as ``kafkalog_cli``, and
+the optional C extension ``kafkalog.records._columns`` (the columnar record decoder's hot loop).
 
-from setuptools import find_packages, setup
+The extension is ``optional``: without a C compiler the build warns and the install goes on; kafkalog then uses
+the pure-Python decoder (``KAFKALOG_NO_EXTENSIONS=1`` forces that path at run time too).
+"""
+
+from setuptools import Extension, find_packages, setup
 
 cli_packages = ["kafkalog_cli" + p[3:] for p in find_packages(include=["cli", "cli.*"])]
 setup(
     packages=find_packages(include=["kafkalog", "kafkalog.*"]) + cli_packages,
     package_dir={"kafkalog_cli": "cli"},
+    ext_modules=[Extension("kafkalog.records._columns", ["kafkalog/records/_columns.c"], optional=True)],
 )

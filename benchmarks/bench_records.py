@@ -1,9 +1,15 @@
-"""Record-format throughput: shallow verify (walk + CRC32C) and deep iteration, against raw CRC32C and kafka-python.
+"""Record-format throughput: shallow verify (walk + CRC32C), deep iteration and columnar decoding, against raw
+CRC32C, kafka-python and the JVM anchors of ../shared/performance-anchors.md.
 
-    python3 benchmarks/bench_records.py [--size-mb N] [--deep-mb N]
+    python3 benchmarks/bench_records.py [--size-mb N] [--deep-mb N] [--sections shallow,columns,compressed]
+    python3 benchmarks/bench_records.py --sections rss [--rss-mb 1024]
 
-Builds two segments of roughly N MiB in memory (batches of ~16 KiB and of ~1 KiB), written to a temp file so the
-file path (mmap) is what is measured. Prints GB/s next to a single crc32c call over the same bytes in the same run.
+shallow: two segments of roughly N MiB (batches of ~16 KiB and of ~1 KiB), written to a temp file so the file path
+is what is measured; GB/s next to a single crc32c call over the same bytes in the same run.
+columns: ``read_record_columns`` (compiled and pure-Python paths) on uncompressed 16 KiB batches of ~100 B and of
+1 KiB values, records/s next to ``records()``, kafka-python (same run) and the JVM's 1.99M records/s.
+compressed: lz4 and zstd batches: columnar decode time against decompressing the same batches alone.
+rss: peak RSS of a child process decoding a ``--rss-mb`` segment with ``iter_record_columns`` (slow: writes it).
 """
 
 from __future__ import annotations
@@ -15,7 +21,15 @@ import time
 
 from crc32c import crc32c
 
-from kafkalog.records import build_batch, read_batches, scan_batches
+from kafkalog.records import (
+    CompressionType,
+    build_batch,
+    decompress,
+    iter_record_columns,
+    read_batches,
+    read_record_columns,
+    scan_batches,
+)
 from kafkalog.verify import verify_log_file
 
 
@@ -71,6 +85,24 @@ def loop_floor(data: bytes) -> tuple[float, float]:
     return best_of(walk) / n * 1e9, best_of(crcs) / n * 1e9
 
 
+def verify_fresh(path: str, tmp: str) -> float:
+    """verify_log_file on a new copy of ``path`` (in the page cache, never mapped): only the verify is timed."""
+    fresh = os.path.join(tmp, "fresh.log")
+    with open(path, "rb") as src, open(fresh, "wb") as dst:
+        while chunk := src.read(16 << 20):
+            dst.write(chunk)
+    t = time.perf_counter()
+    verify_log_file(fresh)
+    dt = time.perf_counter() - t
+    os.unlink(fresh)
+    return dt
+
+
+def best_time(fn, repeat: int = 3) -> float:
+    """Best of ``fn()``'s own returned timings (for runs that must exclude their setup)."""
+    return min(fn() for _ in range(repeat))
+
+
 def kafka_python_records(data: bytes) -> int:
     from kafka.record.memory_records import MemoryRecords
 
@@ -94,12 +126,144 @@ def kafka_python_shallow(data: bytes) -> int:
     return n
 
 
+JVM_DEEP = 1.99e6  # Apache Kafka's deep iteration, 1 KiB values (../shared/performance-anchors.md)
+
+
+def make_value_segment(size: int, value_bytes: int, *, batch_bytes: int = 16 * 1024,
+                       compression: CompressionType = CompressionType.NONE, compressible: bool = False) -> bytes:
+    """~``size`` bytes of batches of ~``batch_bytes`` holding records with ``value_bytes`` values (random, or text-like
+    for the codecs), a short key and a header on every 4th record."""
+    per_batch = max(1, batch_bytes // (value_bytes + 20))
+    if compressible:
+        words = b"kafka log segment record value offset timestamp header producer "
+        values = [(words * (value_bytes // len(words) + 2))[i % 7 : i % 7 + value_bytes] for i in range(per_batch)]
+    else:
+        values = [os.urandom(value_bytes) for _ in range(per_batch)]
+    template = [(b"key-%05d" % i, values[i], [("h", b"x")] if i % 4 == 0 else []) for i in range(per_batch)]
+    parts, total, offset = [], 0, 0
+    while total < size:
+        raw = build_batch(template, base_offset=offset, timestamp=1_700_000_000_000 + offset, compression=compression)
+        parts.append(raw)
+        total += len(raw)
+        offset += per_batch
+    return b"".join(parts)
+
+
+def bench_columns(deep_mb: int) -> None:
+    """Columnar decode of uncompressed batches against records(), kafka-python and the JVM anchor."""
+    print("== columnar decode, uncompressed 16 KiB batches ==")
+    print(f"  Apache Kafka deep iteration (JVM, 1 KiB values, anchor)   {JVM_DEEP / 1e6:6.2f} M records/s")
+    for value_bytes in (100, 1024):
+        data = make_value_segment(deep_mb << 20, value_bytes)
+        n = sum(b.record_count for b in read_batches(data))
+        with tempfile.NamedTemporaryFile(suffix=".log") as f:
+            f.write(data)
+            f.flush()
+            t_col = best_of(lambda data=data: read_record_columns(data), repeat=5)
+            t_path = best_of(lambda f=f: read_record_columns(f.name), repeat=5)
+            t_arrow = best_of(lambda data=data: read_record_columns(data).to_arrow(), repeat=5)
+            t_chunks = best_of(lambda f=f: sum(len(c) for c in iter_record_columns(f.name)), repeat=5)
+        t_pure = best_of(lambda data=data: read_record_columns(data, implementation="python"), repeat=1)
+        t_recs = best_of(lambda data=data: sum(len(b.records()) for b in read_batches(data)), repeat=2)
+        t_kp = best_of(lambda data=data: kafka_python_records(data), repeat=1)
+        rate = n / t_col
+        print(f"  -- {value_bytes} B values: {len(data) >> 20} MiB, {n} records --")
+        print(f"  read_record_columns (compiled, bytes)  {rate / 1e6:8.2f} M records/s  "
+              f"({rate / JVM_DEEP:.2f}x JVM, {t_kp / t_col:.1f}x kafka-python)")
+        print(f"  read_record_columns (compiled, path)   {n / t_path / 1e6:8.2f} M records/s")
+        print(f"  ... + to_arrow()                       {n / t_arrow / 1e6:8.2f} M records/s")
+        print(f"  iter_record_columns chunks (path)      {n / t_chunks / 1e6:8.2f} M records/s")
+        print(f"  read_record_columns (pure Python)      {n / t_pure / 1e6:8.2f} M records/s")
+        print(f"  read_batches + records()              {n / t_recs / 1e6:8.2f} M records/s")
+        print(f"  kafka-python (same run)                {n / t_kp / 1e6:8.2f} M records/s")
+
+
+def decompress_all(codec: CompressionType, bodies: list) -> int:
+    """Decompress every batch body once, keeping none of the output (its size is returned)."""
+    total = 0
+    for body in bodies:
+        total += len(decompress(codec, body))
+    return total
+
+
+def bench_compressed(deep_mb: int) -> None:
+    """Columnar decode of compressed batches against decompressing the same batches alone."""
+    print("== columnar decode, compressed batches of ~64 KiB before compression (~100 B text-like values) ==")
+    for codec in (CompressionType.LZ4, CompressionType.ZSTD):
+        data = make_value_segment(deep_mb << 20, 100, batch_bytes=64 * 1024, compression=codec, compressible=True)
+        batches = list(read_batches(data))
+        bodies = [b.raw[61:] for b in batches]
+        n = sum(b.record_count for b in batches)
+        t_dec = best_of(lambda bodies=bodies, codec=codec: decompress_all(codec, bodies), repeat=5)
+        t_col = best_of(lambda data=data: read_record_columns(data), repeat=5)
+        t_iter = best_of(lambda data=data: sum(len(c) for c in iter_record_columns(data)), repeat=5)
+        t_recs = best_of(lambda batches=batches: [b.records() for b in batches], repeat=2)
+        print(f"  {codec.kafka_name}: {len(data) >> 20} MiB compressed, {n} records, {len(batches)} batches")
+        print(f"    decompression alone                {n / t_dec / 1e6:8.2f} M records/s")
+        print(f"    read_record_columns (total)        {n / t_col / 1e6:8.2f} M records/s  "
+              f"({t_col / t_dec:.2f}x decompression alone)")
+        print(f"    iter_record_columns chunks (total) {n / t_iter / 1e6:8.2f} M records/s  "
+              f"({t_iter / t_dec:.2f}x decompression alone)")
+        print(f"    records() per batch                {n / t_recs / 1e6:8.2f} M records/s")
+
+
+# VmHWM (this process image's peak RSS, file pages of mappings included); ru_maxrss would carry the parent's peak
+_HWM = "int(next(x for x in open('/proc/self/status') if x.startswith('VmHWM')).split()[1])"
+_RSS_CHILD = f"""
+import sys, time
+from kafkalog.records import iter_record_columns
+t = time.perf_counter()
+n = 0
+reader = iter_record_columns(sys.argv[1])
+for chunk in reader:
+    n += len(chunk)
+dt = time.perf_counter() - t
+print(n, dt, {_HWM}, reader.error)
+"""
+
+
+def bench_rss(rss_mb: int) -> None:
+    """Peak RSS of a fresh process decoding a ``rss_mb`` segment in chunks (ru_maxrss includes mapped file pages)."""
+    import subprocess
+    import sys
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "big.log")
+        chunk = make_value_segment(64 << 20, 1024)
+        with open(path, "wb") as f:
+            for _ in range(max(1, rss_mb // 64)):
+                f.write(chunk)  # same offsets repeated: the decoder does not care, sizes are what matter
+        size = os.path.getsize(path)
+        base = subprocess.run([sys.executable, "-c", f"import kafkalog.records, numpy; print({_HWM})"],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        out = subprocess.run([sys.executable, "-c", _RSS_CHILD, path], capture_output=True, text=True, check=True)
+        n, dt, maxrss, err = out.stdout.split(maxsplit=3)
+        print(f"== peak RSS decoding a {size >> 20} MiB segment with iter_record_columns (1 KiB values) ==")
+        print(f"  {int(n)} records in {float(dt):.1f} s ({int(n) / float(dt) / 1e6:.2f} M records/s), error={err.strip()}")
+        print(f"  peak RSS {int(maxrss) / 1024:.0f} MB (target < 300 MB; interpreter + imports alone "
+              f"{int(base.stdout) / 1024:.0f} MB)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--size-mb", type=int, default=1024, help="segment size for the shallow runs (MiB)")
-    ap.add_argument("--deep-mb", type=int, default=32, help="segment size for the deep runs (MiB)")
+    ap.add_argument("--deep-mb", type=int, default=32, help="segment size for the deep and columnar runs (MiB)")
+    ap.add_argument("--rss-mb", type=int, default=1024, help="segment size for the peak-RSS run (MiB)")
+    ap.add_argument("--sections", default="shallow,columns,compressed",
+                    help="comma list of shallow, columns, compressed, rss")  # fmt: skip
     args = ap.parse_args()
-    size = args.size_mb << 20
+    sections = set(args.sections.split(","))
+    if "columns" in sections:
+        bench_columns(args.deep_mb)
+    if "compressed" in sections:
+        bench_compressed(args.deep_mb)
+    if "rss" in sections:
+        bench_rss(args.rss_mb)
+    if "shallow" in sections:
+        bench_shallow(args.size_mb << 20, args.deep_mb)
+
+
+def bench_shallow(size: int, deep_mb: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for label, batch_bytes in (("16 KiB", 16 * 1024), ("1 KiB", 1024)):
             data = make_segment(size, batch_bytes)
@@ -113,6 +277,11 @@ def main() -> None:
             t_scan = best_of(lambda path=path: scan_batches(path))
             t_scan_mem = best_of(lambda data=data: scan_batches(data))
             t_verify = best_of(lambda path=path: verify_log_file(path, include_batches=False))
+            t_fresh = best_time(lambda path=path, tmp=tmp: verify_fresh(path, tmp))
+            t_verify_mem = best_of(lambda mv=mv: verify_log_file(mv))
+            os.environ["KAFKALOG_NO_EXTENSIONS"] = "1"
+            t_verify_pure = best_of(lambda path=path: verify_log_file(path))
+            del os.environ["KAFKALOG_NO_EXTENSIONS"]
             t_verify_b = best_of(lambda path=path: verify_log_file(path))
             t_verify_iter = best_of(lambda path=path: sum(b.crc_valid for b in verify_log_file(path).batches), repeat=2)
             t_verify_dict = best_of(lambda path=path: verify_log_file(path).to_dict(), repeat=2)
@@ -123,13 +292,18 @@ def main() -> None:
             print(f"  scan_batches, in memory        {gb / t_scan_mem:8.2f} GB/s  ({100 * t_raw / t_scan_mem:.0f}% of raw crc32c)")
             print(f"  scan_batches, file (mmap)      {gb / t_scan:8.2f} GB/s  ({100 * t_raw / t_scan:.0f}% of raw crc32c)")
             print(f"  verify_log_file (no batches)   {gb / t_verify:8.2f} GB/s")
+            print(f"  verify_log_file, fresh file    {gb / t_fresh:8.2f} GB/s  ({t_raw / t_fresh:.2f}x raw crc32c; "
+                  "a copy written just before, never mapped)")
+            print(f"  verify_log_file, bytes         {gb / t_verify_mem:8.2f} GB/s  ({t_raw / t_verify_mem:.2f}x raw crc32c)")
+            print(f"  verify_log_file, pure Python   {gb / t_verify_pure:8.2f} GB/s  ({t_raw / t_verify_pure:.2f}x raw "
+                  "crc32c; KAFKALOG_NO_EXTENSIONS=1)")
             print(f"  verify_log_file (batches)      {gb / t_verify_b:8.2f} GB/s  (columns; BatchReport made on access)")
             print(f"  ... + iterate every batch      {gb / t_verify_iter:8.2f} GB/s")
             print(f"  ... + to_dict()                {gb / t_verify_dict:8.2f} GB/s")
             print(f"  read_batches + is_valid()      {gb / t_reader:8.2f} GB/s")
             print(f"  floor: length walk {walk_ns:.0f} ns/batch, crc32c call {crc_ns:.0f} ns/batch "
                   f"(raw crc32c alone {t_raw / n_batches * 1e9:.0f} ns/batch)")
-            small = data[: args.deep_mb << 20]
+            small = data[: deep_mb << 20]
             small = small[: scan_batches(small, check_crc=False).valid_bytes]
             t_kp_shallow = best_of(lambda small=small: kafka_python_shallow(small), repeat=1)
             print(f"  kafka-python next_batch+crc    {len(small) / 1e9 / t_kp_shallow:8.2f} GB/s  (on {len(small) >> 20} MiB)")

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from .main import EXIT_CORRUPT, EXIT_OK, CommandError
+from .errors import EXIT_CORRUPT, EXIT_OK, CommandError
 
 
 def _scan(raw: str) -> tuple[Any, str | None]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from .main import CliState, CommandError
+from .errors import CliState, CommandError
 from .output import Event, make_output
 
 _OFFSET_CHECKPOINTS = (

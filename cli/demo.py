@@ -26,7 +26,7 @@ import time
 
 import click
 
-from .main import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
+from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
 
 TOPICS = {"orders": 3, "payments": 2}
 RECORDS_PER_PARTITION = 200

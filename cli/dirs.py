@@ -17,7 +17,8 @@ from typing import Any
 
 import click
 
-from .main import EXIT_OK, EXIT_USAGE, CliState, classify
+from .assignments_cmd import assignments  # KIP-858: its own module, a subcommand of `dirs`
+from .errors import EXIT_OK, EXIT_USAGE, CliState, classify
 
 
 @click.group()
@@ -157,6 +158,4 @@ def _describe_partition(pdir: str, name: str, ckpts: dict[str, dict[tuple[str, i
     }
 
 
-from .assignments_cmd import assignments as _assignments  # noqa: E402 - KIP-858 command lives in its own module
-
-dirs.add_command(_assignments)
+dirs.add_command(assignments)

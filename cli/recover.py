@@ -27,7 +27,7 @@ from typing import Any
 
 import click
 
-from .main import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
+from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
 from .output import Event, make_output
 
 _LOG_DIR_FILES = ("meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",

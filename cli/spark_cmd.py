@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .main import CommandError
+from .errors import CommandError
 from .storage_opts import storage_option
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from .main import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
+from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
 from .output import Event, make_output
 
 DEFAULT_TXN_TIMEOUT_MS = 900_000

@@ -13,9 +13,12 @@ from kafkalog.records import (
     CompressionType,
     Record,
     RecordBatch,
+    RecordColumns,
     TimestampType,
     build_batch,
+    iter_record_columns,
     read_batches,
+    read_record_columns,
 )
 
 __version__ = "0.1.0"
@@ -43,9 +46,12 @@ __all__ = [
     "CompressionType",
     "Record",
     "RecordBatch",
+    "RecordColumns",
     "TimestampType",
     "build_batch",
+    "iter_record_columns",
     "read_batches",
+    "read_record_columns",
     *_LAZY,
 ]
 

@@ -20,6 +20,7 @@ from kafkalog.errors import (
     InvalidPartitionDirError,
     InvalidTopicError,
 )
+from kafkalog.limits import INT_MAX, LONG_MAX
 
 # --- segment file names -----------------------------------------------------------------------------------------
 
@@ -38,7 +39,9 @@ TEMP_SUFFIXES: tuple[str, ...] = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 
 #: Kafka pads base offsets to 20 digits: the width of Long.MAX_VALUE, so names sort like offsets.
 OFFSET_DIGITS = 20
-MAX_OFFSET = (1 << 63) - 1
+MAX_OFFSET = LONG_MAX
+#: A partition as Kafka's ``TopicPartition`` names it: (topic, partition number).
+TopicPartition = tuple[str, int]
 
 _SEGMENT_FILE_RE = re.compile(
     r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)(\.deleted|\.cleaned|\.swap)?$"
@@ -139,7 +142,6 @@ FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 _DIR_KINDS = {DELETE_DIR_SUFFIX: "delete", FUTURE_DIR_SUFFIX: "future", STRAY_DIR_SUFFIX: "stray"}
 _MAX_DIR_NAME = 255
-_MAX_PARTITION = (1 << 31) - 1
 _SUFFIXED_DIR_RE = re.compile(r"^(?P<tp>.+)\.(?P<uuid>[0-9a-fA-F]{32})(?P<suffix>-delete|-future|-stray)$")
 _PARTITION_RE = re.compile(r"^(0|[1-9][0-9]*)$")
 
@@ -162,7 +164,7 @@ class TopicPartitionDir:
 
 
 def _check_partition(partition: object) -> int:
-    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= _MAX_PARTITION:
+    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= INT_MAX:
         raise InvalidPartitionDirError(f"partition must be an int in [0, 2^31-1], got {partition!r}")
     return partition
 
@@ -193,7 +195,7 @@ def parse_partition_dir(name: str | os.PathLike[str]) -> TopicPartitionDir:
             f"{base!r} is not in the form of topic-partition or topic-partition.uniqueId-delete|-future|-stray"
         )
     topic, part = tp[:index], tp[index + 1 :]
-    if not _PARTITION_RE.fullmatch(part) or int(part) > _MAX_PARTITION:
+    if not _PARTITION_RE.fullmatch(part) or int(part) > INT_MAX:
         raise InvalidPartitionDirError(f"{base!r}: partition {part!r} is not a non-negative 32-bit integer")
     reason = topic_invalid_reason(topic)
     if reason is not None:
@@ -315,3 +317,50 @@ def random_directory_id() -> str:
         text = random_uuid_base64()
         if not is_reserved_directory_id(text):
             return text
+
+
+# --- what a file in a log dir is --------------------------------------------------------------------------------
+
+#: Names of the offset checkpoint files of a log dir (Kafka's ``LogManager`` constants).
+OFFSET_CHECKPOINT_FILES: tuple[str, ...] = (
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
+_SUFFIX_KINDS = ((".log", "log"), (".index", "index"), (".timeindex", "timeindex"), (".txnindex", "txnindex"),
+                 (".snapshot", "snapshot"))  # fmt: skip
+_NAME_KINDS = {
+    **{name: "offset-checkpoint" for name in OFFSET_CHECKPOINT_FILES},
+    "leader-epoch-checkpoint": "leader-epoch-checkpoint",
+    "partition.metadata": "partition-metadata",
+    "meta.properties": "meta-properties",
+    ".kafka_cleanshutdown": "clean-shutdown",
+}
+
+
+def file_kind(name: str) -> tuple[str, str]:
+    """(kind, name without a temporary suffix) of a file in a log or partition dir.
+
+    Kinds: ``log``, ``index``, ``timeindex``, ``txnindex``, ``snapshot`` (by suffix, as Kafka's tools go by the
+    suffix alone), ``offset-checkpoint``, ``leader-epoch-checkpoint``, ``partition-metadata``, ``meta-properties``,
+    ``clean-shutdown`` and ``unknown``. ``.deleted``/``.cleaned``/``.swap`` are looked through.
+    """
+    base = name
+    for temp in TEMP_SUFFIXES:
+        if base.endswith(temp):
+            base = base[: -len(temp)]
+            break
+    for suffix, kind in _SUFFIX_KINDS:
+        if base.endswith(suffix):
+            return kind, base
+    return _NAME_KINDS.get(base, "unknown"), base
+
+
+def base_offset_prefix(name: str) -> int:
+    """The base offset a segment file name starts with, read as Kafka's tools read it (the digits before the
+    first dot); InvalidArgumentError (a ValueError) when that part is not a number."""
+    try:
+        return int(name.split(".")[0])
+    except ValueError:
+        raise InvalidArgumentError(f"{name}: a segment file name must start with its base offset") from None

@@ -29,6 +29,7 @@ from kafkalog.index.base import READ_NOT_MAP_BYTES, _is_real_file, read_fully
 from kafkalog.index.offset_index import OffsetIndex, OffsetPosition
 from kafkalog.index.time_index import TimeIndex, TimestampOffset
 from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.limits import LONG_MAX, wall_clock_ms
 from kafkalog.names import offset_to_name
 from kafkalog.records.batch import HEADER, RecordBatch
 from kafkalog.records.reader import read_batches
@@ -63,12 +64,6 @@ class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int | None = None
-
-
-def _wall_clock_ms() -> int:
-    import time
-
-    return time.time_ns() // 1_000_000
 
 
 _LAZY_INDEX_ATTRS = frozenset({"_offset_index", "_time_index", "_txn_index"})
@@ -138,15 +133,15 @@ class LogSegment:
         self.index_interval_bytes = int(index_interval_bytes)
         self.max_index_size = int(max_index_size)
         self.roll_jitter_ms = int(roll_jitter_ms)
-        self._clock = clock or _wall_clock_ms
-        # File names as strings (names.file_name's rules); Path objects are made only when asked for: building
-        # four per segment was a measurable share of opening thousands of segments.
+        self._clock = clock or wall_clock_ms
+        # File names as strings (names.file_name's rules); Path objects are made only when asked for, since
+        # opening thousands of segments would otherwise build four per segment that are rarely used.
         if not isinstance(file_suffix, str) or "/" in file_suffix or "\0" in file_suffix:
             raise InvalidArgumentError(f"bad file suffix {file_suffix!r}")
         stem = os.path.join(str(self._dir), offset_to_name(self._base_offset))
         self._log_path = stem + ".log" + file_suffix
         # The three index objects are made on first use (__getattr__): a lazily loaded partition never touches
-        # its inactive segments' indexes, and building them was most of the cost of listing a segment.
+        # its inactive segments' indexes, so listing a segment must not pay for building them.
         self._stem = stem
         self._file = None  # opened on first use
         self._size: int | None = None  # known once the file is opened
@@ -172,7 +167,7 @@ class LogSegment:
     @property
     def _lock(self) -> threading.RLock:
         """Guards the lazy open and the seek+read fallback. Made on first use: a lazily loaded partition's
-        segments mostly never open, and an RLock per segment was a GC-tracked object per segment."""
+        segments mostly never open, and an RLock made per segment up front would be a GC-tracked object each."""
         lock = self._lock_obj
         if lock is None:
             with _LOCK_CREATION:
@@ -584,7 +579,7 @@ class LogSegment:
     def first_batch_timestamp(self) -> int:
         self._load_first_batch_timestamp()
         ts = self._rolling_based_timestamp
-        return ts if ts is not None and ts >= 0 else 2**63 - 1
+        return ts if ts is not None and ts >= 0 else LONG_MAX
 
     def should_roll(
         self,

@@ -180,3 +180,45 @@ def test_damaged_inputs_exit_1(golden_copy, case: str) -> None:
     assert run("verify", d).exit_code == 1
     recovered = writable(golden_copy(f"unclean/recovered/{case}-0"))
     assert run("verify", recovered).exit_code == 0
+
+
+def _flip_mid_segment(d: Path, seg_i: int) -> tuple[str, int]:
+    """Flip the last byte of the middle batch of segment ``seg_i`` (its CRC fails); (file name, position)."""
+    seg = load_manifest("manifests/golden-segments-0.json")["segments"][seg_i]
+    batches = seg["log"]["batches"]
+    b = batches[len(batches) // 2]
+    path = d / seg["log"]["file"]
+    data = bytearray(path.read_bytes())
+    data[b["position"] + b["sizeInBytes"] - 1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return seg["log"]["file"], b["position"]
+
+
+def test_partition_with_corrupt_segment_is_corrupt(golden_copy) -> None:
+    """Issue 22: one byte flipped in an inactive segment makes its partition CORRUPT (text and JSON), not ok."""
+    d = writable(golden_copy("logdir/golden-segments-0"))
+    name, _pos = _flip_mid_segment(d, 4)
+    result = run("verify", "--json", d)
+    assert result.exit_code == 1
+    out = objs(result)
+    (part,) = [o for o in out if o["type"] == "partition"]
+    assert part["status"] == "corrupt" and part["continuity"] == "corrupt"
+    assert "1 segment(s) not ok" in part["problems"]
+    assert out[-1]["counts"]["partition"] == {"corrupt": 1}
+    bad = [Path(o["path"]).name for o in out if o["type"] == "segment" and o["status"] == "corrupt"]
+    assert bad == [name]
+    text = run("verify", d).stdout.splitlines()
+    (line,) = [x for x in text if x.startswith("partition ")]
+    assert line.startswith(f"partition {os.path.realpath(d)}: CORRUPT (11 segments")
+    assert text[-1].startswith("Summary: CORRUPTION FOUND: 11 segments (corrupt 1, ok 10); 1 partitions (corrupt 1)")
+
+
+def test_leader_epochs_out_of_order_are_corrupt(golden_copy) -> None:
+    d = writable(golden_copy("logdir/golden-segments-0"))
+    (d / "leader-epoch-checkpoint").write_text("0\n2\n3 100\n1 200\n")
+    result = run("verify", "--json", d)
+    assert result.exit_code == 1
+    (part,) = [o for o in objs(result) if o["type"] == "partition"]
+    assert part["status"] == "corrupt" and part["continuity"] == "ok"
+    assert part["leaderEpochs"] == [{"epoch": 3, "startOffset": 100}, {"epoch": 1, "startOffset": 200}]
+    assert any(p.startswith("leader-epoch-checkpoint: entry") for p in part["problems"])

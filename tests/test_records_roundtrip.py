@@ -26,6 +26,7 @@ from kafkalog.records import (
     read_batches,
     scan_batches,
 )
+from kafkalog.records.batch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
 from kafkalog.records.control import ControlRecordType
 from kafkalog.records.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
@@ -209,3 +210,25 @@ def test_kafka_python_decodes_records_like_us_over_a_segment() -> None:
         theirs += [(r.offset, r.key, r.value) for r in kb]
     ours = [(r.offset, r.key, r.value) for b in read_batches(seg) for r in b.records()]
     assert ours == theirs and len(ours) == 50
+
+
+def test_header_setters_match_a_batch_built_with_those_fields() -> None:
+    """set_base_offset / set_partition_leader_epoch (outside the CRC) give the bytes build_batch writes for the
+    same fields; set_max_timestamp (Kafka's setMaxTimestamp) changes the type bit and max timestamp and keeps the
+    CRC valid."""
+    recs = [Record(i, 1000 + i, b"k", b"v%d" % i) for i in range(3)]
+    plain = bytearray(build_batch(recs, base_offset=0))
+    set_base_offset(plain, 0, 42)
+    set_partition_leader_epoch(plain, 0, 7)
+    moved = [Record(42 + i, r.timestamp, r.key, r.value) for i, r in enumerate(recs)]
+    assert bytes(plain) == build_batch(moved, base_offset=42, partition_leader_epoch=7)
+    set_max_timestamp(plain, 0, len(plain), TimestampType.LOG_APPEND_TIME, 5555)
+    batch = next(iter(read_batches(bytes(plain))))
+    assert batch.is_valid() and (batch.base_offset, batch.partition_leader_epoch) == (42, 7)
+    assert (batch.timestamp_type, batch.max_timestamp) == (TimestampType.LOG_APPEND_TIME, 5555)
+    assert [r.timestamp for r in batch.records()] == [5555] * 3  # Kafka reads LogAppendTime records so
+    before = bytes(plain)
+    set_max_timestamp(plain, 0, len(plain), TimestampType.LOG_APPEND_TIME, 5555)  # already so: untouched
+    assert bytes(plain) == before
+    set_max_timestamp(plain, 0, len(plain), TimestampType.CREATE_TIME, 1002)
+    assert bytes(plain) == build_batch(moved, base_offset=42, partition_leader_epoch=7)

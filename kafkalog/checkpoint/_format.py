@@ -14,9 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kafkalog.errors import CorruptCheckpointError
+from kafkalog.limits import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: the parsers name Java's int and long limits by width
+INT32_MIN, INT32_MAX, INT64_MIN, INT64_MAX = INT_MIN, INT_MAX, LONG_MIN, LONG_MAX
 
 # Java's Integer/Long.parseLong: optional sign, ASCII digits only (no spaces, no '_').
 _JAVA_INT_RE = re.compile(r"[+-]?[0-9]+")

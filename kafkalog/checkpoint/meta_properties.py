@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
+from kafkalog.limits import INT_MAX as INT32_MAX
+from kafkalog.limits import INT_MIN as INT32_MIN
 from kafkalog.names import base64url_to_uuid_bytes, is_reserved_directory_id, random_directory_id
 
 META_PROPERTIES_FILENAME = "meta.properties"
@@ -26,7 +28,6 @@ NODE_ID_PROP = "node.id"
 DIRECTORY_ID_PROP = "directory.id"
 _MAX_FILE_BYTES = 1 << 20
 
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def generate_directory_id() -> str:

@@ -14,7 +14,7 @@ while a segment is active, trims them to the used size on roll/close, and takes 
   its size and bytes do not change; on a nearly full disk just the pages the entry needs). A full disk is then an
   ``OSError`` (ENOSPC, EDQUOT, EROFS, EIO ...) from the append, with the index as it was. One call per chunk, one
   integer compare per entry. Where the filesystem cannot fallocate (EOPNOTSUPP / EINVAL, pyfakefs, no
-  ``os.posix_fallocate``) or the mapped file is no longer at its path, entries are written unguarded, as before.
+  ``os.posix_fallocate``) or the mapped file is no longer at its path, entries are written unguarded (without a reserve).
   (glibc emulates ``posix_fallocate`` where the filesystem lacks ``fallocate`` by writing a zero byte per block,
   only where a zero is already read: the content stays the same.) Copy-on-write filesystems (btrfs, ZFS) may
   still need new blocks when a reserved page is written, so there the guard narrows the window rather than
@@ -49,10 +49,10 @@ _INT32_MAX = 2**31 - 1
 
 _PAGE = mmap.PAGESIZE
 # Blocks reserved ahead of index writes per posix_fallocate call: 64 KiB first, doubling per chunk up to 1 MiB, so
-# a quiet index holds little unused disk and a busy one pays ~14 calls per 10 MiB (~100 us each, cold, measured).
+# a quiet index holds little unused disk and a busy one pays ~14 fallocate calls per 10 MiB of entries.
 _RESERVE_MIN = max(64 * 1024, 4 * _PAGE)
 _RESERVE_MAX = max(1024 * 1024, _RESERVE_MIN)
-# posix_fallocate errors meaning "this filesystem (or file) cannot preallocate": write unguarded, as before.
+# posix_fallocate errors meaning "this filesystem (or file) cannot preallocate": write unguarded (no reserve).
 _FALLOCATE_UNSUPPORTED = frozenset(
     getattr(errno, name) for name in ("EOPNOTSUPP", "ENOTSUP", "EINVAL", "ENOSYS", "ENODEV", "ESPIPE")
     if hasattr(errno, name)

@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.errors import ConfigError
-
-INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
-LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+from kafkalog.limits import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 
 #: Kafka's ``LegacyRecord.RECORD_OVERHEAD_V0``: the smallest segment that can hold one message.
 MIN_SEGMENT_BYTES = 14

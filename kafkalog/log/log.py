@@ -18,15 +18,11 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import struct
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
-
-from crc32c import crc32c
 
 from kafkalog.errors import (
     CorruptCheckpointError,
@@ -39,6 +35,8 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
     io_cause,
 )
+from kafkalog.limits import INT_MAX as _I32_MAX
+from kafkalog.limits import wall_clock_ms
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
 from kafkalog.log.loader import LogLoader, rebuild_producer_state
@@ -46,6 +44,7 @@ from kafkalog.log.producer_state import AppendOrigin, CompletedTxn, ProducerStat
 from kafkalog.log.segments import LogSegments
 from kafkalog.names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name
 from kafkalog.records import CompressionType, RecordBatch, TimestampType, build_batch, read_batches
+from kafkalog.records.batch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
 from kafkalog.segment import LogSegment, TimestampAndOffset
 
 __all__ = ["Log", "LogAppendInfo", "TimestampAndOffset", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP"]
@@ -58,8 +57,6 @@ MAX_TIMESTAMP = -3
 PARTITION_METADATA_FILE = "partition.metadata"
 #: The errors ``Path.exists`` answers False for: a file failing to open with one of these does not exist.
 _MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
-_I32_MAX = 2**31 - 1
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 @dataclass
@@ -81,10 +78,6 @@ class LogAppendInfo:
     rolled: bool = False
     duplicate: bool = False
     batches: list[RecordBatch] = field(default_factory=list, repr=False)
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _as_config(config: LogConfig | Mapping[str, Any] | None) -> LogConfig:
@@ -184,7 +177,7 @@ class Log:
         self = object.__new__(cls)
         self._init(
             Path(path), _as_config(config), topic_id, recovery_point, log_start_offset, clean_shutdown,
-            clock or _wall_clock_ms, producer_id_expiration_ms, rebuild_bad_epoch_checkpoint,
+            clock or wall_clock_ms, producer_id_expiration_ms, rebuild_bad_epoch_checkpoint,
         )
         return self
 
@@ -453,13 +446,10 @@ class Log:
             if not batch.is_valid():
                 raise CorruptRecordError("client batch has a bad CRC", position=batch.position)
             pos = batch.position
-            struct.pack_into(">q", out, pos, offset)
-            struct.pack_into(">i", out, pos + 12, leader_epoch)
+            set_base_offset(out, pos, offset)
+            set_partition_leader_epoch(out, pos, leader_epoch)  # neither field is covered by the CRC
             if log_append is not None:
-                attrs = struct.unpack_from(">h", out, pos + 21)[0] | 0x08
-                struct.pack_into(">h", out, pos + 21, attrs)
-                struct.pack_into(">q", out, pos + 35, log_append)
-            struct.pack_into(">I", out, pos + 17, crc32c(memoryview(out)[pos + 21 : pos + batch.size_in_bytes]))
+                set_max_timestamp(out, pos, batch.size_in_bytes, TimestampType.LOG_APPEND_TIME, log_append)
             offset += batch.last_offset - batch.base_offset + 1
         return bytes(out)
 

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kafkalog.errors import CorruptSnapshotError, InvalidArgumentError, InvalidRecordError, KafkaLogError
+from kafkalog.limits import INT_MAX as INT32_MAX
+from kafkalog.limits import wall_clock_ms
 from kafkalog.rewrite import rewrite_in_place
 
 NUM_BATCHES_TO_RETAIN = 5
@@ -32,7 +34,6 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
-INT32_MAX = 2**31 - 1
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -363,7 +364,7 @@ class ProducerStateManager:
         self.log_dir = Path(log_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
-        self._clock = clock or _wall_clock_ms
+        self._clock = clock or wall_clock_ms
         self._read = snapshot_reader or read_snapshot
         self._write = snapshot_writer or write_snapshot
         # Throwaway managers used during recovery skip fsync: a torn snapshot fails its CRC and is rebuilt.
@@ -702,12 +703,6 @@ def _unlink_quiet(path: Any) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-def _wall_clock_ms() -> int:
-    import time
-
-    return time.time_ns() // 1_000_000
 
 
 # ---------------------------------------------------------------------- snapshot file adapters

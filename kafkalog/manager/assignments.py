@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.errors import InvalidArgumentError
-from kafkalog.names import LOST_DIRECTORY_ID, MIGRATING_DIRECTORY_ID, UNASSIGNED_DIRECTORY_ID
+from kafkalog.names import LOST_DIRECTORY_ID, MIGRATING_DIRECTORY_ID, UNASSIGNED_DIRECTORY_ID, TopicPartition
 
 __all__ = [
     "AssignmentMismatch",
@@ -30,7 +30,6 @@ __all__ = [
     "parse_expected",
 ]
 
-TopicPartition = tuple[str, int]
 
 _RESERVED_NAMES = {
     UNASSIGNED_DIRECTORY_ID: "UNASSIGNED",

@@ -42,6 +42,7 @@ from kafkalog.errors import (
     NoLiveLogDirsError,
     io_cause,
 )
+from kafkalog.limits import LONG_MAX
 from kafkalog.log.config import LogConfig
 from kafkalog.manager.failure_channel import LogDirFailureChannel
 from kafkalog.manager.log_dir import LogDir, normalize_dirs, reconcile_meta_properties, write_meta
@@ -49,14 +50,11 @@ from kafkalog.manager.partition_lock import PartitionLock, holds_partition_lock
 from kafkalog.manager.placement import next_log_dirs
 from kafkalog.manager.sanity_checker import PartitionCheckState, SanityChecker, SanityCheckRun, release_segment
 from kafkalog.manager.scheduler import Scheduler
-from kafkalog.names import delete_dir_name, parse_partition_dir, partition_dir_name, validate_topic
+from kafkalog.names import TopicPartition, delete_dir_name, parse_partition_dir, partition_dir_name, validate_topic
 
 __all__ = ["BrokerConfig", "LoadProgress", "LogDirOfflineEvent", "LogManager"]
 
 _log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
-LONG_MAX = (1 << 63) - 1
 
 
 # --- public value types ------------------------------------------------------------------------------------------
@@ -702,15 +700,7 @@ class LogManager:
         """Close a log's file handles without flushing or trimming anything (its disk may be gone)."""
         log = e.log
         try:
-            if hasattr(log, "close_handlers"):
-                log.close_handlers()
-                return
-            for seg in list(log.segments):
-                seg.close_handlers()
-                for idx in (seg.offset_index, seg.time_index, seg.txn_index):
-                    closer = getattr(idx, "close_handler", None)
-                    if closer is not None:
-                        closer()
+            log.close_handlers()
         except Exception:
             _log.debug("closing handles of %s failed", e.key, exc_info=True)
 
@@ -741,9 +731,7 @@ class LogManager:
 
     def adopt_log(self, log: Any) -> Any:
         """Give a Log this manager owns the manager's storage hooks (every Log the manager hands out has them)."""
-        attach = getattr(log, "attach_storage_hooks", None)
-        if attach is not None:
-            attach(self._log_hooks)
+        log.attach_storage_hooks(self._log_hooks)
         return log
 
     def _log_io_error(self, log: Any, cause: OSError, what: str) -> BaseException:
@@ -1053,11 +1041,10 @@ class LogManager:
         with self._state_lock:
             entries = list(self._logs.values())
         for e in entries:  # segments renamed .deleted by retention, removed after file.delete.delay.ms
-            if hasattr(e.log, "delete_expired_files"):
-                try:
-                    self._call(e.key[0], e.key[1], "delete", lambda log: log.delete_expired_files())
-                except (KafkaStorageError, KeyError):
-                    pass
+            try:
+                self._call(e.key[0], e.key[1], "delete", lambda log: log.delete_expired_files())
+            except (KafkaStorageError, KeyError):
+                pass
         for log_dir, path, _ in due:
             d = self._dirs[log_dir]
             if not d.online:
@@ -1105,14 +1092,8 @@ class LogManager:
     # --- KIP-263 recovery ----------------------------------------------------------------------------------------
 
     def _recover_segments(self, key: TopicPartition, log: Any, bases: list[int]) -> int:
-        """Rebuild the corrupt segments ``bases`` of one partition (caller holds the partition lock).
-
-        Prefers the log's own per-segment recovery (which replays producer state so ``.txnindex`` is rebuilt
-        right); falls back to ``LogSegment.recover`` per segment.
-        """
-        recover = getattr(log, "recover_segments", None)
-        if recover is not None:
-            return int(recover(bases) or 0)
+        """Rebuild the corrupt segments ``bases`` of one partition (caller holds the partition lock) with
+        ``LogSegment.recover``, producer state replayed up to each so its ``.txnindex`` is rebuilt right."""
         from kafkalog.log.loader import rebuild_producer_state
         from kafkalog.log.producer_state import ProducerStateManager
 

@@ -45,12 +45,14 @@ from typing import Any
 
 from kafkalog.checkpoint.atomic import fsync_dir
 from kafkalog.errors import ConfigError, KafkaStorageError, io_cause
+from kafkalog.limits import INT_MAX, LONG_MAX
 from kafkalog.names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    TopicPartition,
     delete_dir_name,
     file_name,
     future_dir_name,
@@ -62,10 +64,6 @@ from kafkalog.names import (
 __all__ = ["MOVE_STEPS", "MoveProgress", "ReplicaMover", "resolve_future_logs"]
 
 _log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
-LONG_MAX = (1 << 63) - 1
-INT_MAX = (1 << 31) - 1
 
 MOVE_STEPS: tuple[str, ...] = (
     "future_created", "segments_copied", "future_opened", "caught_up", "appends_paused", "source_renamed",

@@ -30,12 +30,11 @@ from kafkalog.errors import (
     KafkaStorageError,
 )
 from kafkalog.manager.partition_lock import PartitionLock
+from kafkalog.names import TopicPartition
 
 __all__ = ["CheckStatus", "PartitionCheckState", "SanityCheckRun", "SanityChecker", "is_corruption"]
 
 _log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 class CheckStatus(str, enum.Enum):

@@ -18,7 +18,7 @@ from crc32c import crc32c
 from ..errors import CorruptRecordError, InvalidArgumentError, InvalidArgumentTypeError, UnsupportedMagicError
 from .batch import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
 
-__all__ = ["BatchReader", "read_batches", "open_source", "HEADER_SIZE_UP_TO_MAGIC"]
+__all__ = ["BatchReader", "SourceReader", "read_batches", "open_source", "HEADER_SIZE_UP_TO_MAGIC"]
 
 HEADER_SIZE_UP_TO_MAGIC = 17  # baseOffset, length, partitionLeaderEpoch/crc, magic
 LEGACY_RECORD_OVERHEAD_V0 = 14  # crc, magic, attributes, key length, value length
@@ -29,9 +29,10 @@ _unpack_prefix = _PREFIX.unpack_from
 _unpack_header = HEADER.unpack_from
 
 
-def open_source(source) -> tuple[memoryview, object | None]:
+def open_source(source, *, populate: bool = True) -> tuple[memoryview, object | None]:
     """A read-only memoryview over ``source`` (path, bytes, bytearray, memoryview, mmap) and the object to keep
-    alive (the mmap) if one was created."""
+    alive (the mmap) if one was created. ``populate=False`` maps a path without prefaulting it, for one pass over
+    a file larger than memory should hold (see :meth:`BatchReader.release_before`)."""
     if isinstance(source, memoryview):
         return (source if source.format == "B" and source.ndim == 1 else source.cast("B")), None
     if isinstance(source, (bytes, bytearray, mmap.mmap)):
@@ -42,7 +43,7 @@ def open_source(source) -> tuple[memoryview, object | None]:
             if size == 0:
                 return memoryview(b""), None
             try:
-                populate = getattr(mmap, "MAP_POPULATE", 0)
+                populate = getattr(mmap, "MAP_POPULATE", 0) if populate else 0
                 if populate:  # prefault the pages: one kernel call instead of a fault per page
                     mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
                 else:
@@ -53,14 +54,62 @@ def open_source(source) -> tuple[memoryview, object | None]:
     raise InvalidArgumentTypeError(f"cannot read record batches from {type(source).__name__}")
 
 
-class BatchReader:
+class SourceReader:
+    """A reader over ``open_source``'s view (``buffer``) and mapping (``_keep``): ``release_before()``
+    (``_released`` tracks it), ``close()`` and ``with``."""
+
+    __slots__ = ()
+
+    #: pages are given back in steps of this many bytes (one madvise call per step)
+    RELEASE_EVERY = 32 << 20
+
+    def release_before(self, position: int) -> None:
+        """Give back the mapped pages wholly before ``position`` (a no-op until 32 MiB have passed, or when the
+        source is not a file this reader mapped).
+
+        Every page a pass over an mmap touches stays in the process's resident set until the mapping closes, so
+        dumping a 1 GiB segment would show 1 GiB of RSS; ``MADV_DONTNEED`` on a read-only file mapping drops the
+        pages from this process only (the page cache keeps them), which keeps one pass's memory flat.
+        """
+        mm = self._keep
+        if not isinstance(mm, mmap.mmap) or position - self._released < self.RELEASE_EVERY:
+            return
+        end = position - position % mmap.PAGESIZE
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, self._released, end - self._released)
+        except (OSError, ValueError, AttributeError):
+            return
+        self._released = end
+
+    def close(self) -> None:
+        """Release the mmap when no view of it is still alive (otherwise the GC releases it later)."""
+        if self._keep is not None:
+            try:
+                self.buffer.release()
+                self._keep.close()
+            except BufferError:
+                return
+            self._keep = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class BatchReader(SourceReader):
     """Iterate once over the batches of a source; afterwards ``valid_bytes``/``invalid_bytes``/``error`` tell
     where and why iteration stopped. ``valid_bytes`` is the absolute end position of the last good batch."""
 
-    __slots__ = ("buffer", "_keep", "start", "end", "validate", "valid_bytes", "invalid_bytes", "error", "_used")
+    __slots__ = (
+        "buffer", "_keep", "start", "end", "validate", "valid_bytes", "invalid_bytes", "error", "_used", "_released",
+    )  # fmt: skip
 
-    def __init__(self, source, *, position: int = 0, end: int | None = None, validate: bool = False) -> None:
-        buf, keep = open_source(source)
+    def __init__(
+        self, source, *, position: int = 0, end: int | None = None, validate: bool = False, populate: bool = True
+    ) -> None:
+        buf, keep = open_source(source, populate=populate)
         total = len(buf)
         if end is None or end > total:
             end = total
@@ -75,6 +124,7 @@ class BatchReader:
         self.invalid_bytes = 0
         self.error: CorruptRecordError | None = None
         self._used = False
+        self._released = 0
 
     def __iter__(self) -> Iterator[RecordBatch]:
         if self._used:
@@ -152,23 +202,11 @@ class BatchReader:
         self.valid_bytes = pos
         self.invalid_bytes = 0
 
-    def close(self) -> None:
-        """Release the mmap when no batch view is still alive (otherwise the GC releases it later)."""
-        if self._keep is not None:
-            try:
-                self.buffer.release()
-                self._keep.close()
-            except BufferError:
-                return
-            self._keep = None
 
-    def __enter__(self) -> BatchReader:
-        return self
+def read_batches(
+    source, *, position: int = 0, end: int | None = None, validate: bool = False, populate: bool = True
+) -> BatchReader:
+    """Batches of ``source`` (path, bytes, bytearray or memoryview) from ``position`` to ``end``, shallowly.
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def read_batches(source, *, position: int = 0, end: int | None = None, validate: bool = False) -> BatchReader:
-    """Batches of ``source`` (path, bytes, bytearray or memoryview) from ``position`` to ``end``, shallowly."""
-    return BatchReader(source, position=position, end=end, validate=validate)
+    ``populate=False``: map a path without prefaulting it (a single pass that calls ``release_before``)."""
+    return BatchReader(source, position=position, end=end, validate=validate, populate=populate)

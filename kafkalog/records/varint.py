@@ -7,6 +7,7 @@ varint running off the end of the buffer, is corrupt data rather than a reason t
 from __future__ import annotations
 
 from ..errors import CorruptRecordError, InvalidArgumentError
+from ..limits import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 
 __all__ = [
     "decode_varint",
@@ -17,10 +18,6 @@ __all__ = [
     "size_of_varlong",
 ]
 
-_INT_MIN = -(1 << 31)
-_INT_MAX = (1 << 31) - 1
-_LONG_MIN = -(1 << 63)
-_LONG_MAX = (1 << 63) - 1
 
 
 def _encode_unsigned(u: int) -> bytes:
@@ -36,14 +33,14 @@ def _encode_unsigned(u: int) -> bytes:
 
 def encode_varint(value: int) -> bytes:
     """Zig-zag encode a signed 32-bit value."""
-    if not _INT_MIN <= value <= _INT_MAX:
+    if not INT_MIN <= value <= INT_MAX:
         raise InvalidArgumentError(f"varint out of int32 range: {value}")
     return _encode_unsigned(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
 
 def encode_varlong(value: int) -> bytes:
     """Zig-zag encode a signed 64-bit value."""
-    if not _LONG_MIN <= value <= _LONG_MAX:
+    if not LONG_MIN <= value <= LONG_MAX:
         raise InvalidArgumentError(f"varlong out of int64 range: {value}")
     return _encode_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 

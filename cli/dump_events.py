@@ -1,0 +1,281 @@
+"""What ``kafkalog dump`` prints: one :class:`~kafkalog_cli.output.Event` per line kind, each with Kafka's text shape
+(DumpLogSegments' words, so grep scripts written against Kafka keep working) and its JSON fields (docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import json as _json
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalog.records.control import ControlRecordType, EndTransactionMarker, parse_control_type
+
+from .output import Event
+
+DECODERS = ("string", "hex", "json", "none")
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+RECORD_INDENT = "|"
+
+def _b(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _codec_name(batch: Any) -> str:
+    try:
+        return batch.compression.kafka_name
+    except Exception:  # noqa: BLE001 - an unknown codec id in a corrupt batch is still dumped
+        return f"unknown({batch.attributes & 0x07})"
+
+
+def _ts_type_name(batch: Any) -> str:
+    return batch.timestamp_type.kafka_name
+
+
+def optional_long(value: int | None) -> str:
+    """Java's OptionalLong.toString, which Kafka prints for deleteHorizonMs and currentTxnFirstOffset."""
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+# --- decoders ---------------------------------------------------------------------------------------------------
+
+
+def decode_bytes(data: bytes, decoder: str) -> tuple[str, Any]:
+    """(text form, JSON value) of a key or value under ``decoder``.
+
+    ``string`` is Kafka's StringDecoder (UTF-8, bad bytes become U+FFFD); ``json`` parses the bytes as JSON and
+    falls back to the string form when they are not JSON (dumping must not stop on one odd record).
+    """
+    if decoder == "hex":
+        text = bytes(data).hex()
+        return text, text
+    s = bytes(data).decode("utf-8", errors="replace")
+    if decoder == "json":
+        try:
+            value = _json.loads(s)
+        except ValueError:
+            return s, s
+        return _json.dumps(value, separators=(",", ":"), ensure_ascii=False), value
+    return s, s
+
+
+# --- events -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class FileHeader(Event):
+    """``Dumping <file>`` (and ``Log starting offset: N`` for a ``.log``)."""
+
+    path: str
+    kind: str
+    start_offset: int | None = None
+    type = "file"  # type: ignore[misc]
+
+    def text(self) -> str:
+        line = f"Dumping {self.path}"
+        if self.kind == "log" and self.start_offset is not None:
+            line += f"\nLog starting offset: {self.start_offset}"
+        return line
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"file": self.path, "kind": self.kind}
+        if self.start_offset is not None:
+            out["startOffset"] = self.start_offset
+        return out
+
+
+@dataclass(slots=True)
+class BatchEvent(Event):
+    batch: Any
+    type = "batch"  # type: ignore[misc]
+
+    def text(self) -> str:
+        b = self.batch
+        if b.magic >= 2:
+            head = (
+                f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.record_count}"
+                f" baseSequence: {b.base_sequence} lastSequence: {b.last_sequence} producerId: {b.producer_id}"
+                f" producerEpoch: {b.producer_epoch} partitionLeaderEpoch: {b.partition_leader_epoch}"
+                f" isTransactional: {_b(b.is_transactional)} isControl: {_b(b.is_control)}"
+                f" deleteHorizonMs: {optional_long(b.delete_horizon_ms)}"
+            )
+        else:
+            head = f"offset: {b.last_offset}"
+        return (
+            f"{head} position: {b.position} {_ts_type_name(b)}: {b.max_timestamp} size: {b.size_in_bytes}"
+            f" magic: {b.magic} compresscodec: {_codec_name(b)} crc: {b.crc} isvalid: {_b(b.is_valid())}"
+        )
+
+    def fields(self) -> dict[str, Any]:
+        b = self.batch
+        out: dict[str, Any] = {"baseOffset": b.base_offset, "lastOffset": b.last_offset}
+        if b.magic >= 2:
+            out.update(
+                count=b.record_count,
+                baseSequence=b.base_sequence,
+                lastSequence=b.last_sequence,
+                producerId=b.producer_id,
+                producerEpoch=b.producer_epoch,
+                partitionLeaderEpoch=b.partition_leader_epoch,
+                isTransactional=b.is_transactional,
+                isControl=b.is_control,
+                deleteHorizonMs=b.delete_horizon_ms,
+            )
+        out.update(
+            {
+                "position": b.position,
+                _ts_type_name(b): b.max_timestamp,
+                "size": b.size_in_bytes,
+                "magic": b.magic,
+                "compresscodec": _codec_name(b),
+                "crc": b.crc,
+                "isvalid": b.is_valid(),
+            }
+        )
+        return out
+
+
+@dataclass(slots=True)
+class RecordEvent(Event):
+    batch: Any
+    record: Any
+    skip_metadata: bool
+    print_data: bool
+    key_decoder: str
+    value_decoder: str
+    type = "record"  # type: ignore[misc]
+
+    def _contents(self) -> list[tuple[str, str, Any]]:
+        """(label, text, json) of the key and payload Kafka would print (none for control records)."""
+        if not self.print_data or self.batch.is_control:
+            return []
+        out = []
+        r = self.record
+        if r.key is not None and self.key_decoder != "none":
+            out.append(("key", *decode_bytes(r.key, self.key_decoder)))
+        if r.value is not None and self.value_decoder != "none":
+            out.append(("payload", *decode_bytes(r.value, self.value_decoder)))
+        return out
+
+    def _control(self) -> dict[str, Any] | None:
+        if not self.batch.is_control:
+            return None
+        try:
+            ctype = parse_control_type(self.record.key)
+            if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                marker = EndTransactionMarker.from_key_value(self.record.key, self.record.value)
+                return {"endTxnMarker": marker.control_type.name, "coordinatorEpoch": marker.coordinator_epoch}
+            type_id = int.from_bytes(bytes(self.record.key[2:4]), "big", signed=True)
+            return {"controlType": f"{ctype.name}({type_id})"}
+        except Exception as exc:  # noqa: BLE001 - a malformed control record is reported, not fatal
+            return {"controlError": str(exc)}
+
+    def text(self) -> str | None:
+        r, b = self.record, self.batch
+        parts: list[str] = []
+        if not self.skip_metadata:
+            line = (
+                f"{RECORD_INDENT} offset: {r.offset} {_ts_type_name(b)}: {r.timestamp}"
+                f" keySize: {_size(r.key)} valueSize: {_size(r.value)}"
+            )
+            if b.magic >= 2:
+                line += f" sequence: {r.sequence} headerKeys: [{','.join(k for k, _ in r.headers)}]"
+            else:
+                # Legacy messages carry their own CRC (Kafka prints the inner message's for compressed wrappers).
+                line += f" isValid: {_b(r.crc_valid)} crc: {r.crc}"
+            control = self._control()
+            if control is not None:
+                if "endTxnMarker" in control:
+                    line += f" endTxnMarker: {control['endTxnMarker']} coordinatorEpoch: {control['coordinatorEpoch']}"
+                elif "controlType" in control:
+                    line += f" controlType: {control['controlType']}"
+                else:
+                    line += f" controlError: {control['controlError']}"
+            parts.append(line)
+        prefix = f"{RECORD_INDENT} " if self.skip_metadata else " "
+        for label, text, _ in self._contents():
+            parts.append(f"{prefix}{label}: {text}")
+            prefix = " "
+        if not parts:
+            return None  # Kafka prints an empty line here; nothing is more useful to a reader
+        return "".join(parts)
+
+    def fields(self) -> dict[str, Any]:
+        r, b = self.record, self.batch
+        out: dict[str, Any] = {
+            "offset": r.offset,
+            "timestamp": r.timestamp,
+            "timestampType": _ts_type_name(b),
+            "keySize": _size(r.key),
+            "valueSize": _size(r.value),
+        }
+        if b.magic >= 2:
+            out["sequence"] = r.sequence
+            out["headerKeys"] = [k for k, _ in r.headers]
+        else:
+            out["headerKeys"] = []
+            out["isValid"] = r.crc_valid
+            out["crc"] = r.crc
+        control = self._control()
+        if control is not None:
+            out.update(control)
+        for label, _, value in self._contents():
+            out[label] = value
+        return out
+
+
+def _size(data: bytes | None) -> int:
+    return -1 if data is None else len(data)
+
+
+@dataclass(slots=True)
+class InvalidBytes(Event):
+    """``Found N invalid bytes at the end of <name>`` (stdout, as Kafka prints it)."""
+
+    name: str
+    position: int
+    size: int
+    type = "invalid_bytes"  # type: ignore[misc]
+
+    def text(self) -> str:
+        return f"Found {self.size} invalid bytes at the end of {self.name}"
+
+    def fields(self) -> dict[str, Any]:
+        return {"file": self.name, "position": self.position, "size": self.size}
+
+
+@dataclass(slots=True)
+class Simple(Event):
+    """A result line with a fixed text and JSON shape (index entries, checkpoint entries, snapshot entries...)."""
+
+    line: str
+    data: dict[str, Any]
+    type: str = "entry"  # type: ignore[misc]
+
+    def text(self) -> str:
+        return self.line
+
+    def fields(self) -> dict[str, Any]:
+        return self.data
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, **self.data}
+
+
+@dataclass(slots=True)
+class Report(Event):
+    """A block of problems for one file (stderr in text mode; one JSON object per item)."""
+
+    header: str
+    lines: list[str]
+    items: list[dict[str, Any]]
+    type: str = "problem"  # type: ignore[misc]
+    is_problem = True  # type: ignore[misc]
+
+    def text(self) -> str:
+        return "\n".join([self.header, *self.lines])
+
+    def fields(self) -> dict[str, Any]:  # pragma: no cover - to_json is used
+        return {}
+
+    def to_json(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        return [{"type": self.type, **item} for item in self.items]

@@ -1,0 +1,627 @@
+/* The compiled column builder behind kafkalog.records.read_record_columns (see columns.py and column_builder.py).
+ *
+ * ColumnBuilder collects records into growable bytearrays (the arrays column_builder.py documents) and hands them
+ * to Python in finish() without a copy. Its hot loop, run(), walks consecutive uncompressed magic 2 batches of a
+ * buffer: header, CRC32C (the crc32c package's function, called once per batch), decompression (kafkalog's own
+ * decompress, called once per compressed batch), varints, record framing and headers. It only *accepts*: the
+ * first batch that is not plainly well formed (other magic, unknown codec, bad CRC, payload that does not inflate,
+ * truncated, a record that does not decode exactly as RecordBatch.records() would decode it) ends the run with
+ * nothing of that batch kept, and the Python loop hands that batch to read_batches + records(), which decode it
+ * or raise/stop with their own errors. So errors and valid_bytes never depend on this file.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
+enum {
+    C_OFFSET, C_TS, C_KOFF, C_KVALID, C_KDATA, C_VOFF, C_VVALID, C_VDATA, C_HOFF, C_HKOFF, C_HKDATA, C_HVOFF,
+    C_HVVALID, C_HVDATA,
+    N_RECORD_COLS, /* columns above: per record or per header (rolled back when a batch is declined) */
+    C_BSTART = N_RECORD_COLS, C_BBASE, C_BPOS, C_BMAGIC, C_BEPOCH, C_BPID, C_BPEPOCH, C_BSEQ, C_BTST, C_BTXN, C_BCTRL,
+    NCOL
+};
+
+static const char *col_names[NCOL] = {
+    "offset", "timestamp", "key_offsets", "key_valid", "key_data", "value_offsets", "value_valid", "value_data",
+    "header_offsets", "header_key_offsets", "header_key_data", "header_value_offsets", "header_value_valid",
+    "header_value_data", "batch_start", "batch_base_offset", "batch_position", "batch_magic",
+    "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence", "timestamp_type",
+    "is_transactional", "is_control",
+};
+
+typedef struct {
+    PyObject *ba; /* bytearray; its size is the capacity, len is what is used */
+    char *p;
+    Py_ssize_t len, cap;
+} Col;
+
+typedef struct {
+    PyObject_HEAD
+    Col c[NCOL];
+    Py_ssize_t n_records;
+    Py_ssize_t n_headers;
+    long long n_bytes;
+    int finished;
+} Builder;
+
+static int col_grow(Col *c, Py_ssize_t extra) {
+    Py_ssize_t want = c->len + extra;
+    Py_ssize_t ncap = c->cap < 256 ? 256 : c->cap;
+    while (ncap < want) {
+        if (ncap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        ncap *= 2;
+    }
+    if (PyByteArray_Resize(c->ba, ncap) < 0) return -1;
+    c->p = PyByteArray_AS_STRING(c->ba);
+    c->cap = ncap;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    /* Large columns are written once, front to back: with 4 KiB pages the first-touch faults of a fresh buffer
+     * cost more than copying the bytes into it (numpy asks for huge pages on large arrays for the same reason). */
+    if (ncap >= (4 << 20)) {
+        uintptr_t lo = ((uintptr_t)c->p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)c->p + ncap) & ~(uintptr_t)4095;
+        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+#endif
+    return 0;
+}
+
+static inline int col_reserve(Col *c, Py_ssize_t extra) {
+    return (c->len + extra <= c->cap) ? 0 : col_grow(c, extra);
+}
+
+static inline int put_bytes(Col *c, const void *src, Py_ssize_t n) {
+    if (col_reserve(c, n) < 0) return -1;
+    memcpy(c->p + c->len, src, (size_t)n);
+    c->len += n;
+    return 0;
+}
+
+#define PUT(col, type, value)                                   \
+    do {                                                        \
+        type v_ = (type)(value);                                \
+        if (put_bytes((col), &v_, sizeof(type)) < 0) return -1; \
+    } while (0)
+
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
+
+/* Unsigned varint of at most maxb bytes read below lim; -1 when it is longer or runs past lim. */
+static inline int rd_uvarint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, int maxb, uint64_t *out) {
+    Py_ssize_t p = *pos;
+    if (p < lim && buf[p] < 0x80) { /* the common one-byte case */
+        *out = buf[p];
+        *pos = p + 1;
+        return 0;
+    }
+    uint64_t r = 0;
+    int shift = 0;
+    for (int i = 0; i < maxb; i++) {
+        if (p >= lim) return -1;
+        uint8_t b = buf[p++];
+        r |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *out = r;
+            *pos = p;
+            return 0;
+        }
+        shift += 7;
+    }
+    return -1;
+}
+
+/* zig-zag int (5 bytes, masked to 32 bits as Kafka's readVarint) */
+static inline int rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, int64_t *out) {
+    uint64_t u;
+    if (rd_uvarint(buf, pos, lim, 5, &u) < 0) return -1;
+    u &= 0xFFFFFFFFu;
+    *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+    return 0;
+}
+
+/* zig-zag long (10 bytes) */
+static inline int rd_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, int64_t *out) {
+    uint64_t u;
+    if (rd_uvarint(buf, pos, lim, 10, &u) < 0) return -1;
+    *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+    return 0;
+}
+
+/* Strict UTF-8 as Python's bytes.decode("utf-8"): no overlongs, no surrogates, nothing above U+10FFFF. */
+static int utf8_valid(const uint8_t *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return 0;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= n) return 0;
+            uint8_t c1 = s[i + 1];
+            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
+            if (c == 0xE0 && c1 < 0xA0) return 0; /* overlong */
+            if (c == 0xED && c1 > 0x9F) return 0; /* surrogates */
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= n) return 0;
+            uint8_t c1 = s[i + 1];
+            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80) return 0;
+            if (c == 0xF0 && c1 < 0x90) return 0;
+            if (c == 0xF4 && c1 > 0x8F) return 0;
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A length-prefixed byte string (key, value, header value): n < 0 is null. -2 = decline. */
+static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim,
+                            long long *nbytes) {
+    int64_t n;
+    if (rd_varint(buf, pos, lim, &n) < 0) return -2;
+    if (n < 0) {
+        PUT(valid, uint8_t, 0);
+    } else {
+        if (n > lim - *pos) return -2;
+        if (put_bytes(data, buf + *pos, (Py_ssize_t)n) < 0) return -1;
+        *pos += (Py_ssize_t)n;
+        *nbytes += n;
+        PUT(valid, uint8_t, 1);
+    }
+    PUT(off, int64_t, data->len);
+    return 0;
+}
+
+/* Decode `count` DefaultRecords filling the whole of buf[0:end]. 0 = done, 1 = declined (nothing kept), -1 = error. */
+static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t count, uint64_t base_offset,
+                          uint64_t base_ts, int has_lat, int64_t lat) {
+    Py_ssize_t saved[N_RECORD_COLS];
+    for (int i = 0; i < N_RECORD_COLS; i++) saved[i] = b->c[i].len;
+    Py_ssize_t saved_records = b->n_records, saved_headers = b->n_headers;
+    long long saved_bytes = b->n_bytes;
+    Py_ssize_t pos = 0;
+    int rc = 1;
+    if (count < 0 || count > end / 7) goto decline; /* a record takes at least 7 bytes */
+    if (col_reserve(&b->c[C_OFFSET], count * 8) < 0 || col_reserve(&b->c[C_TS], count * 8) < 0) goto fail;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t size, ts_delta, off_delta, nh;
+        if (rd_varint(buf, &pos, end, &size) < 0 || size < 0 || size > end - pos) goto decline;
+        Py_ssize_t rec_end = pos + (Py_ssize_t)size;
+        pos += 1; /* attributes */
+        if (pos > rec_end) goto decline;
+        if (rd_varlong(buf, &pos, rec_end, &ts_delta) < 0 || rd_varint(buf, &pos, rec_end, &off_delta) < 0) goto decline;
+        int r = put_field(&b->c[C_KOFF], &b->c[C_KVALID], &b->c[C_KDATA], buf, &pos, rec_end, &b->n_bytes);
+        if (r == 0) r = put_field(&b->c[C_VOFF], &b->c[C_VVALID], &b->c[C_VDATA], buf, &pos, rec_end, &b->n_bytes);
+        if (r == -1) goto fail;
+        if (r == -2) goto decline;
+        if (rd_varint(buf, &pos, rec_end, &nh) < 0 || nh < 0 || nh > rec_end - pos) goto decline;
+        for (int64_t h = 0; h < nh; h++) {
+            int64_t kn;
+            if (rd_varint(buf, &pos, rec_end, &kn) < 0 || kn < 0 || kn > rec_end - pos) goto decline;
+            if (!utf8_valid(buf + pos, (Py_ssize_t)kn)) goto decline;
+            if (put_bytes(&b->c[C_HKDATA], buf + pos, (Py_ssize_t)kn) < 0) goto fail;
+            pos += (Py_ssize_t)kn;
+            if (put_bytes(&b->c[C_HKOFF], &b->c[C_HKDATA].len, 8) < 0) goto fail;
+            long long ignored = 0;
+            r = put_field(&b->c[C_HVOFF], &b->c[C_HVVALID], &b->c[C_HVDATA], buf, &pos, rec_end, &ignored);
+            if (r == -1) goto fail;
+            if (r == -2) goto decline;
+        }
+        if (pos != rec_end) goto decline;
+        b->n_headers += (Py_ssize_t)nh;
+        int64_t hoff = (int64_t)b->n_headers;
+        if (put_bytes(&b->c[C_HOFF], &hoff, 8) < 0) goto fail;
+        int64_t off = (int64_t)(base_offset + (uint64_t)off_delta);
+        int64_t ts = has_lat ? lat : (int64_t)(base_ts + (uint64_t)ts_delta);
+        memcpy(b->c[C_OFFSET].p + b->c[C_OFFSET].len, &off, 8);
+        b->c[C_OFFSET].len += 8;
+        memcpy(b->c[C_TS].p + b->c[C_TS].len, &ts, 8);
+        b->c[C_TS].len += 8;
+        b->n_records++;
+    }
+    if (pos != end) goto decline;
+    return 0;
+fail:
+    rc = -1;
+decline:
+    for (int i = 0; i < N_RECORD_COLS; i++) b->c[i].len = saved[i];
+    b->n_records = saved_records;
+    b->n_headers = saved_headers;
+    b->n_bytes = saved_bytes;
+    return rc;
+}
+
+/* crc_func(memoryview of p[0:n]) as a uint32 (the crc32c package's function: no copy, one call per batch) */
+static int call_crc(PyObject *crc_func, const uint8_t *p, Py_ssize_t n, uint32_t *out) {
+    PyObject *mv = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
+    if (!mv) return -1;
+    PyObject *res = PyObject_CallOneArg(crc_func, mv);
+    Py_DECREF(mv);
+    if (!res) return -1;
+    unsigned long crc = PyLong_AsUnsignedLong(res);
+    Py_DECREF(res);
+    if (crc == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    *out = (uint32_t)crc;
+    return 0;
+}
+
+static int put_batch(Builder *b, Py_ssize_t start, long long base_offset, long long position, int magic, int epoch,
+                     long long pid, int pepoch, int seq, int ts_type, int txn, int ctrl) {
+    PUT(&b->c[C_BSTART], int64_t, start);
+    PUT(&b->c[C_BBASE], int64_t, base_offset);
+    PUT(&b->c[C_BPOS], int64_t, position);
+    PUT(&b->c[C_BMAGIC], int8_t, magic);
+    PUT(&b->c[C_BEPOCH], int32_t, epoch);
+    PUT(&b->c[C_BPID], int64_t, pid);
+    PUT(&b->c[C_BPEPOCH], int16_t, pepoch);
+    PUT(&b->c[C_BSEQ], int32_t, seq);
+    PUT(&b->c[C_BTST], int8_t, ts_type);
+    PUT(&b->c[C_BTXN], uint8_t, txn ? 1 : 0);
+    PUT(&b->c[C_BCTRL], uint8_t, ctrl ? 1 : 0);
+    return 0;
+}
+
+static int check_open(Builder *b) {
+    if (b->finished) {
+        PyErr_SetString(PyExc_RuntimeError, "ColumnBuilder already finished");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- Python methods ------------------------------------------------------------------------------------------- */
+
+static PyObject *Builder_begin_batch(Builder *b, PyObject *args) {
+    long long base_offset, position, pid;
+    int magic, epoch, pepoch, seq, ts_type, txn, ctrl;
+    if (!PyArg_ParseTuple(args, "LLiiLiiipp", &base_offset, &position, &magic, &epoch, &pid, &pepoch, &seq,
+                          &ts_type, &txn, &ctrl))
+        return NULL;
+    if (check_open(b) < 0) return NULL;
+    if (put_batch(b, b->n_records, base_offset, position, magic, epoch, pid, pepoch, seq, ts_type, txn, ctrl) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* append the bytes of obj (bytes-like or None) as one field */
+static int put_object(Col *off, Col *valid, Col *data, PyObject *obj, long long *nbytes) {
+    if (obj == Py_None) {
+        PUT(valid, uint8_t, 0);
+    } else {
+        Py_buffer view;
+        if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) return -1;
+        int r = put_bytes(data, view.buf, view.len);
+        *nbytes += view.len;
+        PyBuffer_Release(&view);
+        if (r < 0) return -1;
+        PUT(valid, uint8_t, 1);
+    }
+    PUT(off, int64_t, data->len);
+    return 0;
+}
+
+static int add_record(Builder *b, PyObject *rec) {
+    PyObject *o = NULL, *ts = NULL, *key = NULL, *value = NULL, *headers = NULL, *seq = NULL;
+    int rc = -1;
+    if (!(o = PyObject_GetAttrString(rec, "offset")) || !(ts = PyObject_GetAttrString(rec, "timestamp")) ||
+        !(key = PyObject_GetAttrString(rec, "key")) || !(value = PyObject_GetAttrString(rec, "value")) ||
+        !(headers = PyObject_GetAttrString(rec, "headers")))
+        goto done;
+    /* Java long arithmetic: wrap modulo 2**64 like the pure builder */
+    unsigned long long uo = PyLong_AsUnsignedLongLongMask(o), ut = PyLong_AsUnsignedLongLongMask(ts);
+    if (PyErr_Occurred()) goto done;
+    if (put_object(&b->c[C_KOFF], &b->c[C_KVALID], &b->c[C_KDATA], key, &b->n_bytes) < 0) goto done;
+    if (put_object(&b->c[C_VOFF], &b->c[C_VVALID], &b->c[C_VDATA], value, &b->n_bytes) < 0) goto done;
+    if (!(seq = PySequence_Fast(headers, "record headers must be a sequence"))) goto done;
+    Py_ssize_t nh = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < nh; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a header must be a (str, bytes | None) tuple");
+            goto done;
+        }
+        Py_ssize_t kn;
+        const char *k = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &kn);
+        if (!k || put_bytes(&b->c[C_HKDATA], k, kn) < 0) goto done;
+        int64_t koff = b->c[C_HKDATA].len;
+        if (put_bytes(&b->c[C_HKOFF], &koff, 8) < 0) goto done;
+        long long ignored = 0;
+        if (put_object(&b->c[C_HVOFF], &b->c[C_HVVALID], &b->c[C_HVDATA], PyTuple_GET_ITEM(pair, 1), &ignored) < 0)
+            goto done;
+    }
+    b->n_headers += nh;
+    int64_t hoff = (int64_t)b->n_headers;
+    if (put_bytes(&b->c[C_HOFF], &hoff, 8) < 0 || put_bytes(&b->c[C_OFFSET], &uo, 8) < 0 ||
+        put_bytes(&b->c[C_TS], &ut, 8) < 0)
+        goto done;
+    b->n_records++;
+    rc = 0;
+done:
+    Py_XDECREF(o);
+    Py_XDECREF(ts);
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    Py_XDECREF(seq);
+    return rc;
+}
+
+static PyObject *Builder_add_records(Builder *b, PyObject *recs) {
+    if (check_open(b) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(recs, "records must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (add_record(b, PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+}
+
+/* decode_records(payload, count, base_offset, base_timestamp, log_append_time | None) -> bool */
+static PyObject *Builder_decode_records(Builder *b, PyObject *args) {
+    Py_buffer view;
+    long long count, base_offset, base_ts;
+    PyObject *lat_obj;
+    if (!PyArg_ParseTuple(args, "y*LLLO", &view, &count, &base_offset, &base_ts, &lat_obj)) return NULL;
+    int has_lat = lat_obj != Py_None;
+    long long lat = has_lat ? PyLong_AsLongLong(lat_obj) : 0;
+    if (check_open(b) < 0 || (has_lat && lat == -1 && PyErr_Occurred())) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int r = decode_records(b, (const uint8_t *)view.buf, view.len, count, (uint64_t)base_offset, (uint64_t)base_ts,
+                           has_lat, lat);
+    PyBuffer_Release(&view);
+    if (r < 0) return NULL;
+    return PyBool_FromLong(r == 0);
+}
+
+/* The records section of a compressed batch through decompress(codec_id, memoryview) -> bytes, then decoded.
+ * Any exception from decompress declines the batch (the Python path raises it with the batch's position). */
+static int decode_compressed(Builder *b, PyObject *decompress, int codec, const uint8_t *h, Py_ssize_t body_len,
+                             int32_t count, uint16_t attrs) {
+    PyObject *mv = PyMemoryView_FromMemory((char *)(h + 61), body_len, PyBUF_READ);
+    if (!mv) return -1;
+    PyObject *payload = PyObject_CallFunction(decompress, "iO", codec, mv);
+    Py_DECREF(mv);
+    if (!payload) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    Py_buffer pv;
+    if (PyObject_GetBuffer(payload, &pv, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(payload);
+        return -1;
+    }
+    int r = decode_records(b, (const uint8_t *)pv.buf, pv.len, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
+                           (int64_t)be64(h + 35));
+    PyBuffer_Release(&pv);
+    Py_DECREF(payload);
+    return r;
+}
+
+/* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress, hint) -> position of the first batch
+ * not taken. decompress(codec_id, memoryview) -> bytes handles codecs 1-4; None leaves compressed batches to Python.
+ * hint: the key/value bytes to reserve (default: end - pos), capped by max_bytes. */
+static PyObject *Builder_run(Builder *b, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    int verify;
+    PyObject *crc_func, *decompress = Py_None;
+    long long max_records, max_bytes;
+    Py_ssize_t hint = -1;
+    if (!PyArg_ParseTuple(args, "y*nnpOLL|On", &view, &pos, &end, &verify, &crc_func, &max_records, &max_bytes,
+                          &decompress, &hint))
+        return NULL;
+    if (check_open(b) < 0) goto error;
+    if (end > view.len || pos < 0 || pos > end) {
+        PyErr_SetString(PyExc_ValueError, "run: position or end outside the buffer");
+        goto error;
+    }
+    const uint8_t *p = (const uint8_t *)view.buf;
+    /* Keys and values of the run cannot exceed its bytes (nor, much, the chunk's byte budget): reserving that
+     * once costs only address space until written, and spares the copies and faults of repeated doubling. */
+    if (hint < 0) hint = end - pos;
+    if (max_bytes < hint) hint = (Py_ssize_t)max_bytes + (1 << 20);
+    if (col_reserve(&b->c[C_VDATA], hint) < 0 || col_reserve(&b->c[C_KDATA], hint / 4) < 0) goto error;
+    while (pos < end) {
+        if (b->n_records >= max_records || b->n_bytes >= max_bytes) break;
+        if (end - pos < 17) break;
+        const uint8_t *h = p + pos;
+        int32_t size = (int32_t)be32(h + 8);
+        if (h[16] != 2 || size < 49 || (Py_ssize_t)size > end - pos - 12) break;
+        Py_ssize_t stop = pos + 12 + size;
+        uint16_t attrs = be16(h + 21);
+        int32_t count = (int32_t)be32(h + 57);
+        int codec = attrs & 0x07;
+        if (count < 0 || (codec != 0 && (codec > 4 || decompress == Py_None))) break;
+        if (verify) {
+            uint32_t computed;
+            if (call_crc(crc_func, h + 21, stop - pos - 21, &computed) < 0) goto error;
+            if (computed != be32(h + 17)) break;
+        }
+        Py_ssize_t start = b->n_records;
+        int r = codec ? decode_compressed(b, decompress, codec, h, stop - pos - 61, count, attrs)
+                      : decode_records(b, h + 61, stop - pos - 61, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
+                                       (int64_t)be64(h + 35));
+        if (r < 0) goto error;
+        if (r == 1) break;
+        if (put_batch(b, start, (long long)be64(h), (long long)pos, 2, (int32_t)be32(h + 12), (long long)be64(h + 43),
+                      (int16_t)be16(h + 51), (int32_t)be32(h + 53), (attrs & 0x08) ? 1 : 0, attrs & 0x10,
+                      attrs & 0x20) < 0)
+            goto error;
+        pos = stop;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(pos);
+error:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyObject *Builder_finish(Builder *b, PyObject *Py_UNUSED(ignored)) {
+    if (check_open(b) < 0) return NULL;
+    PyObject *out = PyDict_New();
+    if (!out) return NULL;
+    for (int i = 0; i < NCOL; i++) {
+        if (PyByteArray_Resize(b->c[i].ba, b->c[i].len) < 0 ||
+            PyDict_SetItemString(out, col_names[i], b->c[i].ba) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        b->c[i].cap = b->c[i].len;
+        b->c[i].p = PyByteArray_AS_STRING(b->c[i].ba);
+    }
+    b->finished = 1;
+    return out;
+}
+
+/* walk_chain(buf, pos, end, crc_func) -> (starts: bytes of int64, crcs: bytes of uint32, pos): scan.py's fast loop.
+ * Follows the length chain while a 17-byte header fits before end, the length is at least 14 (no magic allows
+ * less) and the batch ends by end, taking crc_func(buf[start + 21:stop]) of each; scan.py checks the rest. */
+static PyObject *walk_chain(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    PyObject *crc_func, *starts = NULL, *crcs = NULL;
+    if (!PyArg_ParseTuple(args, "y*nnO", &view, &pos, &end, &crc_func)) return NULL;
+    Col s = {0}, c = {0};
+    if (end > view.len || pos < 0 || pos > end) {
+        PyErr_SetString(PyExc_ValueError, "walk_chain: position or end outside the buffer");
+        goto error;
+    }
+    if (!(s.ba = PyByteArray_FromStringAndSize(NULL, 0)) || !(c.ba = PyByteArray_FromStringAndSize(NULL, 0)))
+        goto error;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    while (end - pos >= 17) {
+        int32_t size = (int32_t)be32(p + pos + 8);
+        if (size < 14 || (Py_ssize_t)size > end - pos - 12) break;
+        Py_ssize_t stop = pos + 12 + size;
+        uint32_t crc32;
+        if (call_crc(crc_func, p + pos + 21, stop - pos - 21, &crc32) < 0) goto error;
+        int64_t start = pos;
+        if (put_bytes(&s, &start, 8) < 0 || put_bytes(&c, &crc32, 4) < 0) goto error;
+        pos = stop;
+    }
+    PyBuffer_Release(&view);
+    starts = PyBytes_FromStringAndSize(s.p, s.len);
+    crcs = PyBytes_FromStringAndSize(c.p, c.len);
+    Py_DECREF(s.ba);
+    Py_DECREF(c.ba);
+    if (!starts || !crcs) {
+        Py_XDECREF(starts);
+        Py_XDECREF(crcs);
+        return NULL;
+    }
+    return Py_BuildValue("(NNn)", starts, crcs, pos);
+error:
+    PyBuffer_Release(&view);
+    Py_XDECREF(s.ba);
+    Py_XDECREF(c.ba);
+    return NULL;
+}
+
+static PyObject *Builder_get_n_records(Builder *b, void *closure) { return PyLong_FromSsize_t(b->n_records); }
+static PyObject *Builder_get_n_bytes(Builder *b, void *closure) { return PyLong_FromLongLong(b->n_bytes); }
+
+static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
+    if (!PyArg_ParseTuple(args, ":ColumnBuilder")) return -1;
+    for (int i = 0; i < NCOL; i++) {
+        Py_XDECREF(b->c[i].ba);
+        b->c[i].ba = PyByteArray_FromStringAndSize(NULL, 0);
+        if (!b->c[i].ba) return -1;
+        b->c[i].p = PyByteArray_AS_STRING(b->c[i].ba);
+        b->c[i].len = b->c[i].cap = 0;
+    }
+    b->n_records = b->n_headers = 0;
+    b->n_bytes = 0;
+    b->finished = 0;
+    const int64_t zero = 0;
+    const int starts[] = {C_KOFF, C_VOFF, C_HOFF, C_HKOFF, C_HVOFF};
+    for (size_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++)
+        if (put_bytes(&b->c[starts[i]], &zero, 8) < 0) return -1;
+    return 0;
+}
+
+static void Builder_dealloc(Builder *b) {
+    for (int i = 0; i < NCOL; i++) Py_XDECREF(b->c[i].ba);
+    Py_TYPE(b)->tp_free((PyObject *)b);
+}
+
+static PyMethodDef Builder_methods[] = {
+    {"begin_batch", (PyCFunction)Builder_begin_batch, METH_VARARGS,
+     "begin_batch(base_offset, position, magic, leader_epoch, producer_id, producer_epoch, base_sequence, "
+     "timestamp_type, transactional, control): the batch the next records belong to"},
+    {"add_records", (PyCFunction)Builder_add_records, METH_O, "add_records(records): append decoded Record objects"},
+    {"decode_records", (PyCFunction)Builder_decode_records, METH_VARARGS,
+     "decode_records(payload, count, base_offset, base_timestamp, log_append_time | None) -> bool: decode a v2 "
+     "records section; False (nothing kept) when it does not decode cleanly"},
+    {"run", (PyCFunction)Builder_run, METH_VARARGS,
+     "run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress=None) -> int: decode "
+     "consecutive magic 2 batches; returns the position of the first batch not taken"},
+    {"finish", (PyCFunction)Builder_finish, METH_NOARGS, "finish() -> dict of bytearrays (see column_builder.py)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Builder_getset[] = {
+    {"n_records", (getter)Builder_get_n_records, NULL, "records collected", NULL},
+    {"n_bytes", (getter)Builder_get_n_bytes, NULL, "key and value bytes collected", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject BuilderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kafkalog.records._columns.ColumnBuilder",
+    .tp_basicsize = sizeof(Builder),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Collects records into column bytearrays; the compiled twin of column_builder.PyColumnBuilder.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Builder_init,
+    .tp_dealloc = (destructor)Builder_dealloc,
+    .tp_methods = Builder_methods,
+    .tp_getset = Builder_getset,
+};
+
+static PyMethodDef module_methods[] = {
+    {"walk_chain", walk_chain, METH_VARARGS,
+     "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, pos): the length-chain walk of scan.py in C"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef columns_module = {
+    PyModuleDef_HEAD_INIT, "_columns", "Compiled record-to-column decoding (see kafkalog/records/columns.py).", -1,
+    module_methods,
+};
+
+PyMODINIT_FUNC PyInit__columns(void) {
+    if (PyType_Ready(&BuilderType) < 0) return NULL;
+    if (PyDict_SetItemString(BuilderType.tp_dict, "compiled", Py_True) < 0) return NULL;
+    PyType_Modified(&BuilderType);
+    PyObject *m = PyModule_Create(&columns_module);
+    if (!m) return NULL;
+    Py_INCREF(&BuilderType);
+    if (PyModule_AddObject(m, "ColumnBuilder", (PyObject *)&BuilderType) < 0) {
+        Py_DECREF(&BuilderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,315 @@
+"""Columnar record decoding: every record of every batch into flat arrays, without a Python object per record.
+
+``read_record_columns(source)`` decodes a whole source into one ``RecordColumns``; ``iter_record_columns``
+yields bounded chunks (``max_records`` / ``max_bytes``) so a 1 GiB segment decodes in bounded memory (pages of a
+mapped file are dropped behind the decoder). ``RecordColumns.to_arrow()`` wraps the arrays as a ``pyarrow.Table``
+without copying the key/value/header bytes.
+
+Two implementations share one loop (``RecordColumnReader._chunks``): the compiled builder (``_columns.c``) walks
+runs of magic 2 batches (framing, CRC32C, decompression through ``compression.decompress``, varints, headers) in C;
+every other batch (magic 0/1, one the C walker declines) goes through ``read_batches`` and ``RecordBatch.records()``,
+which is also the whole pure-Python path. The C walker declines any batch that is not plainly well formed, and the
+Python path then raises or stops exactly as ``read_batches`` + ``records()`` do, so errors, messages and
+``valid_bytes`` are the same on both paths. ``KAFKALOG_NO_EXTENSIONS=1`` (or ``implementation="python"``) forces
+the pure path.
+
+Bad bytes: a truncated, structurally impossible or (with ``verify_crc``) CRC-failing batch stops decoding there,
+like ``read_batches``: the result's ``valid_bytes`` / ``invalid_bytes`` / ``error`` say where and why and the
+records before it are kept. A batch that frames correctly but whose records do not decode raises the
+``CorruptRecordError`` that ``RecordBatch.records()`` raises for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+from crc32c import crc32c
+
+from ..errors import CorruptRecordError, InvalidArgumentError
+from .batch import RecordBatch
+from .column_builder import BATCH_FIELDS, PyColumnBuilder
+from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress
+from .native import available as compiled_available
+from .native import compiled as _compiled
+from .reader import BatchReader, SourceReader, open_source
+from .record import Record
+
+__all__ = ["RecordColumns", "RecordColumnReader", "read_record_columns", "iter_record_columns", "compiled_available"]
+
+_TS_NAMES_BYTES = [b"NoTimestampType", b"CreateTime", b"LogAppendTime"]
+_CODECS = tuple(CompressionType)
+_INT_MAX = (1 << 31) - 1
+_DEFAULT_CHUNK_RECORDS = 1 << 16
+_DEFAULT_CHUNK_BYTES = 32 << 20
+
+
+def _builder_factory(implementation: str):
+    if implementation not in ("auto", "python", "compiled"):
+        raise InvalidArgumentError(f"implementation must be auto, python or compiled, not {implementation!r}")
+    if implementation == "python" or (implementation == "auto" and not compiled_available()):
+        return PyColumnBuilder
+    if _compiled is None:
+        raise InvalidArgumentError("the compiled record decoder is not built (kafkalog.records._columns)")
+    return _compiled.ColumnBuilder
+
+
+class RecordColumns:
+    """Decoded records as numpy arrays (names in ``column_builder``'s docstring); ``len()`` is the record count.
+
+    ``valid_bytes`` is the absolute end of the last batch decoded, ``invalid_bytes`` what follows it up to the end
+    when decoding stopped at a bad batch, ``error`` the reason (the same error ``read_batches`` reports), else None.
+    """
+
+    def __init__(self, arrays: dict, *, position: int = 0, valid_bytes: int = 0, invalid_bytes: int = 0,
+                 error: CorruptRecordError | None = None) -> None:  # fmt: skip
+        self.arrays: dict[str, np.ndarray] = {}
+        for name, arr in arrays.items():
+            self.arrays[name] = arr if isinstance(arr, np.ndarray) else np.frombuffer(arr, dtype=_DTYPES[name])
+        self.position = position
+        self.valid_bytes = valid_bytes
+        self.invalid_bytes = invalid_bytes
+        self.error = error
+
+    def __len__(self) -> int:
+        return len(self.arrays["offset"])
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["arrays"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __repr__(self) -> str:
+        return (f"RecordColumns({len(self)} records, {len(self.arrays['batch_start'])} batches, "
+                f"valid_bytes={self.valid_bytes}, error={self.error!r})")  # fmt: skip
+
+    def raise_for_error(self) -> None:
+        """Raise the error that stopped decoding, if any (for callers that treat a stop as a failure)."""
+        if self.error is not None:
+            raise self.error
+
+    def batch_index(self) -> np.ndarray:
+        """For each record, the index of its batch in the per-batch arrays."""
+        starts = self.arrays["batch_start"]
+        counts = np.diff(np.append(starts, len(self)))
+        return np.repeat(np.arange(len(starts), dtype=np.int64), counts)
+
+    def _binary_list(self, prefix: str) -> list[bytes | None]:
+        offsets, valid, data = (self.arrays[f"{prefix}_{s}"] for s in ("offsets", "valid", "data"))
+        raw = data.tobytes()
+        o = offsets.tolist()
+        return [raw[o[i] : o[i + 1]] if v else None for i, v in enumerate(valid.tolist())]
+
+    def keys(self) -> list[bytes | None]:
+        return self._binary_list("key")
+
+    def values(self) -> list[bytes | None]:
+        return self._binary_list("value")
+
+    def headers(self) -> list[tuple[tuple[str, bytes | None], ...]]:
+        hk = self.arrays["header_key_data"].tobytes()
+        hko = self.arrays["header_key_offsets"].tolist()
+        hvals = self._binary_list("header_value")
+        flat = [(hk[hko[i] : hko[i + 1]].decode("utf-8"), v) for i, v in enumerate(hvals)]
+        ho = self.arrays["header_offsets"].tolist()
+        return [tuple(flat[ho[i] : ho[i + 1]]) for i in range(len(self))]
+
+    def to_records(self) -> list[Record]:
+        """The records as ``Record`` objects, equal to what ``RecordBatch.records()`` gives (sequence included)."""
+        bi = self.batch_index().tolist()
+        base_off = self.arrays["batch_base_offset"].tolist()
+        base_seq = self.arrays["base_sequence"].tolist()
+        magic = self.arrays["batch_magic"].tolist()
+        out = []
+        for i, (off, ts, k, v, h) in enumerate(zip(self.arrays["offset"].tolist(), self.arrays["timestamp"].tolist(),
+                                                   self.keys(), self.values(), self.headers(), strict=True)):  # fmt: skip
+            b = bi[i]
+            seq = -1
+            if magic[b] == 2 and base_seq[b] >= 0:
+                delta = off - base_off[b]
+                seq = base_seq[b] - (_INT_MAX - delta) - 1 if base_seq[b] > _INT_MAX - delta else base_seq[b] + delta
+            out.append(Record(off, ts, k, v, h, seq))
+        return out
+
+    def _timestamp_type_arrow(self, pa):
+        starts = self.arrays["batch_start"]
+        counts = np.diff(np.append(starts, len(self))).tolist()
+        names = [_TS_NAMES_BYTES[t + 1] for t in self.arrays["timestamp_type"].tolist()]
+        return _per_batch_strings(pa, names, counts)
+
+    def to_arrow(self):
+        """A ``pyarrow.Table``: offset, timestamp, timestamp_type (Kafka's name), key, value, headers
+        (list<struct<key: string, value: binary>>), then the batch fields of each record. Key, value and header
+        bytes are wrapped, not copied. Binary columns are ``binary`` (``large_binary`` past 2 GiB of bytes)."""
+        import pyarrow as pa
+
+        a = self.arrays
+        n = len(self)
+        counts = np.diff(np.append(a["batch_start"], n))
+        cols = {
+            "offset": pa.array(a["offset"]),
+            "timestamp": pa.array(a["timestamp"]),
+            "timestamp_type": self._timestamp_type_arrow(pa),
+            "key": _arrow_binary(pa, n, a["key_offsets"], a["key_valid"], a["key_data"]),
+            "value": _arrow_binary(pa, n, a["value_offsets"], a["value_valid"], a["value_data"]),
+        }
+        m = len(a["header_key_offsets"]) - 1
+        hkeys = _arrow_binary(pa, m, a["header_key_offsets"], None, a["header_key_data"], pa.string())
+        hvals = _arrow_binary(pa, m, a["header_value_offsets"], a["header_value_valid"], a["header_value_data"])
+        struct = pa.StructArray.from_arrays([hkeys, hvals], names=["key", "value"])
+        cols["headers"] = pa.ListArray.from_arrays(pa.array(a["header_offsets"].astype(np.int32)), struct)
+        for name, _ in BATCH_FIELDS:
+            if name in ("batch_position", "batch_magic", "timestamp_type"):
+                continue
+            col = np.repeat(a[name], counts)
+            cols[name] = pa.array(col.astype(bool) if name in ("is_transactional", "is_control") else col)
+        return pa.table(cols)
+
+
+def _per_batch_strings(pa, names: list[bytes], counts: list[int]):
+    """A string array repeating ``names[i]`` ``counts[i]`` times (records of a batch are contiguous)."""
+    data = b"".join([name * count for name, count in zip(names, counts, strict=True)])
+    offsets = np.zeros(sum(counts) + 1, dtype=np.int32)
+    if counts:
+        np.cumsum(np.repeat(np.array([len(x) for x in names], dtype=np.int32), counts), out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _arrow_binary(pa, n: int, offsets: np.ndarray, valid: np.ndarray | None, data: np.ndarray, typ=None):
+    """A binary/string Arrow array over the given buffers (data wrapped, not copied)."""
+    large = int(offsets[-1]) > _INT_MAX
+    if typ is None:
+        typ = pa.large_binary() if large else pa.binary()
+    elif large:
+        typ = pa.large_string()
+    off = offsets if large else offsets.astype(np.int32)
+    if valid is None or n == 0 or bool(valid.all()):
+        validity, nulls = None, 0
+    else:
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        nulls = n - int(np.count_nonzero(valid))
+    return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(off), pa.py_buffer(data)], null_count=nulls)
+
+
+_DTYPES: dict[str, type] = {
+    "offset": np.int64, "timestamp": np.int64, "key_offsets": np.int64, "key_valid": np.uint8,
+    "key_data": np.uint8, "value_offsets": np.int64, "value_valid": np.uint8, "value_data": np.uint8,
+    "header_offsets": np.int64, "header_key_offsets": np.int64, "header_key_data": np.uint8,
+    "header_value_offsets": np.int64, "header_value_valid": np.uint8, "header_value_data": np.uint8,
+    "batch_start": np.int64, **dict(BATCH_FIELDS),
+}  # fmt: skip
+
+
+class RecordColumnReader(SourceReader):
+    """Iterate once over ``RecordColumns`` chunks of a source; afterwards ``valid_bytes`` / ``invalid_bytes`` /
+    ``error`` tell where and why decoding stopped, as ``BatchReader`` does. ``close()`` releases the file mapping
+    (arrays already returned do not depend on it)."""
+
+    def __init__(self, source, *, position: int = 0, end: int | None = None, verify_crc: bool = True,
+                 max_records: int | None = _DEFAULT_CHUNK_RECORDS, max_bytes: int | None = _DEFAULT_CHUNK_BYTES,
+                 implementation: str = "auto") -> None:  # fmt: skip
+        self._new_builder = _builder_factory(implementation)
+        bounded = max_records is not None or max_bytes is not None
+        if (max_records is not None and max_records < 1) or (max_bytes is not None and max_bytes < 1):
+            raise InvalidArgumentError("max_records and max_bytes must be positive")
+        self.max_records = max_records if max_records is not None else 1 << 62
+        self.max_bytes = max_bytes if max_bytes is not None else 1 << 62
+        buf, keep = open_source(source, populate=not bounded)
+        total = len(buf)
+        if end is None or end > total:
+            end = total
+        if position < 0 or position > end:
+            raise InvalidArgumentError(f"position {position} outside the source (0..{end})")
+        self.buffer, self._keep, self._released = buf, keep, 0
+        self.start, self.end, self.verify_crc = position, end, verify_crc
+        self.valid_bytes, self.invalid_bytes = position, 0
+        self.error: CorruptRecordError | None = None
+        self._used = False
+
+    def __iter__(self) -> Iterator[RecordColumns]:
+        if self._used:
+            raise RuntimeError("a RecordColumnReader can be iterated only once")
+        self._used = True
+        return self._nonempty()
+
+    def _nonempty(self) -> Iterator[RecordColumns]:
+        for chunk in self._chunks():
+            if len(chunk):
+                yield chunk
+
+    def _finish(self, builder, chunk_start: int) -> RecordColumns:
+        return RecordColumns(builder.finish(), position=chunk_start, valid_bytes=self.valid_bytes,
+                             invalid_bytes=self.invalid_bytes, error=self.error)  # fmt: skip
+
+    def _chunks(self) -> Iterator[RecordColumns]:
+        """The decoder loop: compiled runs where possible, one ``read_batches`` batch at a time otherwise; always
+        ends with one (possibly empty) chunk carrying the final state."""
+        buf, end, verify = self.buffer, self.end, self.verify_crc
+        max_records, max_bytes = self.max_records, self.max_bytes
+        builder = self._new_builder()
+        fast = builder.compiled
+        pos = chunk_start = self.start
+        while pos < end:
+            if builder.n_records >= max_records or builder.n_bytes >= max_bytes:
+                yield self._finish(builder, chunk_start)
+                self.release_before(pos)
+                builder, chunk_start = self._new_builder(), pos
+            if fast:
+                pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload)
+                self.valid_bytes = pos
+                if pos >= end or builder.n_records >= max_records or builder.n_bytes >= max_bytes:
+                    continue
+            reader = BatchReader(buf, position=pos, end=end, validate=verify)
+            for batch in reader:
+                _add_batch(builder, batch, fast)
+                pos = self.valid_bytes = reader.valid_bytes
+                if fast or builder.n_records >= max_records or builder.n_bytes >= max_bytes:
+                    break
+            else:
+                self.valid_bytes, self.invalid_bytes, self.error = reader.valid_bytes, reader.invalid_bytes, reader.error
+                break
+        yield self._finish(builder, chunk_start)
+
+
+def _decompress_payload(codec_id: int, body: memoryview) -> bytes:
+    """What ``RecordBatch.records_payload`` does for a compressed batch, for the compiled walker to call."""
+    return decompress(_CODECS[codec_id], body, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE)
+
+
+def _add_batch(builder, batch, fast: bool) -> None:
+    """Decode one batch that ``read_batches`` produced into ``builder`` (raises as ``batch.records()`` does)."""
+    builder.begin_batch(batch.base_offset, batch.position, batch.magic, batch.partition_leader_epoch,
+                        batch.producer_id, batch.producer_epoch, batch.base_sequence, int(batch.timestamp_type),
+                        batch.is_transactional, batch.is_control)  # fmt: skip
+    if fast and isinstance(batch, RecordBatch):
+        h = batch._h
+        if h[12] >= 0:
+            payload = batch.records_payload()
+            if builder.decode_records(payload, h[12], h[0], h[7], h[8] if h[5] & 0x08 else None):
+                return
+    builder.add_records(batch.records())
+
+
+def iter_record_columns(source, *, position: int = 0, end: int | None = None, verify_crc: bool = True,
+                        max_records: int | None = _DEFAULT_CHUNK_RECORDS,
+                        max_bytes: int | None = _DEFAULT_CHUNK_BYTES,
+                        implementation: str = "auto") -> RecordColumnReader:  # fmt: skip
+    """``RecordColumns`` chunks of ``source`` (path, bytes, bytearray, memoryview) in file order, each holding whole
+    batches and ending once it reaches ``max_records`` records or ``max_bytes`` key/value bytes. Iterate the
+    returned reader once; then its ``valid_bytes`` / ``invalid_bytes`` / ``error`` tell where decoding stopped."""
+    return RecordColumnReader(source, position=position, end=end, verify_crc=verify_crc, max_records=max_records,
+                              max_bytes=max_bytes, implementation=implementation)  # fmt: skip
+
+
+def read_record_columns(source, *, position: int = 0, end: int | None = None, verify_crc: bool = True,
+                        implementation: str = "auto") -> RecordColumns:  # fmt: skip
+    """Every record of ``source`` from ``position`` to ``end`` as one ``RecordColumns`` (see the module docstring
+    for bad bytes). ``implementation``: ``auto`` (compiled when built), ``python`` or ``compiled``."""
+    reader = RecordColumnReader(source, position=position, end=end, verify_crc=verify_crc, max_records=None,
+                                max_bytes=None, implementation=implementation)  # fmt: skip
+    try:
+        chunks = list(reader._chunks())
+    finally:
+        reader.close()
+    return chunks[-1]

@@ -1,0 +1,144 @@
+"""The one result type of verification (:class:`Finding`), the rule that turns an exception into a verdict, and
+the tally that turns findings into counts and an exit code.
+
+Every check of :mod:`kafkalog.verify` (segment, partition dir, log dir, loose file) answers with a ``Finding``; the
+CLI renders them as text or JSON and the Spark job's rows carry the same statuses, so the tools cannot disagree on
+what is corrupt. The exit codes are api.md's: 0 ok, 1 corruption found, 2 usage or I/O error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import errors as E
+
+__all__ = [
+    "EXIT_CORRUPT",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "STATUS_EXIT_CODES",
+    "Finding",
+    "Tally",
+    "describe_error",
+    "error_finding",
+    "one_line",
+]
+
+EXIT_OK = 0
+EXIT_CORRUPT = 1
+EXIT_USAGE = 2
+
+#: exit code of each finding status: a warning (an index Kafka rebuilds) does not fail a check.
+STATUS_EXIT_CODES = {"ok": EXIT_OK, "warning": EXIT_OK, "corrupt": EXIT_CORRUPT, "error": EXIT_USAGE}
+
+_USAGE_ERRORS = (
+    E.ConfigError,
+    E.InvalidTopicError,
+    E.InvalidPartitionDirError,
+    E.InvalidArgumentError,
+    E.InvalidArgumentTypeError,
+)
+
+
+@dataclass
+class Finding:
+    """One checked thing (``kind``: segment, partition, logdir, file) and its verdict.
+
+    ``status`` is ``ok``, ``warning`` (nothing lost: e.g. an index Kafka rebuilds at load), ``corrupt`` (bad
+    bytes or contradicting metadata) or ``error`` (could not be checked). ``exception`` is set when the check
+    itself failed with an error that is not corruption (an ``OSError``): the renderer prints it as an error line,
+    and the thing is left out of any check above it. ``checked_bytes`` counts the segment bytes read.
+    """
+
+    kind: str
+    path: str
+    status: str
+    summary: str = ""
+    problems: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
+    checked_bytes: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        return STATUS_EXIT_CODES[self.status]
+
+
+def one_line(exc: BaseException) -> str:
+    """The exception's message on one line (its class name when it has none)."""
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split())
+
+
+def _kind(exc: BaseException) -> str:
+    """``CorruptCheckpointError`` -> ``corrupt checkpoint``: the words an operator reads before the message."""
+    name = type(exc).__name__
+    words = []
+    for ch in name.removesuffix("Error"):
+        if ch.isupper() and words:
+            words.append(" ")
+        words.append(ch.lower())
+    return "".join(words) or "error"
+
+
+def _os_error_line(exc: OSError) -> str:
+    reason = exc.strerror or one_line(exc)
+    if exc.filename is not None:
+        target = os.fsdecode(exc.filename)
+        if exc.filename2 is not None:
+            target += f" -> {os.fsdecode(exc.filename2)}"
+        return f"{target}: {reason}"
+    return reason
+
+
+def describe_error(exc: BaseException) -> tuple[str, str]:
+    """(status, one-line message) of an exception met while checking: the single rule for what is corruption.
+
+    ``corrupt`` for data that failed a check (any ``KafkaLogError`` that is not about storage, configuration or
+    arguments), ``error`` for what kept the check from running (I/O, usage, bad input, memory), ``internal``
+    for anything else (a bug: the CLI offers ``--debug``).
+    """
+    if isinstance(exc, E.LogDirLockedError):
+        return "error", f"log dir is in use: {exc}"
+    if isinstance(exc, E.KafkaStorageError):
+        return "error", f"storage error: {one_line(exc)}"
+    if isinstance(exc, _USAGE_ERRORS):
+        return "error", one_line(exc)
+    if isinstance(exc, E.KafkaLogError):
+        return "corrupt", f"{_kind(exc)}: {one_line(exc)}"
+    if isinstance(exc, OSError):
+        return "error", _os_error_line(exc)
+    if isinstance(exc, (UnicodeDecodeError, ValueError)):
+        return "error", f"invalid input: {one_line(exc)}"
+    if isinstance(exc, MemoryError):
+        return "error", "out of memory"
+    return "internal", f"internal error ({type(exc).__name__}): {one_line(exc)}"
+
+
+def error_finding(kind: str, path: str, exc: BaseException) -> Finding:
+    """The finding for an exception met while checking ``path``: corruption is a corrupt finding with the message
+    as its problem; anything else is an ``error`` finding that keeps the exception for the renderer."""
+    status, message = describe_error(exc)
+    if status == "corrupt":
+        return Finding(kind, path, "corrupt", "", [message])
+    return Finding(kind, path, "error", "", [message], exception=exc)
+
+
+@dataclass
+class Tally:
+    """Counts by kind and status, bytes read and the exit code of a run of findings (``add`` each one)."""
+
+    counts: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+    exit_code: int = EXIT_OK
+    checked_bytes: int = 0
+
+    def add(self, finding: Finding) -> None:
+        self.counts[finding.kind][finding.status] += 1
+        self.checked_bytes += finding.checked_bytes
+        self.exit_code = max(self.exit_code, finding.exit_code)
+
+    def plain_counts(self) -> dict[str, dict[str, int]]:
+        return {kind: dict(by_status) for kind, by_status in self.counts.items()}

@@ -1,0 +1,191 @@
+"""Checkpoint and metadata files: a partition dir's (leader epochs, ``partition.metadata``, producer snapshots),
+a log dir's (``meta.properties``, offset checkpoints against the partition dirs present) and loose ones.
+
+A file that does not parse is corruption, not "absent": Kafka refuses or rebuilds it at load, and an operator
+wants to know before that. Shared by :func:`kafkalog.verify.verify_partition` (so the Spark job checks the same
+files) and ``kafkalog verify``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..checkpoint.leader_epoch import read_leader_epoch_checkpoint
+from ..checkpoint.meta_properties import read_meta_properties
+from ..checkpoint.offset_checkpoint import read_offset_checkpoint
+from ..checkpoint.partition_metadata import read_partition_metadata
+from ..errors import KafkaLogError
+from ..log.producer_snapshot import read_producer_snapshot
+from ..names import OFFSET_CHECKPOINT_FILES, file_kind
+from .findings import Finding, describe_error, error_finding
+
+__all__ = [
+    "PartitionFiles",
+    "check_file",
+    "check_log_dir",
+    "check_partition_files",
+    "is_log_dir",
+    "listdir_or_empty",
+    "read_checkpoint_offsets",
+]
+
+
+@dataclass
+class PartitionFiles:
+    """What the metadata files of one partition dir hold and what is wrong with them.
+
+    ``status`` is ``ok``, ``corrupt`` or ``error`` (a file that could not be read); with several bad files the
+    last one checked decides. ``leader_epochs`` and ``topic_id`` are None when the file is absent or bad.
+    """
+
+    status: str = "ok"
+    problems: list[str] = field(default_factory=list)
+    leader_epochs: list[dict[str, int]] | None = None
+    topic_id: str | None = None
+
+    def _failed(self, name: str, exc: BaseException) -> None:
+        status, message = describe_error(exc)
+        self.status = "corrupt" if status == "corrupt" else "error"
+        self.problems.append(f"{name}: {message}")
+
+    def _corrupt(self, problem: str) -> None:
+        self.status = "corrupt"
+        self.problems.append(problem)
+
+
+def check_partition_files(partition_dir: str, log_end_offset: int | None) -> PartitionFiles:
+    """Parse the partition dir's metadata files and check the leader epochs: epochs and start offsets increase,
+    and no epoch starts beyond ``log_end_offset`` (when known). A dir that is not local has no files to check."""
+    out = PartitionFiles()
+    epoch_path = os.path.join(partition_dir, "leader-epoch-checkpoint")
+    if os.path.exists(epoch_path):
+        try:
+            entries = read_leader_epoch_checkpoint(epoch_path)
+        except (KafkaLogError, OSError) as exc:
+            out._failed("leader-epoch-checkpoint", exc)
+        else:
+            out.leader_epochs = [{"epoch": e.epoch, "startOffset": e.start_offset} for e in entries]
+            for a, b in zip(entries, entries[1:], strict=False):
+                if b.epoch <= a.epoch or b.start_offset < a.start_offset:
+                    out._corrupt(f"leader-epoch-checkpoint: entry {b} does not follow {a}")
+            if entries and log_end_offset is not None and entries[-1].start_offset > log_end_offset:
+                out._corrupt(
+                    f"leader-epoch-checkpoint: epoch {entries[-1].epoch} starts at {entries[-1].start_offset},"
+                    f" beyond the log end offset {log_end_offset}"
+                )
+    meta_path = os.path.join(partition_dir, "partition.metadata")
+    if os.path.exists(meta_path):
+        try:
+            out.topic_id = read_partition_metadata(meta_path)
+        except (KafkaLogError, OSError) as exc:
+            out._failed("partition.metadata", exc)
+    for name in sorted(listdir_or_empty(partition_dir)):
+        if name.endswith(".snapshot"):
+            try:
+                read_producer_snapshot(os.path.join(partition_dir, name))
+            except (KafkaLogError, OSError) as exc:
+                # Kafka drops a bad snapshot and rebuilds producer state from the log: damage, but recoverable.
+                out._failed(name, exc)
+    return out
+
+
+def read_checkpoint_offsets(
+    partition_dir: str, topic: str, partition: int
+) -> tuple[int | None, int | None, int | None]:
+    """(recovery point, log start offset, high watermark) of one partition from the offset checkpoints of the log
+    dir above ``partition_dir``; None where a file or entry is absent or the file does not parse."""
+    logdir = os.path.dirname(os.path.normpath(partition_dir))
+    out: list[int | None] = []
+    for name in OFFSET_CHECKPOINT_FILES[:3]:
+        path = os.path.join(logdir, name)
+        value = None
+        if os.path.isfile(path):
+            try:
+                value = read_offset_checkpoint(path).get((topic, partition))
+            except (KafkaLogError, OSError):
+                value = None
+        out.append(value)
+    return out[0], out[1], out[2]
+
+
+def is_log_dir(path: str, names: Collection[str]) -> bool:
+    """Whether a dir holding ``names`` is a Kafka log dir (it has ``meta.properties`` or an offset checkpoint)."""
+    return "meta.properties" in names or any(n in names for n in OFFSET_CHECKPOINT_FILES)
+
+
+def check_log_dir(log_dir: str, partition_dirs: Collection[str]) -> Finding:
+    """``meta.properties`` and the offset checkpoints of a log dir; each checkpoint lists the partitions it names
+    that are not among ``partition_dirs`` (the dirs found under ``log_dir``)."""
+    problems: list[str] = []
+    status = "ok"
+    data: dict[str, Any] = {}
+    meta = os.path.join(log_dir, "meta.properties")
+    if os.path.exists(meta):
+        try:
+            m = read_meta_properties(meta)
+            data.update(clusterId=m.cluster_id, nodeId=m.node_id, directoryId=m.directory_id)
+        except (KafkaLogError, OSError) as exc:
+            verdict, message = describe_error(exc)
+            status = "corrupt" if verdict == "corrupt" else "error"
+            problems.append(f"meta.properties: {message}")
+    present = {os.path.basename(p) for p in partition_dirs if os.path.dirname(p) == log_dir}
+    for name in OFFSET_CHECKPOINT_FILES:
+        path = os.path.join(log_dir, name)
+        if not os.path.exists(path):
+            continue
+        try:
+            offsets = read_offset_checkpoint(path)
+        except (KafkaLogError, OSError) as exc:
+            verdict, message = describe_error(exc)
+            status = "corrupt" if verdict == "corrupt" else "error"
+            problems.append(f"{name}: {message}")
+            continue
+        absent = sorted(f"{t}-{p}" for t, p in offsets if f"{t}-{p}" not in present)
+        data[name] = {"entries": len(offsets), "partitionsNotInDir": absent}
+    return Finding("logdir", log_dir, status, f"{len(present)} partition dirs", problems, data)
+
+
+def _count_one(read: Callable[[str], Any]) -> Callable[[str], int]:
+    def count(path: str) -> int:
+        read(path)
+        return 1
+
+    return count
+
+
+def _count_entries(read: Callable[[str], Any]) -> Callable[[str], int]:
+    return lambda path: len(read(path))
+
+
+#: how a loose file of each kind is checked: parse it, count its entries.
+_LOOSE_FILE_READERS: dict[str, Callable[[str], int]] = {
+    "offset-checkpoint": _count_entries(read_offset_checkpoint),
+    "leader-epoch-checkpoint": _count_entries(read_leader_epoch_checkpoint),
+    "partition-metadata": _count_one(read_partition_metadata),
+    "meta-properties": _count_one(read_meta_properties),
+    "snapshot": _count_entries(read_producer_snapshot),
+}
+
+
+def check_file(path: str) -> Finding:
+    """A loose checkpoint, metadata or snapshot file (not inside a checked dir): it must parse."""
+    kind, _ = file_kind(os.path.basename(path))
+    read = _LOOSE_FILE_READERS.get(kind)
+    if read is None:
+        return Finding("file", path, "error", "", ["not a segment, checkpoint or metadata file"])
+    try:
+        n = read(path)
+    except Exception as exc:  # noqa: BLE001 - describe_error decides what it is
+        return error_finding("file", path, exc)
+    return Finding("file", path, "ok", f"{kind}, {n} entries")
+
+
+def listdir_or_empty(path: str) -> list[str]:
+    """The names in a dir; none when it cannot be listed (a vanished or unreadable dir has no files to check)."""
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []

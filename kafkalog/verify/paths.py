@@ -1,0 +1,113 @@
+"""Verify whatever paths an operator names: segment files, index files, partition dirs, log dirs, whole trees,
+loose checkpoint files. :func:`plan_paths` finds what to check; :func:`run_plan` yields one :class:`Finding` per
+segment, partition dir, log dir and loose file, in that order, and keeps going past every problem.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ..discovery import SegmentItem, discover_segments
+from ..errors import KafkaLogError
+from ..names import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
+from .findings import Finding, error_finding
+from .metadata import check_file, check_log_dir, is_log_dir, listdir_or_empty
+from .partition import partition_finding
+from .segment import SegmentReport, segment_finding, verify_segment
+
+__all__ = ["VerifyPlan", "plan_paths", "run_plan"]
+
+#: a segment's sibling files: naming one checks its segment.
+_SEGMENT_SIBLINGS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
+
+
+@dataclass
+class VerifyPlan:
+    """What lies under the paths: segments (in partition, base-offset order), partition dirs, log dirs, loose files,
+    and a finding for each path that could not be looked at."""
+
+    segments: list[SegmentItem] = field(default_factory=list)
+    partition_dirs: set[str] = field(default_factory=set)
+    log_dirs: set[str] = field(default_factory=set)
+    files: list[str] = field(default_factory=list)
+    errors: list[Finding] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(max(i.size_bytes, 0) for i in self.segments)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to check was found (a summary would have nothing to say)."""
+        return not (self.segments or self.partition_dirs or self.log_dirs or self.files)
+
+
+def plan_paths(paths: Sequence[str]) -> VerifyPlan:
+    """Segments, partition dirs, log dirs and loose metadata files under ``paths`` (each one once)."""
+    plan = VerifyPlan()
+    seen: set[str] = set()
+    for raw in paths:
+        if not os.path.lexists(raw):
+            plan.errors.append(error_finding("file", raw, FileNotFoundError(2, "No such file or directory", raw)))
+            continue
+        path = os.path.realpath(raw)
+        target = path
+        if os.path.isfile(path):
+            stem, suffix = os.path.splitext(path)
+            if suffix in _SEGMENT_SIBLINGS:
+                target = stem + LOG_SUFFIX
+                if not os.path.exists(target):
+                    plan.files.append(path)
+                    continue
+            elif suffix != LOG_SUFFIX:
+                plan.files.append(path)
+                continue
+        try:
+            found = discover_segments(target)
+        except (KafkaLogError, OSError) as exc:
+            plan.errors.append(error_finding("file", raw, exc))
+            continue
+        for item in found:
+            if item.path not in seen:
+                seen.add(item.path)
+                plan.segments.append(item)
+            plan.partition_dirs.add(item.partition_dir)
+        if os.path.isdir(path):
+            for dirpath, dirnames, filenames in os.walk(path):
+                dirnames.sort()
+                if is_log_dir(dirpath, filenames):
+                    plan.log_dirs.add(dirpath)
+                if "leader-epoch-checkpoint" in filenames or "partition.metadata" in filenames:
+                    plan.partition_dirs.add(dirpath)
+        for pdir in {i.partition_dir for i in found}:
+            parent = os.path.dirname(pdir)
+            if os.path.isdir(path) and is_log_dir(parent, listdir_or_empty(parent)) and parent.startswith(path):
+                plan.log_dirs.add(parent)
+    plan.segments.sort(key=lambda s: (s.partition_dir, s.base_offset))
+    return plan
+
+
+def run_plan(
+    plan: VerifyPlan, *, index_check: bool = True, on_segment: Callable[[int], None] | None = None
+) -> Iterator[Finding]:
+    """Check everything in ``plan``: each segment (``on_segment(size)`` after it, for progress), then each partition
+    dir from the reports of its readable segments, then each log dir, then the loose files."""
+    by_partition: dict[str, list[SegmentReport]] = defaultdict(list)
+    for item in plan.segments:
+        rep = verify_segment(item, index_check=index_check)
+        if rep.exception is None:
+            # An I/O error is not damage: the segment is left out of its partition's continuity check.
+            by_partition[item.partition_dir].append(rep)
+        yield segment_finding(rep)
+        if on_segment is not None:
+            on_segment(max(item.size_bytes, 0))
+    for pdir in sorted(plan.partition_dirs):
+        yield partition_finding(pdir, by_partition.get(pdir, []))
+    for ldir in sorted(plan.log_dirs):
+        yield check_log_dir(ldir, plan.partition_dirs)
+    for path in plan.files:
+        yield check_file(path)
+

@@ -1,0 +1,241 @@
+"""One segment: :func:`verify_segment` -> :class:`SegmentReport` (the Spark job's segment row), and
+:func:`segment_finding`, the verdict ``kafkalog verify`` prints for it.
+
+The report never raises: ``status`` is ``ok``, ``corrupt`` (bad bytes) or ``unreadable`` (an ``OSError``, kept in
+``exception``, or a tiered segment stored transformed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..discovery import SegmentItem
+from ..errors import KafkaLogError
+from ..index import OffsetIndex, TimeIndex, TransactionIndex
+from .findings import Finding, error_finding
+from .log_file import verify_log_file
+
+__all__ = ["SEGMENT_FIELDS", "SegmentReport", "segment_finding", "verify_segment"]
+
+#: ``SegmentReport.to_row()``/``to_dict()`` names, in order (the Spark job's segment columns).
+SEGMENT_FIELDS = (
+    "path", "partition_dir", "topic", "partition", "base_offset", "layout", "dir_state", "first_offset",
+    "last_offset", "batch_count", "record_count", "size_bytes", "valid_bytes", "invalid_bytes", "min_timestamp",
+    "max_timestamp", "codecs", "magics", "index_status", "index_error", "status", "corrupt_ranges", "error",
+)  # fmt: skip
+
+
+@dataclass
+class SegmentReport:
+    """What :func:`verify_segment` found in one segment; ``to_row()`` is in ``SEGMENT_FIELDS`` order.
+
+    ``status``: ``ok``, ``corrupt`` (bad bytes: see ``corrupt_ranges``/``error``) or ``unreadable`` (an I/O error,
+    whose ``OSError`` is kept in ``exception``, or a tiered segment stored compressed/encrypted). ``index_status``:
+    ``ok``, ``missing``, ``corrupt``, ``stale`` or ``not_checked``.
+    """
+
+    item: SegmentItem
+    first_offset: int | None = None
+    last_offset: int | None = None
+    batch_count: int = 0
+    record_count: int = 0
+    size_bytes: int = 0
+    valid_bytes: int = 0
+    invalid_bytes: int = 0
+    min_timestamp: int | None = None
+    max_timestamp: int | None = None
+    codecs: set[str] = field(default_factory=set)
+    magics: set[int] = field(default_factory=set)
+    index_status: str = "not_checked"
+    index_error: str | None = None
+    status: str = "ok"
+    corrupt_ranges: list[tuple[int, int]] = field(default_factory=list)
+    error: str | None = None
+    #: the ``OSError`` behind ``status == "unreadable"`` (not part of the row; the CLI prints it as it prints any).
+    exception: OSError | None = field(default=None, repr=False, compare=False)
+
+    # the item's facts, so a report reads like its row (``summarize``, ``verify_partition`` take either)
+    path = property(lambda self: self.item.path)
+    partition_dir = property(lambda self: self.item.partition_dir)
+    topic = property(lambda self: self.item.topic)
+    partition = property(lambda self: self.item.partition)
+    base_offset = property(lambda self: self.item.base_offset)
+    layout = property(lambda self: self.item.layout)
+    dir_state = property(lambda self: self.item.dir_state)
+
+    def to_row(self) -> tuple:
+        i = self.item
+        return (
+            i.path, i.partition_dir, i.topic, i.partition, i.base_offset, i.layout, i.dir_state,
+            self.first_offset, self.last_offset, self.batch_count, self.record_count, self.size_bytes,
+            self.valid_bytes, self.invalid_bytes, self.min_timestamp, self.max_timestamp, sorted(self.codecs),
+            sorted(self.magics), self.index_status, self.index_error, self.status,
+            [(p, s) for p, s in self.corrupt_ranges], self.error,
+        )  # fmt: skip
+
+    def to_dict(self) -> dict:
+        return dict(zip(SEGMENT_FIELDS, self.to_row(), strict=True))
+
+
+def verify_segment(item: SegmentItem, *, index_check: bool = True) -> SegmentReport:
+    """Check one segment's ``.log`` with :func:`verify_log_file` (and its indexes); never raises.
+
+    ``valid_bytes`` and ``invalid_bytes`` are the structurally readable prefix and the unreadable tail;
+    ``corrupt_ranges`` lists every batch failing its CRC (position, size), the first batch moving offsets backwards,
+    and the unreadable tail. An ``OSError`` (permission, EIO, a file that vanished) gives ``status="unreadable"``
+    with the error in ``error`` and ``exception``; bad bytes give ``status="corrupt"``.
+    """
+    rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
+    if item.layout == "tiered-aiven" and _aiven_transformed(item):
+        rep.status, rep.error = "unreadable", "tiered segment stored compressed/encrypted (see .rsm-manifest)"
+        return rep
+    try:
+        log = verify_log_file(item.path, include_batches=True)
+    except OSError as exc:
+        rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
+        return rep
+    except (KafkaLogError, ValueError) as exc:  # not expected (the scan describes bad data), but bytes, not I/O
+        rep.status, rep.error = "corrupt", f"{type(exc).__name__}: {exc}"
+        return rep
+    rep.size_bytes = log.file_size
+    rep.valid_bytes, rep.invalid_bytes = log.valid_bytes, log.invalid_bytes
+    rep.first_offset, rep.last_offset = log.first_offset, log.last_offset
+    rep.batch_count, rep.record_count = log.batch_count, log.record_count
+    rep.min_timestamp, rep.max_timestamp = log.min_timestamp, log.max_timestamp
+    errors: list[str] = []
+    starts = np.zeros(0, dtype=np.int64)
+    batches = log.batches
+    if len(batches):
+        cols = batches.column  # verify_log_file's BatchReports: numpy columns, no per-batch objects
+        position, size = cols("position"), cols("size")
+        base, last, crc_ok = cols("base_offset"), cols("last_offset"), cols("crc_valid")
+        rep.codecs = set(cols("compression").tolist())
+        rep.magics = set(np.unique(cols("magic")).tolist())
+        # the largest last offset before each batch (the segment's base offset - 1 before the first)
+        prev_last = np.maximum.accumulate(np.concatenate(([item.base_offset - 1], last[:-1])))
+        bad = ~crc_ok
+        backwards = np.flatnonzero(crc_ok & (base <= prev_last))
+        if len(backwards):
+            i = int(backwards[0])
+            bad[i] = True
+            errors.append(f"offset {int(base[i])} at position {int(position[i])} does not follow {int(prev_last[i])}")
+        rep.corrupt_ranges = list(zip(position[bad].tolist(), size[bad].tolist(), strict=True))
+        starts = position[crc_ok]
+    if log.bad_crc_count:
+        first = log.first_bad_crc_position
+        errors.insert(0, f"{log.bad_crc_count} batch(es) fail their CRC, first at position {first}")
+    if log.invalid_bytes:
+        rep.corrupt_ranges.append((log.invalid_position, log.invalid_bytes))
+        errors.append(log.error or f"{log.invalid_bytes} unreadable bytes at position {log.invalid_position}")
+    if rep.corrupt_ranges or not log.ok:
+        rep.status = "corrupt"
+        rep.error = "; ".join(errors) or log.error or "corrupt"
+    if index_check:
+        _check_indexes(rep, starts)
+    return rep
+
+
+def _check_indexes(rep: SegmentReport, starts: np.ndarray) -> None:
+    """Strict checks of .index/.timeindex/.txnindex against the batches found (sets index_status/index_error)."""
+    item = rep.item
+    if item.layout == "tiered-aiven":
+        rep.index_status = "not_checked"  # indexes live in one .indexes blob described by the manifest
+        return
+    next_offset = (rep.last_offset + 1) if rep.last_offset is not None else item.base_offset
+    problems: list[str] = []
+    missing: list[str] = []
+    checks = [
+        (".index", item.index_size, OffsetIndex),
+        (".timeindex", item.timeindex_size, TimeIndex),
+        (".txnindex", item.txnindex_size, TransactionIndex),
+    ]
+    for suffix, size, cls in checks:
+        if size < 0:
+            if suffix != ".txnindex" and rep.batch_count:
+                missing.append(suffix)
+            continue
+        idx = cls(item.sibling(suffix), item.base_offset, writable=False)
+        try:
+            if cls is OffsetIndex:
+                # Entries must point at batch starts. Batch last offsets are not passed: the log cleaner indexes the
+                # largest *retained* offset, which can differ from the batch header's last offset (Kafka-written
+                # compacted segments would fail that stricter rule).
+                idx.strict_check(rep.valid_bytes, np.asarray(starts, dtype=np.int64))
+            else:
+                idx.strict_check(next_offset)
+        except (KafkaLogError, ValueError) as exc:
+            problems.append(f"{suffix}: {exc}")
+        except OSError as exc:
+            problems.append(f"{suffix}: unreadable: {exc}")
+        finally:
+            idx.close()
+    if problems and item.is_last and not _clean_shutdown(item):
+        # The active segment of a broker that crashed keeps its preallocated indexes (zero-filled tail entries) or
+        # indexes lagging the data; Kafka's unclean-shutdown recovery rebuilds them, so this is not damage.
+        rep.index_status, rep.index_error = "stale", "; ".join(problems)
+    elif problems:
+        rep.index_status, rep.index_error = "corrupt", "; ".join(problems)
+    elif missing:
+        rep.index_status, rep.index_error = "missing", "missing " + ", ".join(missing) + " (Kafka rebuilds it)"
+    else:
+        rep.index_status = "ok"
+
+
+def _clean_shutdown(item: SegmentItem) -> bool:
+    """Whether the log dir above the partition dir has Kafka's clean-shutdown marker (then no recovery runs)."""
+    logdir = os.path.dirname(os.path.normpath(item.partition_dir))
+    return os.path.exists(os.path.join(logdir, ".kafka_cleanshutdown"))
+
+
+def _aiven_transformed(item: SegmentItem) -> bool:
+    manifest = item.sibling(".rsm-manifest")
+    try:
+        with open(manifest, encoding="utf-8") as f:
+            m = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return bool(m.get("compression") or m.get("encryption"))
+
+
+def segment_finding(rep: SegmentReport) -> Finding:
+    """The verdict on one segment: its bytes and its indexes (a corrupt index is corruption; a stale or missing one
+    is a warning, Kafka rebuilds it). An ``OSError`` gives an ``error`` finding holding the exception."""
+    item = rep.item
+    if rep.exception is not None:
+        return error_finding("segment", item.path, rep.exception)
+    problems = []
+    for pos, size in rep.corrupt_ranges:
+        problems.append(f"corrupt range: position {pos} size {size}")
+    if rep.error:
+        problems.append(rep.error)
+    # "unreadable" without an OSError: a tiered segment stored transformed, which cannot be checked.
+    status = {"ok": "ok", "corrupt": "corrupt"}.get(rep.status, "error")
+    if rep.index_status == "corrupt":
+        status = "error" if status == "error" else "corrupt"
+        problems.append(f"index: {rep.index_error}")
+    elif rep.index_status in ("stale", "missing"):
+        if status == "ok":
+            status = "warning"
+        problems.append(f"index {rep.index_status}: {rep.index_error}")
+    offsets = "empty" if rep.first_offset is None else f"offsets {rep.first_offset}-{rep.last_offset}"
+    summary = f"{rep.batch_count} batches, {rep.record_count} records, {offsets}, {rep.size_bytes} bytes"
+    data = {
+        "baseOffset": item.base_offset,
+        "firstOffset": rep.first_offset,
+        "lastOffset": rep.last_offset,
+        "batchCount": rep.batch_count,
+        "recordCount": rep.record_count,
+        "size": rep.size_bytes,
+        "validBytes": rep.valid_bytes,
+        "invalidBytes": rep.invalid_bytes,
+        "segmentStatus": rep.status,
+        "indexStatus": rep.index_status,
+        "indexError": rep.index_error,
+        "corruptRanges": [{"position": p, "size": s} for p, s in rep.corrupt_ranges],
+        "error": rep.error,
+    }
+    return Finding("segment", item.path, status, summary, problems, data, checked_bytes=rep.size_bytes)

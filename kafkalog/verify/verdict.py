@@ -1,0 +1,59 @@
+"""The Spark job's verdict over many rows: :func:`summarize` (the text) and :func:`exit_code` (api.md's codes),
+from segment and partition results (reports, dicts or pyspark Rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .findings import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE
+from .partition import row_value
+
+__all__ = ["exit_code", "summarize"]
+
+
+def summarize(seg_rows: Sequence, part_rows: Sequence) -> str:
+    """A short human summary of segment and partition results (reports, dicts or pyspark Rows)."""
+    get = row_value
+    n = len(seg_rows)
+    by_status: dict[str, int] = {}
+    for r in seg_rows:
+        by_status[get(r, "status")] = by_status.get(get(r, "status"), 0) + 1
+    idx_bad = [r for r in seg_rows if get(r, "index_status") == "corrupt"]
+    total = sum(get(r, "size_bytes") or 0 for r in seg_rows)
+    invalid = sum(get(r, "invalid_bytes") or 0 for r in seg_rows)
+    lines = [
+        f"kafkalog archive validation: {n} segment(s), {len(part_rows)} partition dir(s), {total} bytes",
+        "segments: " + ", ".join(f"{k} {v}" for k, v in sorted(by_status.items())),
+        f"invalid bytes: {invalid}; corrupt indexes: {len(idx_bad)}",
+    ]
+    p_status: dict[str, int] = {}
+    for r in part_rows:
+        p_status[get(r, "status")] = p_status.get(get(r, "status"), 0) + 1
+    lines.append("partitions: " + ", ".join(f"{k} {v}" for k, v in sorted(p_status.items())))
+    bad = [r for r in seg_rows if get(r, "status") != "ok"]
+    for r in bad[:20]:
+        ranges = ", ".join(f"{p}+{s}" for p, s in (tuple(x) for x in get(r, "corrupt_ranges") or []))
+        lines.append(f"  {get(r, 'status').upper()} {get(r, 'path')}: {get(r, 'error')} [{ranges}]")
+    for r in idx_bad[:20]:
+        lines.append(f"  INDEX {get(r, 'path')}: {get(r, 'index_error')}")
+    for r in part_rows:
+        if get(r, "status") not in ("ok", "gap"):
+            lines.append(f"  PARTITION {get(r, 'partition_dir')}: {'; '.join(get(r, 'problems') or [])}")
+    if len(bad) > 20:
+        lines.append(f"  ... and {len(bad) - 20} more segment(s)")
+    return "\n".join(lines) + "\n"
+
+
+def exit_code(seg_rows: Sequence, part_rows: Sequence) -> int:
+    """The exit code of a verification, by the rule of ``kafkalog verify`` and api.md (0 ok, 1 corruption, 2 usage
+    or I/O error): 2 when any segment or partition is ``unreadable`` (an ``OSError``, or a tiered segment stored
+    transformed: it could not be checked); else 1 when any segment is corrupt, any index is corrupt, or a
+    partition is corrupt, overlaps or contradicts its checkpoints (gaps alone do not fail); else 0."""
+    get = row_value
+    if any(get(r, "status") == "unreadable" for r in (*seg_rows, *part_rows)):
+        return EXIT_USAGE
+    if any(get(r, "status") != "ok" or get(r, "index_status") == "corrupt" for r in seg_rows):
+        return EXIT_CORRUPT
+    if any(get(r, "status") not in ("ok", "gap") for r in part_rows):
+        return EXIT_CORRUPT
+    return EXIT_OK
