@@ -19,9 +19,11 @@ def spark() -> None:
 @click.option("--master", default=None, help="Spark master URL (default local[*]).")
 @click.option("--format", "report_format", type=click.Choice(["parquet", "json"]), default=None,
               help="Report format (default parquet).")  # fmt: skip
+@click.option("--deep", is_flag=True, help="Also decode every record (counts, offsets, varints) at decoder speed.")
 @storage_option
 def validate(
-    roots: tuple[str, ...], out: str, master: str | None, report_format: str | None, storage_opts: dict[str, str]
+    roots: tuple[str, ...], out: str, master: str | None, report_format: str | None, deep: bool,
+    storage_opts: dict[str, str],
 ) -> None:
     """Validate every segment under ROOT... (paths or s3://, gs://, hdfs:// URLs) on Spark; write segments and
     partitions reports and a summary to --out.
@@ -39,4 +41,6 @@ def validate(
         kwargs["options"] = storage_opts
     if report_format:
         kwargs["report_format"] = report_format
+    if deep:
+        kwargs["deep"] = True
     click.get_current_context().exit(run_validation(list(roots), out, master, **kwargs))

@@ -16,6 +16,7 @@ from typing import Any
 
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem
+from kafkalog.record_check import check_records
 from kafkalog.verify import PartitionReport, SegmentReport, verify_partition, verify_segment
 
 __all__ = ["CHECKPOINT_FILES", "localized", "localized_paths", "verify_partition_at", "verify_segment_at"]
@@ -30,15 +31,16 @@ CHECKPOINT_FILES = (
 
 
 def verify_segment_at(
-    item: SegmentItem, *, index_check: bool = True, options: Mapping[str, Any] | None = None
+    item: SegmentItem, *, index_check: bool = True, options: Mapping[str, Any] | None = None, deep: bool = False
 ) -> SegmentReport:
     """:func:`kafkalog.verify.verify_segment` for a local or remote segment; never raises.
 
     A remote object that cannot be read (missing, denied, connection lost) gives ``status="unreadable"`` with an
-    error naming the object, as an ``OSError`` does for a local file.
+    error naming the object, as an ``OSError`` does for a local file. ``deep`` also decodes every record of the
+    valid prefix (:func:`kafkalog.record_check.check_records`); a mismatch makes the segment ``corrupt``.
     """
     if not storage.is_remote(item.path):
-        return verify_segment(item, index_check=index_check)
+        return _deep(verify_segment(item, index_check=index_check), item.path, deep)
     with storage.scratch_dir() as root:
         try:
             local = storage.stage_segment(item, root, options)
@@ -46,13 +48,30 @@ def verify_segment_at(
             rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
             rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
             return rep
-        rep = verify_segment(local, index_check=index_check)
+        rep = _deep(verify_segment(local, index_check=index_check), local.path, deep)
     rep.item = item
     # messages name files; name the remote objects, not the scratch copies
     if rep.error:
         rep.error = rep.error.replace(local.partition_dir, item.partition_dir)
     if rep.index_error:
         rep.index_error = rep.index_error.replace(local.partition_dir, item.partition_dir)
+    return rep
+
+
+def _deep(rep: SegmentReport, path: str, deep: bool) -> SegmentReport:
+    """Add the deep record check's findings to ``rep`` (segments that could be read only)."""
+    if not deep or rep.status == "unreadable":
+        return rep
+    try:
+        found = check_records(path, end=rep.valid_bytes)
+    except OSError as exc:
+        rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
+        return rep
+    if found.problems:
+        rep.status = "corrupt"
+        rep.error = "; ".join(([rep.error] if rep.error else []) + found.problems)
+        known = set(rep.corrupt_ranges)
+        rep.corrupt_ranges = sorted(known | set(found.bad_batches))
     return rep
 
 

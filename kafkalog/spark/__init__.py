@@ -61,13 +61,16 @@ def validate_archive(
     index_check: bool = True,
     tasks_per_core: int = 2,
     options: dict[str, str] | None = None,
+    deep: bool = False,
 ) -> DataFrame:
     """One row per segment under ``roots`` (paths or URLs), validated on the executors (see
     :mod:`kafkalog.spark.validate`); ``options``: storage options for remote URLs (:mod:`kafkalog.storage`)."""
     _require_pyspark()
     from kafkalog.spark.validate import validate_archive as _validate
 
-    return _validate(spark, roots, index_check=index_check, tasks_per_core=tasks_per_core, options=options)
+    return _validate(
+        spark, roots, index_check=index_check, tasks_per_core=tasks_per_core, options=options, deep=deep
+    )
 
 
 def partition_continuity(df: DataFrame, *, options: dict[str, str] | None = None) -> DataFrame:
@@ -80,7 +83,8 @@ def partition_continuity(df: DataFrame, *, options: dict[str, str] | None = None
 
 def run_validation(roots: Any, out: str, master: str | None = None, **kwargs: Any) -> int:
     """The ``kafkalog spark validate`` command: write reports to ``out``; return the exit code (0/1/2).
-    ``kwargs``: ``index_check``, ``options`` (storage options), ``report_format`` (``parquet``/``json``)."""
+    ``kwargs``: ``index_check``, ``options`` (storage options), ``report_format`` (``parquet``/``json``),
+    ``deep`` (decode and check every record)."""
     _require_pyspark()
     from kafkalog.spark.validate import run_validation as _run
 

@@ -57,18 +57,11 @@ from pyspark.sql.types import StructType
 
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
-from kafkalog.errors import CorruptRecordError, KafkaLogError
+from kafkalog.errors import KafkaLogError
 from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
-from kafkalog.records import read_batches
-
-SCHEMA = (
-    "topic string, partition int, offset long, timestamp long, timestamp_type string, key binary, value binary, "
-    "headers array<struct<key:string,value:binary>>, producer_id long, leader_epoch int, "
-    "is_transactional boolean, is_control boolean"
-)
+from kafkalog.spark.scan import SCHEMA, ScanMetrics, ScanSpec, scan_range
 
 _NO_UPPER = 1 << 63
-_TS_NAMES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 
 
 @dataclass
@@ -164,23 +157,6 @@ class SegmentPartition(InputPartition):
         self.value = self.item.path
 
 
-@dataclass
-class ScanMetrics:
-    """What one segment scan touched; written to ``metricsDir`` when set."""
-
-    segment: str
-    start_position: int = 0
-    batches_read: int = 0  # batch headers visited
-    batches_decoded: int = 0  # batches whose records were decoded
-    bytes_read: int = 0  # bytes spanned by the visited batches
-    records_returned: int = 0
-    stopped_at_corruption: int = -1  # file position of the bad batch, when onCorrupt=stop
-    log_bytes_fetched: int = 0  # bytes of a remote .log copied to the executor (0 on local disk)
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
 class KafkaLogDataSource(DataSource):
     """``spark.read.format("kafkalog")``: records of archived Kafka partition logs."""
 
@@ -241,19 +217,9 @@ class KafkaLogReader(DataSourceReader):
         return out
 
     def read(self, partition: SegmentPartition):
-        import pyarrow as pa
-
         metrics = ScanMetrics(partition.item.path)
-        item = partition.item
-        rows = _Columns(item.topic, item.partition)
         try:
-            for batch_rows in _scan_segment(self, partition, metrics):
-                rows.add_batch(*batch_rows)
-                if len(rows) >= self.arrow_batch_rows:
-                    yield rows.to_arrow(pa)
-                    rows = _Columns(item.topic, item.partition)
-            if len(rows):
-                yield rows.to_arrow(pa)
+            yield from _scan_segment(self, partition, metrics)
         finally:
             if self.metrics_dir:
                 _write_metrics(self.metrics_dir, metrics)
@@ -372,9 +338,9 @@ def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str])
         yield local, 0
 
 
-def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics) -> Iterator[tuple]:
-    """Yield (leader epoch, producer id, transactional, control, timestamp type, records) per batch, records
-    restricted to the pushed bounds; batches dropped by the isolation level are skipped whole."""
+def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics):
+    """Arrow record batches of one segment: seek with the indexes, fetch the byte range (remote), decode columns
+    (:func:`kafkalog.spark.scan.scan_range`)."""
     item, b = part.item, reader.bounds
     lo, hi = b.effective_offsets()
     with _indexes_of(item, reader.storage) as local:
@@ -383,137 +349,14 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     m.start_position = position
     if storage.is_remote(item.path):
         m.log_bytes_fetched = max(0, end - position)
+    aborted = part.aborted if reader.isolation == "read_committed" else None
+    seek = start_offset if start_offset > item.base_offset else -(1 << 63)
+    spec = ScanSpec(item.topic, item.partition, seek, lo, hi, b.offset_in, b.ts_lo, b.ts_hi, aborted,
+                    reader.verify_crc, reader.on_corrupt == "stop", reader.arrow_batch_rows)  # fmt: skip
+    shift = position
     with _log_range(item, position, end, reader.storage) as (path, local_position):
-        yield from _scan_range(reader, part, m, path, local_position, start_offset, position - local_position)
-
-
-def _scan_range(
-    reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics, path: str, position: int, start_offset: int,
-    shift: int,
-) -> Iterator[tuple]:  # fmt: skip
-    """The batches of ``path`` from ``position`` on (``shift``: what to add to a position in ``path`` to get the
-    segment's own file position, for a fetched range)."""
-    item, b = part.item, reader.bounds
-    lo, hi = b.effective_offsets()
-    committed = reader.isolation == "read_committed"
-    aborted: dict[int, list[tuple[int, int]]] = {}
-    for pid, first, last in part.aborted:
-        aborted.setdefault(pid, []).append((first, last))
-    record_ok = b.record_ok
-    filtering = b.offset_in is not None or b.ts_lo > -(1 << 63) or b.ts_hi < _NO_UPPER or lo > item.base_offset
-    filtering = filtering or hi < _NO_UPPER
-    br = read_batches(path, position=position, validate=reader.verify_crc)
-    try:
-        for batch in br:
-            m.batches_read += 1
-            m.bytes_read += batch.size_in_bytes
-            if batch.last_offset < start_offset:
-                continue
-            if batch.base_offset > hi:
-                break
-            if committed and batch.is_control:
-                continue
-            if batch.max_timestamp < b.ts_lo and batch.magic >= 1:
-                continue  # every record's timestamp is <= the batch's max timestamp
-            pid = batch.producer_id
-            if committed and batch.is_transactional and pid in aborted:
-                if any(first <= batch.base_offset <= last for first, last in aborted[pid]):
-                    continue
-            m.batches_decoded += 1
-            recs = batch.records()
-            if filtering:
-                recs = [r for r in recs if record_ok(r.offset, r.timestamp)]
-            if recs:
-                m.records_returned += len(recs)
-                yield (
-                    batch.partition_leader_epoch, pid, batch.is_transactional, batch.is_control,
-                    _TS_NAMES.get(int(batch.timestamp_type), "CreateTime"), recs,
-                )  # fmt: skip
-        if br.error is not None:
-            if reader.on_corrupt == "stop":
-                m.stopped_at_corruption = br.valid_bytes + shift
-            else:
-                raise CorruptRecordError(f"{item.path}: {br.error}", position=br.valid_bytes + shift)
-    finally:
-        br.close()
-
-
-class _Columns:
-    """Column buffers for one Arrow batch, filled a record batch at a time (columnar output avoids Spark's per-row
-    pickling; per-batch fields are repeated, not recomputed per record)."""
-
-    __slots__ = ("topic", "partition", "offset", "timestamp", "ts_type", "key", "value", "headers", "pid", "epoch",
-                 "txn", "ctrl")  # fmt: skip
-
-    def __init__(self, topic: str, partition: int) -> None:
-        self.topic, self.partition = topic, partition
-        self.offset: list[int] = []
-        self.timestamp: list[int] = []
-        self.key: list = []
-        self.value: list = []
-        self.headers: list = []
-        self.ts_type: list[str] = []
-        self.pid: list[int] = []
-        self.epoch: list[int] = []
-        self.txn: list[bool] = []
-        self.ctrl: list[bool] = []
-
-    def __len__(self) -> int:
-        return len(self.offset)
-
-    def add_batch(self, epoch: int, pid: int, txn: bool, ctrl: bool, ts_type: str, recs: list) -> None:
-        n = len(recs)
-        self.offset.extend([r.offset for r in recs])
-        self.timestamp.extend([r.timestamp for r in recs])
-        self.key.extend([r.key for r in recs])
-        self.value.extend([r.value for r in recs])
-        self.headers.extend([list(r.headers) if r.headers else [] for r in recs])
-        self.ts_type.extend([ts_type] * n)
-        self.pid.extend([pid] * n)
-        self.epoch.extend([epoch] * n)
-        self.txn.extend([txn] * n)
-        self.ctrl.extend([ctrl] * n)
-
-    def to_arrow(self, pa):
-        n = len(self.offset)
-        types = _arrow_types(pa)
-        cols = [
-            pa.array([self.topic] * n, types[0]), pa.array([self.partition] * n, types[1]),
-            pa.array(self.offset, types[2]), pa.array(self.timestamp, types[3]), pa.array(self.ts_type, types[4]),
-            pa.array(self.key, types[5]), pa.array(self.value, types[6]), pa.array(self.headers, types[7]),
-            pa.array(self.pid, types[8]), pa.array(self.epoch, types[9]), pa.array(self.txn, types[10]),
-            pa.array(self.ctrl, types[11]),
-        ]  # fmt: skip
-        return pa.RecordBatch.from_arrays(cols, schema=_arrow_schema(pa))
-
-
-_ARROW: dict[str, object] = {}
-
-
-def _arrow_types(pa) -> list:
-    return list(_arrow_schema(pa).types)
-
-
-def _arrow_schema(pa):
-    if "schema" not in _ARROW:
-        header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-        _ARROW["schema"] = pa.schema(
-            [
-                ("topic", pa.string()),
-                ("partition", pa.int32()),
-                ("offset", pa.int64()),
-                ("timestamp", pa.int64()),
-                ("timestamp_type", pa.string()),
-                ("key", pa.binary()),
-                ("value", pa.binary()),
-                ("headers", pa.list_(header)),
-                ("producer_id", pa.int64()),
-                ("leader_epoch", pa.int32()),
-                ("is_transactional", pa.bool_()),
-                ("is_control", pa.bool_()),
-            ]
-        )
-    return _ARROW["schema"]
+        shift -= local_position
+        yield from scan_range(spec, path, local_position, end - shift, m, label=item.path, shift=shift)
 
 
 def _write_metrics(metrics_dir: str, m: ScanMetrics) -> None:

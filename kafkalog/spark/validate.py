@@ -92,14 +92,15 @@ def reports_to_arrow(reports: Sequence) -> Any:
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
 
 
-def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: dict[str, str]):
+def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: dict[str, str], deep: bool = False):
     """The mapInArrow function: its input holds task numbers (one per Spark task), its output the reports.
     Remote segments are fetched by the executor running the task (:func:`kafkalog.remote.verify_segment_at`)."""
 
     def run(batches):
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                reports = [verify_segment_at(item, index_check=index_check, options=options) for item in groups[task]]
+                reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep)
+                           for item in groups[task]]  # fmt: skip
                 yield reports_to_arrow(reports)
 
     return run
@@ -138,12 +139,15 @@ def _n_tasks(items: Sequence[SegmentItem], parallelism: int, tasks_per_core: int
 
 
 def validate_archive(
-    spark, roots, *, index_check: bool = True, tasks_per_core: int = 2, options: dict[str, str] | None = None
-):
+    spark, roots, *, index_check: bool = True, tasks_per_core: int = 2, options: dict[str, str] | None = None,
+    deep: bool = False,
+):  # fmt: skip
     """A DataFrame with one row per segment under ``roots`` (columns: SEGMENT_SCHEMA).
 
     ``roots`` may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``; see :mod:`kafkalog.storage`);
     ``options`` are storage options (credentials, endpoint, timeouts) that override the AWS environment.
+    ``deep`` decodes every record too (:func:`kafkalog.record_check.check_records`: counts and offsets against
+    each batch header, records that do not decode).
 
     ``status`` is ``ok``, ``corrupt`` (see ``corrupt_ranges``/``error``) or ``unreadable``; ``index_status`` is
     ``ok``, ``missing``, ``corrupt`` or ``not_checked``. The DataFrame is lazy: each action re-runs the checks, so
@@ -154,12 +158,12 @@ def validate_archive(
     """
     opts = storage_options(options)
     return validate_items(spark, discover_segments(roots, options=opts), index_check=index_check,
-                          tasks_per_core=tasks_per_core, options=opts)  # fmt: skip
+                          tasks_per_core=tasks_per_core, options=opts, deep=deep)  # fmt: skip
 
 
 def validate_items(
     spark, items: list[SegmentItem], *, index_check: bool = True, tasks_per_core: int = 2,
-    options: dict[str, str] | None = None,
+    options: dict[str, str] | None = None, deep: bool = False,
 ):  # fmt: skip
     """:func:`validate_archive` over segments already discovered (the driver lists once)."""
     opts = storage_options(options)
@@ -167,7 +171,7 @@ def validate_items(
         return spark.createDataFrame([], SEGMENT_SCHEMA)
     groups = group_for_tasks(items, _n_tasks(items, spark.sparkContext.defaultParallelism, tasks_per_core))
     tasks = spark.range(0, len(groups), 1, len(groups))
-    return tasks.mapInArrow(_check_tasks(groups, index_check, opts), SEGMENT_SCHEMA)
+    return tasks.mapInArrow(_check_tasks(groups, index_check, opts, deep), SEGMENT_SCHEMA)
 
 
 def partition_continuity(df, *, options: dict[str, str] | None = None):
@@ -196,6 +200,7 @@ def run_validation(
     index_check: bool = True,
     options: dict[str, str] | None = None,
     report_format: str = "parquet",
+    deep: bool = False,
 ) -> int:
     """Validate ``roots``, write ``out/segments.<fmt>``, ``out/partitions.<fmt>`` and ``out/summary.txt``,
     print the summary; return 0 (all ok), 1 (corruption found) or 2 (usage or I/O error).
@@ -225,7 +230,7 @@ def run_validation(
     try:
         sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
         sc.setJobDescription(f"kafkalog validate: check {len(items)} segments")
-        seg_df = validate_items(spark, items, index_check=index_check, options=opts).cache()
+        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep).cache()
         seg_rows = seg_df.collect()
         sc.setJobDescription("kafkalog validate: partition continuity")
         part_df = partition_continuity(seg_df, options=opts).cache()
@@ -276,13 +281,14 @@ def _encode_rows(df, rows: list, fmt: str) -> bytes:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kafkalog.spark.validate ROOT... --out DIR [--master URL] [--no-index-check]
+    """``python -m kafkalog.spark.validate ROOT... --out DIR [--master URL] [--no-index-check] [--deep]
     [--format parquet|json] [--storage-option KEY=VALUE ...]`` (also the ``spark-submit`` entry point)."""
     parser = argparse.ArgumentParser(prog="kafkalog spark validate", description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="log dir, partition dir, segment or tree of them")
     parser.add_argument("--out", required=True, help="dir or URL for segments/partitions reports and summary.txt")
     parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     parser.add_argument("--no-index-check", action="store_true", help="skip the .index/.timeindex/.txnindex checks")
+    parser.add_argument("--deep", action="store_true", help="also decode and check every record")
     parser.add_argument("--format", default="parquet", choices=["parquet", "json"], help="report format")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="storage option for remote URLs (endpoint_url, region, access_key, ...)")  # fmt: skip
@@ -296,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     return run_validation(
         args.roots, args.out, args.master, index_check=not args.no_index_check, options=opts,
-        report_format=args.format,
+        report_format=args.format, deep=args.deep,
     )  # fmt: skip
 
 
