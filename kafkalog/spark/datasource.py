@@ -1,6 +1,7 @@
 """The ``kafkalog`` Spark DataSource: ``spark.read.format("kafkalog").load(root)`` reads archived partition logs.
 
-One input partition per segment (planned on the driver from file names only). Filters on ``topic``,
+Input partitions are runs of consecutive segments (planned on the driver from names and sizes only; at most
+``maxPartitionBytes``, default 128 MiB, and small scans spread over at least 8 tasks: :func:`pack_segments`). Filters on ``topic``,
 ``partition``, ``offset`` and ``timestamp`` are pushed down (Spark 4.1+ ``pushFilters``; needs
 ``spark.sql.python.filterPushdown.enabled``, which :func:`register` and ``get_session`` switch on):
 
@@ -157,6 +158,44 @@ class SegmentPartition(InputPartition):
         self.value = self.item.path
 
 
+@dataclass
+class SegmentGroup(InputPartition):
+    """Consecutive segments read by one Spark task: a Python task costs Spark ~30-70 ms, more than decoding a
+    small segment, so small segments are packed (see :func:`pack_segments`)."""
+
+    segments: list[SegmentPartition]
+
+    def __post_init__(self) -> None:
+        self.value = [s.item.path for s in self.segments]
+
+
+#: the most bytes of segments one task reads (Spark's own file sources default to 128 MiB per partition) ...
+MAX_PARTITION_BYTES = 128 << 20
+#: ... but small scans are still spread over at least this many tasks (when there are that many segments) ...
+MIN_PARTITIONS = 8
+#: ... and a segment counts at least this much (opening it and its indexes; Spark's openCostInBytes)
+OPEN_COST = 4 << 20
+
+
+def pack_segments(parts: list[SegmentPartition], max_bytes: int = MAX_PARTITION_BYTES) -> list[SegmentGroup]:
+    """Pack segments, in order, into groups of at most ``min(max_bytes, total / MIN_PARTITIONS)`` bytes (never
+    below OPEN_COST): large archives get ~128 MiB tasks, small ones still use every core."""
+    sizes = [max(p.item.size_bytes, 0) + OPEN_COST for p in parts]
+    target = max(OPEN_COST, min(max_bytes, sum(sizes) // MIN_PARTITIONS))
+    groups: list[SegmentGroup] = []
+    current: list[SegmentPartition] = []
+    load = 0
+    for part, size in zip(parts, sizes, strict=True):
+        if current and load + size > target:
+            groups.append(SegmentGroup(current))
+            current, load = [], 0
+        current.append(part)
+        load += size
+    if current:
+        groups.append(SegmentGroup(current))
+    return groups
+
+
 class KafkaLogDataSource(DataSource):
     """``spark.read.format("kafkalog")``: records of archived Kafka partition logs."""
 
@@ -185,6 +224,7 @@ class KafkaLogReader(DataSourceReader):
         self.dir_states = {s.strip() for s in opts.get("includedirstates", "live").split(",") if s.strip()}
         self.metrics_dir = opts.get("metricsdir")
         self.arrow_batch_rows = int(opts.get("arrowbatchrows", "8192"))
+        self.max_partition_bytes = int(opts.get("maxpartitionbytes", MAX_PARTITION_BYTES))
         self.storage = storage.storage_options(opts)
         self.bounds = Bounds()
 
@@ -193,7 +233,7 @@ class KafkaLogReader(DataSourceReader):
             if not self.bounds.add(f):
                 yield f
 
-    def partitions(self) -> list[SegmentPartition]:
+    def partitions(self) -> list[SegmentGroup]:
         b = self.bounds
         lo, hi = b.effective_offsets()
         by_dir: dict[str, list[SegmentItem]] = {}
@@ -214,15 +254,16 @@ class KafkaLogReader(DataSourceReader):
                     continue
                 mine = [a for a in aborted if a[1] < nxt and a[2] >= item.base_offset]
                 out.append(SegmentPartition(item, nxt, mine))
-        return out
+        return pack_segments(out, self.max_partition_bytes)
 
-    def read(self, partition: SegmentPartition):
-        metrics = ScanMetrics(partition.item.path)
-        try:
-            yield from _scan_segment(self, partition, metrics)
-        finally:
-            if self.metrics_dir:
-                _write_metrics(self.metrics_dir, metrics)
+    def read(self, partition: SegmentGroup):
+        for segment in partition.segments:
+            metrics = ScanMetrics(segment.item.path)
+            try:
+                yield from _scan_segment(self, segment, metrics)
+            finally:
+                if self.metrics_dir:
+                    _write_metrics(self.metrics_dir, metrics)
 
 
 def _roots(opts: dict[str, str]) -> list[str]:
