@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 #: credentials moto accepts (it does not check them unless IAM auth is switched on)
@@ -95,3 +96,34 @@ def upload_tree(client, local: Path, bucket: str, prefix: str) -> None:
             path = Path(dirpath) / name
             key = f"{prefix}/{path.relative_to(local).as_posix()}"
             client.upload_file(str(path), bucket, key)
+
+
+def golden_archive_server(golden: Path, bucket: str = "archive") -> MotoServer:
+    """A started server holding golden/logdir at ``s3://bucket/logdir`` and Kafka's damaged copies
+    (golden/unclean/input) at ``s3://bucket/unclean``; the caller stops it."""
+    server = MotoServer().start()
+    try:
+        client = server.client()
+        upload_tree(client, golden / "logdir", bucket, "logdir")
+        upload_tree(client, golden / "unclean" / "input", bucket, "unclean")
+    except Exception:
+        server.stop()
+        raise
+    return server
+
+
+def golden_archive(golden: Path | None, bucket: str = "archive") -> Iterator[MotoServer]:
+    """Fixture body (``s3 = pytest.fixture(scope="module")(golden_archive_fixture)`` in a test module): a
+    :func:`golden_archive_server` for the module, stopped afterwards."""
+    assert golden is not None
+    server = golden_archive_server(golden, bucket)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def golden_archive_fixture() -> Iterator[MotoServer]:
+    from tests.conftest import GOLDEN
+
+    yield from golden_archive(GOLDEN)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GOLDEN, needs_golden
-from tests.s3server import MotoServer, upload_tree
+from tests.s3server import golden_archive_fixture
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -28,17 +28,8 @@ BUCKET = "archive"
 CASES = ["golden-none-0", "golden-zstd-0", "golden-txn-0", "golden-segments-0"]
 
 
-@pytest.fixture(scope="module")
-def s3():
-    server = MotoServer().start()
-    try:
-        client = server.client()
-        assert GOLDEN is not None
-        upload_tree(client, GOLDEN / "logdir", BUCKET, "logdir")
-        upload_tree(client, GOLDEN / "unclean" / "input", BUCKET, "unclean")
-        yield server
-    finally:
-        server.stop()
+#: moto's server holding golden/logdir at s3://archive/logdir and the damaged copies at s3://archive/unclean
+s3 = pytest.fixture(scope="module", name="s3")(golden_archive_fixture)
 
 
 @pytest.fixture(scope="module")

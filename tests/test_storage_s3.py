@@ -19,7 +19,7 @@ from kafkalog.errors import KafkaLogError, KafkaStorageError
 from kafkalog.remote import localized, verify_partition_at, verify_segment_at
 from kafkalog.verify import verify_partition, verify_segment
 from tests.conftest import GOLDEN, needs_golden
-from tests.s3server import MotoServer, upload_tree
+from tests.s3server import MotoServer, golden_archive_fixture
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("moto")
@@ -29,18 +29,8 @@ pytestmark = [needs_golden]
 BUCKET = "archive"
 
 
-@pytest.fixture(scope="module")
-def s3():
-    """A moto server holding golden/logdir at s3://archive/logdir and the damaged copies at s3://archive/unclean."""
-    server = MotoServer().start()
-    try:
-        client = server.client()
-        assert GOLDEN is not None
-        upload_tree(client, GOLDEN / "logdir", BUCKET, "logdir")
-        upload_tree(client, GOLDEN / "unclean" / "input", BUCKET, "unclean")
-        yield server
-    finally:
-        server.stop()
+#: moto's server holding golden/logdir at s3://archive/logdir and the damaged copies at s3://archive/unclean
+s3 = pytest.fixture(scope="module", name="s3")(golden_archive_fixture)
 
 
 def _rel(path: str, root: str) -> str:

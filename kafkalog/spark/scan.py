@@ -101,20 +101,15 @@ def _mask(chunk, spec: ScanSpec) -> np.ndarray | None:
         batch_max[nonempty] = np.maximum.reduceat(off, starts[nonempty])
         keep &= np.repeat(batch_max >= spec.start_offset, counts)
         filtered = True
-    if spec.offset_lo > _MIN:
-        keep &= off >= spec.offset_lo
-        filtered = True
-    if spec.offset_hi < _MAX:
-        keep &= off <= spec.offset_hi
-        filtered = True
+    for values, lo, hi in ((off, spec.offset_lo, spec.offset_hi), (ts, spec.ts_lo, spec.ts_hi)):
+        if lo > _MIN:
+            keep &= values >= lo
+            filtered = True
+        if hi < _MAX:
+            keep &= values <= hi
+            filtered = True
     if spec.offset_in is not None:
         keep &= np.isin(off, np.fromiter(spec.offset_in, dtype=np.int64, count=len(spec.offset_in)))
-        filtered = True
-    if spec.ts_lo > _MIN:
-        keep &= ts >= spec.ts_lo
-        filtered = True
-    if spec.ts_hi < _MAX:
-        keep &= ts <= spec.ts_hi
         filtered = True
     if spec.aborted is not None:
         dropped = chunk.is_control.astype(bool)
