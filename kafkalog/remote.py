@@ -79,7 +79,8 @@ def verify_partition_at(
     segments: Iterable[SegmentReport | dict | Any], options: Mapping[str, Any] | None = None
 ) -> PartitionReport:
     """:func:`kafkalog.verify.verify_partition` for a local or remote partition dir: a remote one's log-dir
-    checkpoints are fetched (when they exist) so the comparison with them is the same as on local disk."""
+    checkpoints and its own metadata files (``leader-epoch-checkpoint``, ``partition.metadata``, ``*.snapshot``:
+    one listing of the dir) are fetched, so the checks are the same as on local disk."""
     rows = list(segments)
     pdir = _get(rows[0], "partition_dir") if rows else None
     if not pdir or not storage.is_remote(pdir):
@@ -88,6 +89,8 @@ def verify_partition_at(
     base = storage.dirname(logdir)
     with storage.scratch_dir() as root:
         storage.stage_files([storage.join(logdir, n) for n in CHECKPOINT_FILES[:3]], root, base, options)
+        storage.stage_files([e.url for e in storage.list_tree(pdir, options) if _partition_file(e.url)], root, base,
+                            options)  # fmt: skip
         local_pdir = storage.mirror_path(pdir, root, base)
         os.makedirs(local_pdir, exist_ok=True)
         moved = [{**_as_dict(r), "partition_dir": local_pdir} for r in rows]
@@ -129,6 +132,12 @@ def localized_paths(paths: Iterable[str], options: Mapping[str, Any] | None = No
     Raises StorageError (an OSError naming the object) when a remote one cannot be listed or read."""
     with contextlib.ExitStack() as stack:
         yield [stack.enter_context(localized(p, options)) if storage.is_remote(p) else p for p in paths]
+
+
+def _partition_file(url: str) -> bool:
+    """A partition dir's metadata file (what :func:`kafkalog.verify.check_partition_files` reads)."""
+    name = storage.basename(url)
+    return name in ("leader-epoch-checkpoint", "partition.metadata") or name.endswith(".snapshot")
 
 
 def _get(r: Any, name: str) -> Any:

@@ -19,7 +19,7 @@ from kafkalog.errors import KafkaLogError, KafkaStorageError
 from kafkalog.remote import localized, verify_partition_at, verify_segment_at
 from kafkalog.verify import verify_partition, verify_segment
 from tests.conftest import GOLDEN, needs_golden
-from tests.s3server import MotoServer, golden_archive_fixture
+from tests.s3server import MotoServer, golden_archive_fixture, upload_tree
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("moto")
@@ -154,6 +154,23 @@ def test_remote_partition_report_reads_the_log_dir_checkpoints(s3) -> None:
     rep = verify_partition_at(reports, s3.options)
     assert rep.checkpoint_log_start_offset == 28  # golden README: log start offset 28 in the checkpoint
     assert rep.partition_dir == url
+
+
+def test_remote_partition_checks_its_metadata_files_as_locally(s3, tmp_path: Path) -> None:
+    """A damaged leader-epoch-checkpoint is found in the bucket as on disk (the executor fetches the dir's files)."""
+    src = GOLDEN / "logdir" / "golden-segments-0"
+    local = tmp_path / "logdir" / "golden-segments-0"
+    local.mkdir(parents=True)
+    for f in src.iterdir():
+        (local / f.name).write_bytes(f.read_bytes())
+    (local / "leader-epoch-checkpoint").write_text("0\n2\n3 0\n1 50\n")  # epochs going backwards
+    upload_tree(s3.client(), tmp_path / "logdir", BUCKET, "damaged-epochs")
+    url = f"s3://{BUCKET}/damaged-epochs/golden-segments-0"
+    remote_reports = [verify_segment_at(i, options=s3.options) for i in discover_segments(url, options=s3.options)]
+    local_reports = [verify_segment(i) for i in discover_segments(str(local))]
+    remote, here = verify_partition_at(remote_reports, s3.options), verify_partition(local_reports)
+    assert here.status == "corrupt" and any("leader-epoch-checkpoint" in p for p in here.problems)
+    _same_row(remote.to_dict(), here.to_dict(), url, str(local))
 
 
 def test_localized_partition_and_segment(s3) -> None:
