@@ -12,6 +12,17 @@ Timing: one throwaway validation job per session first (JVM, Python workers, imp
 task count, the validation job); best of each is reported, per-core ratios are given best against best within the
 same session and as the median of per-round ratios, and the load average is printed (on a shared box other
 processes' load moves every figure). ``--dir DIR`` keeps the archive and reuses it.
+
+``--sections`` picks what runs (default ``classic``, the above); the others use ``--scan-partitions`` partition
+dirs of the same archive, best of ``--rounds``:
+
+* ``scan``: DataSource full scan (``count`` and ``sum(length(value))``) on ``local[1]`` against the in-process
+  columnar decoder over the same segments (``iter_record_columns`` + ``to_arrow``), and against Spark's own Parquet
+  scan of the same records (written once by the bench, same two aggregates).
+* ``remote``: the validation job and the DataSource full scan on ``local[2]`` reading the archive from moto's S3
+  server on 127.0.0.1 against the same partition dirs on local disk.
+* ``cluster``: the same two jobs on a standalone cluster (master + 2 one-core workers from the pyspark package,
+  127.0.0.1) against ``local[2]``.
 """
 
 from __future__ import annotations
@@ -152,6 +163,146 @@ def spark_runs(
         spark.stop()
 
 
+def _best(fn, rounds: int) -> tuple[float, object]:
+    """(best seconds, result) over ``rounds`` calls of ``fn``."""
+    best = None
+    for _ in range(rounds):
+        t = time.perf_counter()
+        res = fn()
+        s = time.perf_counter() - t
+        if best is None or s < best[0]:
+            best = (s, res)
+    return best
+
+
+def _aggregates(df) -> tuple[int, int]:
+    row = df.selectExpr("count(*) AS n", "sum(length(value)) AS v").collect()[0]
+    return int(row.n), int(row.v or 0)
+
+
+def scan_section(scan_roots: list[str], parquet_dir: Path, rounds: int) -> None:
+    """DataSource on local[1] vs the in-process columnar rate vs Spark's Parquet scan of the same records."""
+    import pyarrow.compute as pc
+
+    from kafkalog.records import iter_record_columns
+    from kafkalog.spark import get_session, register
+
+    items = discover_segments(scan_roots)
+
+    def columnar() -> tuple[int, int]:
+        n = v = 0
+        for item in items:
+            reader = iter_record_columns(item.path, max_records=8192)
+            for chunk in reader:
+                t = chunk.to_arrow()
+                n += t.num_rows
+                v += int(pc.sum(pc.binary_length(t["value"])).as_py() or 0)
+            reader.close()
+        return n, v
+
+    c_s, (c_n, c_v) = _best(columnar, rounds)
+    spark = get_session("local[1]", "bench-scan")
+    register(spark)
+    try:
+        ds = spark.read.format("kafkalog").load(scan_roots)
+        _aggregates(ds)  # warm: workers, imports
+        d_s, (d_n, d_v) = _best(lambda: _aggregates(ds), rounds)
+        shutil.rmtree(parquet_dir, ignore_errors=True)
+        ds.write.parquet(str(parquet_dir))
+        pq = spark.read.parquet(str(parquet_dir))
+        _aggregates(pq)
+        p_s, (p_n, p_v) = _best(lambda: _aggregates(pq), rounds)
+        pcount_s, _ = _best(lambda: pq.count(), rounds)
+        dcount_s, _ = _best(lambda: ds.count(), rounds)
+    finally:
+        spark.stop()
+    assert c_n == d_n == p_n and c_v == d_v == p_v, (c_n, d_n, p_n, c_v, d_v, p_v)
+    print(f"scan: {d_n} records, {d_v / 1e6:.1f} MB of values, {len(items)} segments; load {_load():.2f}")
+    print(f"  in-process columnar (iter_record_columns + to_arrow + sum): {c_n / c_s / 1e6:.2f}M records/s ({c_s:.2f}s)")
+    print(f"  DataSource local[1] count+sum(length(value)): {d_n / d_s / 1e6:.2f}M rows/s ({d_s:.2f}s) = "
+          f"{c_s / d_s:.0%} of the columnar rate (target >= 50%)")
+    print(f"  Parquet local[1] count+sum(length(value)):    {p_n / p_s / 1e6:.2f}M rows/s ({p_s:.2f}s); "
+          f"DataSource / Parquet {p_s / d_s:.2f}x (target >= 1)")
+    print(f"  count only: DataSource {dcount_s:.2f}s, Parquet {pcount_s:.2f}s")
+
+
+def _two_jobs(spark, roots: list[str], options: dict | None, rounds: int) -> tuple[float, float, int]:
+    """(best validation seconds, best DataSource full-scan seconds, rows) for ``roots``."""
+    from kafkalog.spark import register, validate_archive
+
+    register(spark)
+
+    def validate():
+        rows = validate_archive(spark, roots, options=options).select("status").collect()
+        assert rows and all(r.status == "ok" for r in rows)
+        return len(rows)
+
+    reader = spark.read.format("kafkalog").options(**(options or {}))
+    validate()
+    _aggregates(reader.load(roots))
+    v_s, _ = _best(validate, rounds)
+    d_s, (n, _) = _best(lambda: _aggregates(reader.load(roots)), rounds)
+    return v_s, d_s, n
+
+
+def remote_section(root: str, scan_roots: list[str], rounds: int) -> None:
+    """Validation and DataSource throughput from moto's S3 server vs local disk (local[2], same run)."""
+    from kafkalog.spark import get_session
+    from tests.s3server import MotoServer, upload_tree
+
+    total = sum(max(i.size_bytes, 0) for i in discover_segments(scan_roots))
+    server = MotoServer().start()
+    try:
+        client = server.client()
+        t = time.perf_counter()
+        for r in scan_roots:
+            upload_tree(client, Path(r), "bench", f"logdir/{os.path.basename(r)}")
+        print(f"remote: uploaded {total / 1e6:.1f} MB to moto in {time.perf_counter() - t:.1f}s; load {_load():.2f}")
+        urls = [f"s3://bench/logdir/{os.path.basename(r)}" for r in scan_roots]
+        spark = get_session("local[2]", "bench-remote")
+        try:
+            lv, ld, n = _two_jobs(spark, scan_roots, None, rounds)
+            rv, rd, rn = _two_jobs(spark, urls, server.options, rounds)
+        finally:
+            spark.stop()
+    finally:
+        server.stop()
+    assert n == rn
+    print(f"  validation local[2]: local disk {total / lv / 1e6:.1f} MB/s ({lv:.2f}s), S3 (moto) "
+          f"{total / rv / 1e6:.1f} MB/s ({rv:.2f}s): S3 / local {lv / rv:.2f}")
+    print(f"  DataSource full scan local[2]: local disk {n / ld:.0f} rows/s ({ld:.2f}s), S3 (moto) {n / rd:.0f} "
+          f"rows/s ({rd:.2f}s): S3 / local {ld / rd:.2f}")
+
+
+def cluster_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
+    """The same two jobs on a 2-worker standalone cluster vs local[2]."""
+    from kafkalog.spark import get_session
+    from tests.spark_cluster import StandaloneCluster
+
+    total = sum(max(i.size_bytes, 0) for i in discover_segments(scan_roots))
+    spark = get_session("local[2]", "bench-local2")
+    try:
+        lv, ld, n = _two_jobs(spark, scan_roots, None, rounds)
+    finally:
+        spark.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+    cluster = StandaloneCluster(workdir, sys.executable).start()
+    try:
+        spark = get_session(cluster.url, "bench-cluster", conf=cluster.session_conf())
+        try:
+            cv, cd, cn = _two_jobs(spark, scan_roots, None, rounds)
+        finally:
+            spark.stop()
+    finally:
+        cluster.stop()
+    assert n == cn
+    print(f"cluster (2 workers x 1 core) vs local[2], {total / 1e6:.1f} MB; load {_load():.2f}")
+    print(f"  validation: local[2] {total / lv / 1e6:.1f} MB/s ({lv:.2f}s), cluster {total / cv / 1e6:.1f} MB/s "
+          f"({cv:.2f}s): cluster / local {lv / cv:.2f}")
+    print(f"  DataSource full scan: local[2] {n / ld:.0f} rows/s ({ld:.2f}s), cluster {n / cd:.0f} rows/s "
+          f"({cd:.2f}s): cluster / local {ld / cd:.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--partitions", type=int, default=200)
@@ -159,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--segment-kib", type=int, default=1024)
     ap.add_argument("--scan-partitions", type=int, default=10, help="partition dirs the DataSource scan reads")
     ap.add_argument("--rounds", type=int, default=3, help="timed validation jobs per master (best is reported)")
+    ap.add_argument("--sections", default="classic", help="comma list of classic, scan, remote, cluster")
     ap.add_argument(
         "--dir", default=None, help="where to generate (default: a temp dir, removed afterwards); kept and reused"
     )
@@ -182,6 +334,15 @@ def main(argv: list[str] | None = None) -> int:
         records_per_partition = batches // args.partitions * 16
         offset_filter = int(records_per_partition * 0.9)
         scan_roots = [os.path.join(root, f"bench-{p}") for p in range(min(args.scan_partitions, args.partitions))]
+        sections = {x.strip() for x in args.sections.split(",") if x.strip()}
+        if "scan" in sections:
+            scan_section(scan_roots, base / "parquet", args.rounds)
+        if "remote" in sections:
+            remote_section(root, scan_roots, args.rounds)
+        if "cluster" in sections:
+            cluster_section(scan_roots, base / "cluster", args.rounds)
+        if "classic" not in sections:
+            return 0
         r1 = spark_runs(root, "local[1]", offset_filter, base / "m1", scan_roots, args.rounds, False)
         r2 = spark_runs(root, "local[2]", offset_filter, base / "m2", scan_roots, args.rounds, True)
 

@@ -32,6 +32,7 @@ from kafkalog.index.txn_index import TransactionIndex
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.names import base_offset_prefix, file_kind
 from kafkalog.records import read_batches
+from kafkalog.remote import localized_paths
 from kafkalog.verify.index_match import (
     LogBatches,
     live_entry_count,
@@ -53,6 +54,7 @@ from .dump_events import (
 )
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, report_error
 from .output import Event, Line, Output, make_output
+from .storage_opts import storage_option
 
 # --- the command ------------------------------------------------------------------------------------------------
 
@@ -114,6 +116,7 @@ class DumpState:
     "--value-decoder", type=click.Choice(DECODERS), default=None, help="How to print values (default string)."
 )
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per line instead of Kafka's text lines.")
+@storage_option
 @click.pass_obj
 def dump(
     state: CliState | None,
@@ -129,6 +132,7 @@ def dump(
     key_decoder: str | None,
     value_decoder: str | None,
     json_mode: bool,
+    storage_opts: dict,
 ) -> None:
     """Dump .log, .index, .timeindex, .txnindex, .snapshot, checkpoint and metadata files, like kafka-dump-log.sh.
 
@@ -153,6 +157,13 @@ def dump(
         value_decoder=value_decoder or "string",
     )
     st = DumpState(make_output(json_mode=json_mode, quiet=state.quiet), opts)
+    with localized_paths(paths, storage_opts) as local:  # a remote file: a scratch copy with its siblings
+        _dump_all(local, st, state)
+    _print_findings(st)
+    click.get_current_context().exit(st.code)
+
+
+def _dump_all(paths: list[str], st: DumpState, state: CliState) -> None:
     for path in paths:
         try:
             dump_file(path, st)
@@ -161,8 +172,6 @@ def dump(
         except Exception as exc:  # noqa: BLE001 - keep going with the next file; same line/code as the group
             st.out.stdout.flush()
             st.code = max(st.code, report_error(exc, debug=state.debug))
-    _print_findings(st)
-    click.get_current_context().exit(st.code)
 
 
 def _base_offset(base_name: str) -> int:

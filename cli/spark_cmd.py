@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .errors import CommandError
+from .storage_opts import storage_option
 
 
 @click.group()
@@ -14,10 +15,18 @@ def spark() -> None:
 
 @spark.command("validate")
 @click.argument("roots", nargs=-1, required=True, type=click.Path(path_type=str))
-@click.option("--out", required=True, type=click.Path(path_type=str), help="Directory for the parquet reports.")
+@click.option("--out", required=True, type=click.Path(path_type=str), help="Dir or URL for the reports.")
 @click.option("--master", default=None, help="Spark master URL (default local[*]).")
-def validate(roots: tuple[str, ...], out: str, master: str | None) -> None:
-    """Validate every segment under ROOT... on Spark; write segments/partitions reports and a summary to --out.
+@click.option("--format", "report_format", type=click.Choice(["parquet", "json"]), default=None,
+              help="Report format (default parquet).")  # fmt: skip
+@click.option("--deep", is_flag=True, help="Also decode every record (counts, offsets, varints) at decoder speed.")
+@storage_option
+def validate(
+    roots: tuple[str, ...], out: str, master: str | None, report_format: str | None, deep: bool,
+    storage_opts: dict[str, str],
+) -> None:
+    """Validate every segment under ROOT... (paths or s3://, gs://, hdfs:// URLs) on Spark; write segments and
+    partitions reports and a summary to --out.
 
     Exit 0 all ok, 1 corruption found, 2 usage or I/O error.
     """
@@ -27,4 +36,11 @@ def validate(roots: tuple[str, ...], out: str, master: str | None) -> None:
         raise CommandError("pyspark is not installed: pip install 'kafkalog[spark]'") from None
     from kafkalog.spark import run_validation
 
-    click.get_current_context().exit(run_validation(list(roots), out, master))
+    kwargs: dict = {}
+    if storage_opts:
+        kwargs["options"] = storage_opts
+    if report_format:
+        kwargs["report_format"] = report_format
+    if deep:
+        kwargs["deep"] = True
+    click.get_current_context().exit(run_validation(list(roots), out, master, **kwargs))

@@ -15,10 +15,12 @@ from typing import Any
 
 import click
 
+from kafkalog.remote import localized_paths
 from kafkalog.verify import Finding, Tally, plan_paths, run_plan
 
 from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, classify
 from .output import Event, Line, Output, make_output
+from .storage_opts import storage_option
 
 
 @dataclass
@@ -94,8 +96,11 @@ def render(out: Output, tally: Tally, finding: Finding) -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--no-index-check", is_flag=True, help="Skip the strict .index/.timeindex/.txnindex checks.")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per segment/partition/file and a summary.")
+@storage_option
 @click.pass_obj
-def verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool) -> None:
+def verify(
+    state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool, storage_opts: dict
+) -> None:
     """Verify segment files, partition dirs, log dirs or whole trees of them.
 
     Checks every batch CRC and offset, the strict sanity of every index against its log, the segments of each
@@ -103,6 +108,11 @@ def verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool,
     and producer-snapshot file. Reports every corrupt range and keeps going. Exit 0 clean, 1 corruption found,
     2 usage or I/O error.
     """
+    with localized_paths(paths, storage_opts) as local:  # a remote segment or partition: a scratch copy
+        _verify(state, tuple(local), no_index_check, json_mode)
+
+
+def _verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool) -> None:
     state = state or CliState()
     out = make_output(json_mode=json_mode, quiet=state.quiet)
     tally = Tally()

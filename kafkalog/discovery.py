@@ -15,8 +15,9 @@ brokers, dated snapshots). Three layouts are recognised:
   ``<topic>-<topic id>/<partition>/<20 digits>-<segment id>.log`` with ``.indexes`` (all indexes in one blob,
   described by ``.rsm-manifest``). The ``.log`` is validated when it is stored untransformed; indexes are not.
 
-Only local paths (and ``file://`` URLs) are supported: verification maps files with mmap, which needs a local or
-mounted file system (NFS, FUSE mounts of object stores work).
+Local paths and ``file://`` URLs are walked with ``os``; any other URL (``s3://``, ``gs://``, ``hdfs://``) is listed
+through :mod:`kafkalog.storage` (one recursive listing per root, sizes included), and the items keep their URLs:
+readers fetch the byte ranges they need through the same module.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
+from kafkalog import storage
 from kafkalog.errors import KafkaLogError
 
 __all__ = ["TEMP_SUFFIXES", "SegmentItem", "discover_segments"]
@@ -68,14 +70,6 @@ class SegmentItem:
         return asdict(self)
 
 
-def _strip_url(root: str) -> str:
-    if root.startswith("file://"):
-        return root[len("file://") :]
-    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", root):
-        raise KafkaLogError(f"only local paths and file:// URLs are supported (mount the store first): {root}")
-    return root
-
-
 def _size(path: str) -> int:
     try:
         return os.stat(path).st_size
@@ -85,7 +79,7 @@ def _size(path: str) -> int:
 
 def _classify_dir(dirpath: str) -> tuple[str, str, int, str] | None:
     """(layout, topic, partition, state) for a partition dir name, or None when the dir is not one."""
-    name = os.path.basename(os.path.normpath(dirpath))
+    name = storage.basename(dirpath)
     m = _TIERED_DIR.match(name)
     if m and not _LOCAL_DIR.match(name):
         return "tiered", m["topic"], int(m["partition"]), "live"
@@ -93,22 +87,26 @@ def _classify_dir(dirpath: str) -> tuple[str, str, int, str] | None:
     if m:
         return "local", m["topic"], int(m["partition"]), m["state"] or "live"
     if name.isdigit():
-        parent = os.path.basename(os.path.dirname(os.path.normpath(dirpath)))
+        parent = storage.basename(storage.dirname(dirpath))
         pm = _AIVEN_TOPIC_DIR.match(parent)
         if pm:
             return "tiered-aiven", pm["topic"], int(name), "live"
     return None
 
 
-def _segments_in_dir(dirpath: str, filenames: Iterable[str]) -> Iterator[SegmentItem]:
+def _segments_in_dir(
+    dirpath: str, filenames: Iterable[str], size_of: Callable[[str], int] = _size
+) -> Iterator[SegmentItem]:
+    """The segments among ``filenames`` of one dir (``size_of(path)``: a file's size, -1 when absent)."""
     names = set(filenames)
+    path_of = storage.join if storage.is_remote(dirpath) else os.path.join
     classified = _classify_dir(dirpath)
     for name in sorted(names):
         local = _LOCAL_LOG.match(name)
         tiered = None if local else _TIERED_LOG.match(name)
         if not (local or tiered):
             continue
-        path = os.path.join(dirpath, name)
+        path = path_of(dirpath, name)
         stem = name[: -len(".log")]
         if classified is None:
             layout, topic, partition, state = ("local" if local else "tiered"), "", -1, "live"
@@ -125,29 +123,55 @@ def _segments_in_dir(dirpath: str, filenames: Iterable[str]) -> Iterator[Segment
             topic=topic,
             partition=partition,
             base_offset=int((local or tiered)["offset"]),
-            size_bytes=_size(path),
+            size_bytes=size_of(path),
             layout=layout,
             dir_state=state,
-            index_size=_size(os.path.join(dirpath, stem + ".index")) if stem + ".index" in names else -1,
-            timeindex_size=_size(os.path.join(dirpath, stem + ".timeindex")) if stem + ".timeindex" in names else -1,
-            txnindex_size=_size(os.path.join(dirpath, stem + ".txnindex")) if stem + ".txnindex" in names else -1,
+            index_size=size_of(path_of(dirpath, stem + ".index")) if stem + ".index" in names else -1,
+            timeindex_size=size_of(path_of(dirpath, stem + ".timeindex")) if stem + ".timeindex" in names else -1,
+            txnindex_size=size_of(path_of(dirpath, stem + ".txnindex")) if stem + ".txnindex" in names else -1,
             extra_files=extra,
         )
 
 
-def discover_segments(roots: str | os.PathLike | Iterable[str | os.PathLike]) -> list[SegmentItem]:
+def _discover_remote(root: str, options: Mapping[str, str] | None) -> list[SegmentItem]:
+    """Segments under a remote root from one recursive listing (a single ``.log`` URL: its dir's listing)."""
+    entries = storage.list_tree(root, options)
+    single = len(entries) == 1 and entries[0].url == root.rstrip("/")
+    if single:
+        entries = storage.list_tree(storage.dirname(root), options)
+    sizes = {e.url: e.size for e in entries}
+    by_dir: dict[str, list[str]] = {}
+    for e in entries:
+        by_dir.setdefault(storage.dirname(e.url), []).append(storage.basename(e.url))
+    found: list[SegmentItem] = []
+    for dirpath in sorted(by_dir):
+        found.extend(_segments_in_dir(dirpath, by_dir[dirpath], lambda p: sizes.get(p, -1)))
+    if single:
+        found = [s for s in found if s.path == root]
+        if not found:
+            raise KafkaLogError(f"not a segment file: {root}")
+    return found
+
+
+def discover_segments(
+    roots: str | os.PathLike | Iterable[str | os.PathLike], *, options: Mapping[str, str] | None = None
+) -> list[SegmentItem]:
     """Every segment under ``roots``, sorted by (partition dir, base offset); duplicates (overlapping roots) once.
 
     Symlinked dirs are not followed (archives often link back to their parents); a root given as a symlink is.
-    Raises KafkaLogError for a root that does not exist or is a remote URL.
+    Remote roots (``s3://...``) are listed through :mod:`kafkalog.storage` with ``options`` (credentials,
+    endpoint; default: the AWS environment). Raises KafkaLogError for a root that does not exist (a
+    ``storage.StorageError`` when a remote listing fails).
     """
     if isinstance(roots, (str, os.PathLike)):
         roots = [roots]
     seen: set[str] = set()
     items: list[SegmentItem] = []
     for raw in roots:
-        root = os.path.realpath(_strip_url(os.fspath(raw)))
-        if os.path.isfile(root):
+        root = os.fspath(raw) if storage.is_remote(raw) else os.path.realpath(storage.local_path(raw))
+        if storage.is_remote(root):
+            found = _discover_remote(root, options)
+        elif os.path.isfile(root):
             dirpath, name = os.path.split(root)
             found = list(_segments_in_dir(dirpath, os.listdir(dirpath)))
             found = [s for s in found if os.path.basename(s.path) == name]

@@ -2,7 +2,7 @@
 
 No JVM needed: a forked worker whose socket the JVM has closed is reproduced with a socket pair whose other end is
 closed, which is what an idle reused worker sees when a session stops. Every Spark job in tests/test_spark.py runs
-its tasks through this daemon (``DEFAULT_CONF``), so the normal path is covered there.
+its tasks through this daemon (``LOCAL_CONF``), so the normal path is covered there.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ def test_wrapped_worker_ends_quietly_on_a_socket_the_jvm_closed() -> None:
 
 
 def test_sessions_use_the_wrapped_daemon() -> None:
-    from kafkalog.spark.session import DEFAULT_CONF
+    from kafkalog.spark.session import LOCAL_CONF
 
-    module = DEFAULT_CONF["spark.python.daemon.module"]
+    module = LOCAL_CONF["spark.python.daemon.module"]  # local masters; cluster workers keep PySpark's daemon
     assert module == "kafkalog.spark.daemon"
     # Spark starts it as ``python -m <module>``: it must import without starting anything.
     result = subprocess.run(

@@ -25,7 +25,7 @@ from kafkalog.limits import LONG_MIN
 from kafkalog.oserrors import OSErrorClass, classify
 from kafkalog.records.scan import scan_batches
 
-__all__ = ["check_segment", "checked_start_position", "is_corruption"]
+__all__ = ["check_segment", "checked_range", "checked_start_position", "is_corruption"]
 
 
 def is_corruption(exc: BaseException) -> bool:
@@ -50,17 +50,29 @@ def check_segment(seg: object) -> None:
 
 def checked_start_position(log_path: str, base_offset: int, offset_lo: int, ts_lo: int = LONG_MIN) -> tuple[int, int]:
     """(file position to start reading at, first offset wanted) for a reader of one segment file that wants offsets
-    >= ``offset_lo`` and timestamps >= ``ts_lo`` (the DataSource's pushdown), found with the ``.timeindex`` and
+    >= ``offset_lo`` and timestamps >= ``ts_lo`` (the DataSource's pushdown): :func:`checked_range` without an
+    upper bound."""
+    position, start_offset, _ = checked_range(log_path, base_offset, offset_lo, ts_lo=ts_lo)
+    return position, start_offset
+
+
+def checked_range(log_path: str, base_offset: int, offset_lo: int, offset_hi: int | None = None, *,
+                  ts_lo: int = LONG_MIN) -> tuple[int, int, int]:
+    """(start position, first offset wanted, end position) of the bytes of one segment file a reader wanting offsets
+    in [``offset_lo``, ``offset_hi``] and timestamps >= ``ts_lo`` must read, found with the ``.timeindex`` and
     ``.index`` beside ``log_path`` only after they passed the strict checks against the ``.log``'s batch headers
     (the checks ``check_segment`` runs). Read-only: an archive is never written to. An index missing or failing
-    its check is not used and the answer is position 0, which is always right (the reader filters by offset)."""
+    its check is not used and the answer is the whole file, which is always right (the reader filters by offset)."""
     start_offset = max(offset_lo, base_offset)
+    whole = (0, start_offset, _size(log_path))
     stem = log_path[: -len(".log")]
     use_time = ts_lo > LONG_MIN and _size(stem + ".timeindex") > 0
-    if not use_time and (start_offset <= base_offset or _size(stem + ".index") <= 0):
-        return 0, start_offset
+    use_offsets = (start_offset > base_offset or offset_hi is not None) and _size(stem + ".index") > 0
+    if not use_time and not use_offsets:
+        return whole
     try:
         starts, lasts, max_ts, size = _batch_columns(log_path)
+        whole = (0, start_offset, size)
         next_offset = int(lasts[-1]) + 1 if len(lasts) else base_offset
         if use_time:
             tidx = TimeIndex(stem + ".timeindex", base_offset, writable=False)
@@ -69,17 +81,26 @@ def checked_start_position(log_path: str, base_offset: int, offset_lo: int, ts_l
                 start_offset = max(start_offset, int(tidx.lookup(ts_lo)[1]))
             finally:
                 tidx.close()
-        if start_offset <= base_offset or _size(stem + ".index") <= 0:
-            return 0, start_offset
+        if _size(stem + ".index") <= 0:
+            return 0, start_offset, size
         oidx = OffsetIndex(stem + ".index", base_offset, writable=False)
         try:
             oidx.strict_check(size, batch_starts=starts, batch_last_offsets=lasts)
-            position = int(oidx.lookup(start_offset)[1])
+            position = int(oidx.lookup(start_offset)[1]) if start_offset > base_offset else 0
+            end = size
+            if offset_hi is not None:
+                # An entry (o, p) says the batch at p ends at offset o; the entry after the first one with o above
+                # the bound starts a batch whose offsets are all above it.
+                entries = oidx.entries()
+                above = np.flatnonzero(entries["offset"] > offset_hi)
+                if len(above) and above[0] + 1 < len(entries):
+                    end = int(entries["position"][above[0] + 1])
         finally:
             oidx.close()
     except (KafkaLogError, OSError):
-        return 0, max(offset_lo, base_offset)
-    return (position if 0 <= position < size else 0), start_offset
+        return whole
+    position = position if 0 <= position < size else 0
+    return position, start_offset, end if position < end <= size else size
 
 
 def _size(path: str) -> int:

@@ -55,33 +55,44 @@ def register(spark: SparkSession) -> None:
 
 
 def validate_archive(
-    spark: SparkSession, roots: Any, *, index_check: bool = True, tasks_per_core: int = 2
+    spark: SparkSession,
+    roots: Any,
+    *,
+    index_check: bool = True,
+    tasks_per_core: int = 2,
+    options: dict[str, str] | None = None,
+    deep: bool = False,
 ) -> DataFrame:
-    """One row per segment under ``roots``, validated on the executors (see :mod:`kafkalog.spark.validate`)."""
+    """One row per segment under ``roots`` (paths or URLs), validated on the executors (see
+    :mod:`kafkalog.spark.validate`); ``options``: storage options for remote URLs (:mod:`kafkalog.storage`)."""
     _require_pyspark()
     from kafkalog.spark.validate import validate_archive as _validate
 
-    return _validate(spark, roots, index_check=index_check, tasks_per_core=tasks_per_core)
+    return _validate(
+        spark, roots, index_check=index_check, tasks_per_core=tasks_per_core, options=options, deep=deep
+    )
 
 
-def partition_continuity(df: DataFrame) -> DataFrame:
+def partition_continuity(df: DataFrame, *, options: dict[str, str] | None = None) -> DataFrame:
     """One row per partition dir: gaps/overlaps between segments and checkpoint vs data."""
     _require_pyspark()
     from kafkalog.spark.validate import partition_continuity as _continuity
 
-    return _continuity(df)
+    return _continuity(df, options=options)
 
 
-def run_validation(roots: Any, out: str, master: str | None = None) -> int:
-    """The ``kafkalog spark validate`` command: write reports to ``out``; return the exit code (0/1/2)."""
+def run_validation(roots: Any, out: str, master: str | None = None, **kwargs: Any) -> int:
+    """The ``kafkalog spark validate`` command: write reports to ``out``; return the exit code (0/1/2).
+    ``kwargs``: ``index_check``, ``options`` (storage options), ``report_format`` (``parquet``/``json``),
+    ``deep`` (decode and check every record)."""
     _require_pyspark()
     from kafkalog.spark.validate import run_validation as _run
 
-    return _run(roots, out, master)
+    return _run(roots, out, master, **kwargs)
 
 
-def discover_segments(roots: Any) -> list:
+def discover_segments(roots: Any, *, options: dict[str, str] | None = None) -> list:
     """Every segment under ``roots`` (no Spark needed): :func:`kafkalog.discovery.discover_segments`."""
     from kafkalog.discovery import discover_segments as _discover
 
-    return _discover(roots)
+    return _discover(roots, options=options)

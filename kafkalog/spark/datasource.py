@@ -1,6 +1,7 @@
 """The ``kafkalog`` Spark DataSource: ``spark.read.format("kafkalog").load(root)`` reads archived partition logs.
 
-One input partition per segment (planned on the driver from file names only). Filters on ``topic``,
+Input partitions are runs of consecutive segments (planned on the driver from names and sizes only; at most
+``maxPartitionBytes``, default 128 MiB, and small scans spread over at least 8 tasks: :func:`pack_segments`). Filters on ``topic``,
 ``partition``, ``offset`` and ``timestamp`` are pushed down (Spark 4.1+ ``pushFilters``; needs
 ``spark.sql.python.filterPushdown.enabled``, which :func:`register` and ``get_session`` switch on):
 
@@ -12,7 +13,15 @@ One input partition per segment (planned on the driver from file names only). Fi
 
 Every pushed filter is also applied exactly to each record, so results equal an unfiltered scan plus Spark's filter.
 
+Roots may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``): the driver lists them through
+:mod:`kafkalog.storage`; each task fetches what it reads itself: the segment's index files (for the seek), then only
+the ``.log`` byte range from the start position to the end of the segment (or to the index entry past an upper
+offset bound), in bounded chunks to executor-local scratch.
+
 Options:
+  storage options (:data:`kafkalog.storage.STORAGE_OPTIONS`: ``endpoint_url``, ``region``, ``access_key``,
+    ``secret_key``, ``session_token``, ``anonymous``, ``connect_timeout``, ``request_timeout``, ``max_attempts``):
+    override the AWS environment for remote roots.
   ``isolation``: ``read_uncommitted`` (default: every record, control records included) or ``read_committed``
     (drops control batches and records of aborted transactions, found via the ``.txnindex`` files of the partition).
     Transactions still open at the end of the archive are returned; Kafka's consumer would hold them back at the LSO.
@@ -25,12 +34,14 @@ Options:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -45,19 +56,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
-from kafkalog.errors import CorruptRecordError, KafkaLogError
-from kafkalog.index import TransactionIndex
-from kafkalog.log.index_check import checked_start_position
-
-SCHEMA = (
-    "topic string, partition int, offset long, timestamp long, timestamp_type string, key binary, value binary, "
-    "headers array<struct<key:string,value:binary>>, producer_id long, leader_epoch int, "
-    "is_transactional boolean, is_control boolean"
-)
+from kafkalog.errors import KafkaLogError
+from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
+from kafkalog.log.index_check import checked_range
+from kafkalog.spark.scan import SCHEMA, ScanMetrics, ScanSpec, scan_range
 
 _NO_UPPER = 1 << 63
-_TS_NAMES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 
 
 @dataclass
@@ -154,19 +160,41 @@ class SegmentPartition(InputPartition):
 
 
 @dataclass
-class ScanMetrics:
-    """What one segment scan touched; written to ``metricsDir`` when set."""
+class SegmentGroup(InputPartition):
+    """Consecutive segments read by one Spark task: a Python task costs Spark ~30-70 ms, more than decoding a
+    small segment, so small segments are packed (see :func:`pack_segments`)."""
 
-    segment: str
-    start_position: int = 0
-    batches_read: int = 0  # batch headers visited
-    batches_decoded: int = 0  # batches whose records were decoded
-    bytes_read: int = 0  # bytes spanned by the visited batches
-    records_returned: int = 0
-    stopped_at_corruption: int = -1  # file position of the bad batch, when onCorrupt=stop
+    segments: list[SegmentPartition]
 
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
+    def __post_init__(self) -> None:
+        self.value = [s.item.path for s in self.segments]
+
+
+#: the most bytes of segments one task reads (Spark's own file sources default to 128 MiB per partition) ...
+MAX_PARTITION_BYTES = 128 << 20
+#: ... but small scans are still spread over at least this many tasks (when there are that many segments) ...
+MIN_PARTITIONS = 8
+#: ... and a segment counts at least this much (opening it and its indexes; Spark's openCostInBytes)
+OPEN_COST = 4 << 20
+
+
+def pack_segments(parts: list[SegmentPartition], max_bytes: int = MAX_PARTITION_BYTES) -> list[SegmentGroup]:
+    """Pack segments, in order, into groups of at most ``min(max_bytes, total / MIN_PARTITIONS)`` bytes (never
+    below OPEN_COST): large archives get ~128 MiB tasks, small ones still use every core."""
+    sizes = [max(p.item.size_bytes, 0) + OPEN_COST for p in parts]
+    target = max(OPEN_COST, min(max_bytes, sum(sizes) // MIN_PARTITIONS))
+    groups: list[SegmentGroup] = []
+    current: list[SegmentPartition] = []
+    load = 0
+    for part, size in zip(parts, sizes, strict=True):
+        if current and load + size > target:
+            groups.append(SegmentGroup(current))
+            current, load = [], 0
+        current.append(part)
+        load += size
+    if current:
+        groups.append(SegmentGroup(current))
+    return groups
 
 
 class KafkaLogDataSource(DataSource):
@@ -197,6 +225,8 @@ class KafkaLogReader(DataSourceReader):
         self.dir_states = {s.strip() for s in opts.get("includedirstates", "live").split(",") if s.strip()}
         self.metrics_dir = opts.get("metricsdir")
         self.arrow_batch_rows = int(opts.get("arrowbatchrows", "8192"))
+        self.max_partition_bytes = int(opts.get("maxpartitionbytes", MAX_PARTITION_BYTES))
+        self.storage = storage.storage_options(opts)
         self.bounds = Bounds()
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
@@ -204,11 +234,11 @@ class KafkaLogReader(DataSourceReader):
             if not self.bounds.add(f):
                 yield f
 
-    def partitions(self) -> list[SegmentPartition]:
+    def partitions(self) -> list[SegmentGroup]:
         b = self.bounds
         lo, hi = b.effective_offsets()
         by_dir: dict[str, list[SegmentItem]] = {}
-        for item in discover_segments(self.roots):
+        for item in discover_segments(self.roots, options=self.storage):
             if item.dir_state in self.dir_states:
                 by_dir.setdefault(item.partition_dir, []).append(item)
         out: list[SegmentPartition] = []
@@ -218,32 +248,23 @@ class KafkaLogReader(DataSourceReader):
                 continue
             if b.partitions is not None and first.partition not in b.partitions:
                 continue
-            aborted = _aborted_txns(items) if self.isolation == "read_committed" else []
+            aborted = _aborted_txns(items, self.storage) if self.isolation == "read_committed" else []
             for i, item in enumerate(items):
                 nxt = items[i + 1].base_offset if i + 1 < len(items) else _NO_UPPER
                 if lo > hi or item.base_offset > hi or nxt <= lo or item.size_bytes <= 0:
                     continue
                 mine = [a for a in aborted if a[1] < nxt and a[2] >= item.base_offset]
                 out.append(SegmentPartition(item, nxt, mine))
-        return out
+        return pack_segments(out, self.max_partition_bytes)
 
-    def read(self, partition: SegmentPartition):
-        import pyarrow as pa
-
-        metrics = ScanMetrics(partition.item.path)
-        item = partition.item
-        rows = _Columns(item.topic, item.partition)
-        try:
-            for batch_rows in _scan_segment(self, partition, metrics):
-                rows.add_batch(*batch_rows)
-                if len(rows) >= self.arrow_batch_rows:
-                    yield rows.to_arrow(pa)
-                    rows = _Columns(item.topic, item.partition)
-            if len(rows):
-                yield rows.to_arrow(pa)
-        finally:
-            if self.metrics_dir:
-                _write_metrics(self.metrics_dir, metrics)
+    def read(self, partition: SegmentGroup):
+        for segment in partition.segments:
+            metrics = ScanMetrics(segment.item.path)
+            try:
+                yield from _scan_segment(self, segment, metrics)
+            finally:
+                if self.metrics_dir:
+                    _write_metrics(self.metrics_dir, metrics)
 
 
 def _roots(opts: dict[str, str]) -> list[str]:
@@ -261,155 +282,128 @@ def _roots(opts: dict[str, str]) -> list[str]:
     raise KafkaLogError('kafkalog needs a root: spark.read.format("kafkalog").load(root)')
 
 
-def _aborted_txns(items: list[SegmentItem]) -> list[tuple[int, int, int]]:
+def _aborted_txns(items: list[SegmentItem], options: dict[str, str]) -> list[tuple[int, int, int]]:
     """(producer_id, first_offset, last_offset) of every aborted transaction recorded in the partition's txn indexes."""
     out: list[tuple[int, int, int]] = []
     for item in items:
         if item.txnindex_size <= 0:
             continue
-        idx = TransactionIndex(item.sibling(".txnindex"), item.base_offset, writable=False)
-        try:
-            for txn in idx.all_aborted_txns():
-                out.append((int(txn.producer_id), int(txn.first_offset), int(txn.last_offset)))
-        finally:
-            idx.close()
+        with _indexes_of(item, options) as local:
+            idx = TransactionIndex(local.sibling(".txnindex"), item.base_offset, writable=False)
+            try:
+                for txn in idx.all_aborted_txns():
+                    out.append((int(txn.producer_id), int(txn.first_offset), int(txn.last_offset)))
+            finally:
+                idx.close()
     return out
 
 
+@contextlib.contextmanager
+def _indexes_of(item: SegmentItem, options: dict[str, str]) -> Iterator[SegmentItem]:
+    """``item`` with its index files readable locally: itself on local disk; for a remote segment, a copy of the
+    index objects (not the ``.log``) in a scratch dir for the block's duration."""
+    if not storage.is_remote(item.path):
+        yield item
+        return
+    with storage.scratch_dir() as root:
+        yield storage.stage_segment(item, root, options, with_log=False)
+
+
 def _start_position(item: SegmentItem, offset_lo: int, ts_lo: int) -> tuple[int, int]:
-    """(file position to start at, offset to start from) given the lower bounds: the segment's indexes answer
-    only after their strict checks against the ``.log`` (``kafkalog.log.index_check``); otherwise position 0."""
-    return checked_start_position(item.path, item.base_offset, offset_lo, ts_lo)
+    """(file position to start at, offset to start from) of a REMOTE segment given the lower bounds, via its
+    staged index files (Kafka's lookups: ``TimeIndex.lookup`` then ``OffsetIndex.lookup``) after Kafka's index
+    sanity check. The strict check against the ``.log`` (:func:`kafkalog.log.index_check.checked_range`, used for
+    local segments) would need the whole object, which is what pushdown avoids fetching.
+
+    Missing or unusable indexes just mean starting at 0.
+    """
+    start_offset = max(offset_lo, item.base_offset)
+    if ts_lo > -(1 << 63) and item.timeindex_size > 0:
+        try:
+            tidx = TimeIndex(item.sibling(".timeindex"), item.base_offset, writable=False)
+            try:
+                tidx.sanity_check()
+                _, ts_offset = tidx.lookup(ts_lo)
+            finally:
+                tidx.close()
+            start_offset = max(start_offset, int(ts_offset))
+        except (KafkaLogError, OSError, ImportError):
+            pass
+    if start_offset <= item.base_offset or item.index_size <= 0:
+        return 0, start_offset
+    try:
+        oidx = OffsetIndex(item.sibling(".index"), item.base_offset, writable=False)
+        try:
+            oidx.sanity_check()
+            _, position = oidx.lookup(start_offset)
+        finally:
+            oidx.close()
+    except (KafkaLogError, OSError):
+        return 0, start_offset
+    position = int(position)
+    return (position if 0 <= position < item.size_bytes else 0), start_offset
 
 
-def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics) -> Iterator[tuple]:
-    """Yield (leader epoch, producer id, transactional, control, timestamp type, records) per batch, records
-    restricted to the pushed bounds; batches dropped by the isolation level are skipped whole."""
-    from kafkalog.records import read_batches
+def _end_position(item: SegmentItem, offset_hi: int) -> int:
+    """A file position no batch holding an offset <= ``offset_hi`` lies beyond (the segment size when unknown).
 
+    An ``.index`` entry (o, p) says the batch at p ends at offset o; so the entry after the first one with
+    o > offset_hi starts a batch whose offsets are all above the bound.
+    """
+    if offset_hi >= _NO_UPPER or item.index_size <= 0:
+        return item.size_bytes
+    try:
+        oidx = OffsetIndex(item.sibling(".index"), item.base_offset, writable=False)
+        try:
+            oidx.sanity_check()
+            entries = oidx.entries()
+        finally:
+            oidx.close()
+    except (KafkaLogError, OSError):
+        return item.size_bytes
+    above = np.flatnonzero(entries["offset"] > offset_hi)
+    if not len(above) or above[0] + 1 >= len(entries):
+        return item.size_bytes
+    position = int(entries["position"][above[0] + 1])
+    return position if 0 < position <= item.size_bytes else item.size_bytes
+
+
+@contextlib.contextmanager
+def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str]) -> Iterator[tuple[str, int]]:
+    """(local path, position of ``start`` in it) for bytes [start, end) of the segment's ``.log``: the file
+    itself on local disk; for a remote segment, a scratch copy of just that range."""
+    if not storage.is_remote(item.path):
+        yield item.path, start
+        return
+    with storage.scratch_dir() as root:
+        local = os.path.join(root, "range.log")
+        storage.fetch(item.path, local, start, end, options)
+        yield local, 0
+
+
+def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics):
+    """Arrow record batches of one segment: seek with the indexes, fetch the byte range (remote), decode columns
+    (:func:`kafkalog.spark.scan.scan_range`)."""
     item, b = part.item, reader.bounds
     lo, hi = b.effective_offsets()
-    position, start_offset = _start_position(item, lo, b.ts_lo)
+    if storage.is_remote(item.path):
+        with _indexes_of(item, reader.storage) as local:
+            position, start_offset = _start_position(local, lo, b.ts_lo)
+            end = _end_position(local, hi)
+        m.log_bytes_fetched = max(0, end - position)
+    else:  # local: the indexes answer only after their strict checks against the .log (KIP-263 on first use)
+        position, start_offset, end = checked_range(item.path, item.base_offset, lo,
+                                                    None if hi >= _NO_UPPER else hi, ts_lo=b.ts_lo)
+        end = min(end, item.size_bytes) if end > position else item.size_bytes
     m.start_position = position
-    committed = reader.isolation == "read_committed"
-    aborted: dict[int, list[tuple[int, int]]] = {}
-    for pid, first, last in part.aborted:
-        aborted.setdefault(pid, []).append((first, last))
-    record_ok = b.record_ok
-    filtering = b.offset_in is not None or b.ts_lo > -(1 << 63) or b.ts_hi < _NO_UPPER or lo > item.base_offset
-    filtering = filtering or hi < _NO_UPPER
-    br = read_batches(item.path, position=position, validate=reader.verify_crc)
-    try:
-        for batch in br:
-            m.batches_read += 1
-            m.bytes_read += batch.size_in_bytes
-            if batch.last_offset < start_offset:
-                continue
-            if batch.base_offset > hi:
-                break
-            if committed and batch.is_control:
-                continue
-            if batch.max_timestamp < b.ts_lo and batch.magic >= 1:
-                continue  # every record's timestamp is <= the batch's max timestamp
-            pid = batch.producer_id
-            if committed and batch.is_transactional and pid in aborted:
-                if any(first <= batch.base_offset <= last for first, last in aborted[pid]):
-                    continue
-            m.batches_decoded += 1
-            recs = batch.records()
-            if filtering:
-                recs = [r for r in recs if record_ok(r.offset, r.timestamp)]
-            if recs:
-                m.records_returned += len(recs)
-                yield (
-                    batch.partition_leader_epoch, pid, batch.is_transactional, batch.is_control,
-                    _TS_NAMES.get(int(batch.timestamp_type), "CreateTime"), recs,
-                )  # fmt: skip
-        if br.error is not None:
-            if reader.on_corrupt == "stop":
-                m.stopped_at_corruption = br.valid_bytes
-            else:
-                raise CorruptRecordError(f"{item.path}: {br.error}", position=br.valid_bytes)
-    finally:
-        br.close()
-
-
-class _Columns:
-    """Column buffers for one Arrow batch, filled a record batch at a time (columnar output avoids Spark's per-row
-    pickling; per-batch fields are repeated, not recomputed per record)."""
-
-    __slots__ = ("topic", "partition", "offset", "timestamp", "ts_type", "key", "value", "headers", "pid", "epoch",
-                 "txn", "ctrl")  # fmt: skip
-
-    def __init__(self, topic: str, partition: int) -> None:
-        self.topic, self.partition = topic, partition
-        self.offset: list[int] = []
-        self.timestamp: list[int] = []
-        self.key: list = []
-        self.value: list = []
-        self.headers: list = []
-        self.ts_type: list[str] = []
-        self.pid: list[int] = []
-        self.epoch: list[int] = []
-        self.txn: list[bool] = []
-        self.ctrl: list[bool] = []
-
-    def __len__(self) -> int:
-        return len(self.offset)
-
-    def add_batch(self, epoch: int, pid: int, txn: bool, ctrl: bool, ts_type: str, recs: list) -> None:
-        n = len(recs)
-        self.offset.extend([r.offset for r in recs])
-        self.timestamp.extend([r.timestamp for r in recs])
-        self.key.extend([r.key for r in recs])
-        self.value.extend([r.value for r in recs])
-        self.headers.extend([list(r.headers) if r.headers else [] for r in recs])
-        self.ts_type.extend([ts_type] * n)
-        self.pid.extend([pid] * n)
-        self.epoch.extend([epoch] * n)
-        self.txn.extend([txn] * n)
-        self.ctrl.extend([ctrl] * n)
-
-    def to_arrow(self, pa):
-        n = len(self.offset)
-        types = _arrow_types(pa)
-        cols = [
-            pa.array([self.topic] * n, types[0]), pa.array([self.partition] * n, types[1]),
-            pa.array(self.offset, types[2]), pa.array(self.timestamp, types[3]), pa.array(self.ts_type, types[4]),
-            pa.array(self.key, types[5]), pa.array(self.value, types[6]), pa.array(self.headers, types[7]),
-            pa.array(self.pid, types[8]), pa.array(self.epoch, types[9]), pa.array(self.txn, types[10]),
-            pa.array(self.ctrl, types[11]),
-        ]  # fmt: skip
-        return pa.RecordBatch.from_arrays(cols, schema=_arrow_schema(pa))
-
-
-_ARROW: dict[str, object] = {}
-
-
-def _arrow_types(pa) -> list:
-    return list(_arrow_schema(pa).types)
-
-
-def _arrow_schema(pa):
-    if "schema" not in _ARROW:
-        header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-        _ARROW["schema"] = pa.schema(
-            [
-                ("topic", pa.string()),
-                ("partition", pa.int32()),
-                ("offset", pa.int64()),
-                ("timestamp", pa.int64()),
-                ("timestamp_type", pa.string()),
-                ("key", pa.binary()),
-                ("value", pa.binary()),
-                ("headers", pa.list_(header)),
-                ("producer_id", pa.int64()),
-                ("leader_epoch", pa.int32()),
-                ("is_transactional", pa.bool_()),
-                ("is_control", pa.bool_()),
-            ]
-        )
-    return _ARROW["schema"]
+    aborted = part.aborted if reader.isolation == "read_committed" else None
+    seek = start_offset if start_offset > item.base_offset else -(1 << 63)
+    spec = ScanSpec(item.topic, item.partition, seek, lo, hi, b.offset_in, b.ts_lo, b.ts_hi, aborted,
+                    reader.verify_crc, reader.on_corrupt == "stop", reader.arrow_batch_rows)  # fmt: skip
+    shift = position
+    with _log_range(item, position, end, reader.storage) as (path, local_position):
+        shift -= local_position
+        yield from scan_range(spec, path, local_position, end - shift, m, label=item.path, shift=shift)
 
 
 def _write_metrics(metrics_dir: str, m: ScanMetrics) -> None:
@@ -421,8 +415,9 @@ def _write_metrics(metrics_dir: str, m: ScanMetrics) -> None:
 
 def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
     """Totals over every task's metrics in ``metrics_dir``: segments, batches_read, batches_decoded, bytes_read,
-    records_returned."""
-    totals = {"segments": 0, "batches_read": 0, "batches_decoded": 0, "bytes_read": 0, "records_returned": 0}
+    records_returned, log_bytes_fetched."""
+    names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched")
+    totals = {"segments": 0, **dict.fromkeys(names, 0)}
     if not os.path.isdir(metrics_dir):
         return totals
     for name in os.listdir(metrics_dir):
@@ -431,7 +426,7 @@ def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
         with open(os.path.join(metrics_dir, name), encoding="utf-8") as f:
             d = json.load(f)
         totals["segments"] += 1
-        for k in ("batches_read", "batches_decoded", "bytes_read", "records_returned"):
+        for k in names:
             totals[k] += int(d.get(k, 0))
     return totals
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import zipfile
 from typing import Any
 
 from kafkalog.spark.java import ensure_java
@@ -23,15 +25,20 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # One Python worker per core, reused across tasks: segment tasks are short and worker start-up is costly.
     "spark.python.worker.reuse": "true",
-    # PySpark's daemon without the BrokenPipeError traceback idle reused workers print when a session stops
-    # (Spark 4.x, SPARK-54344); see kafkalog/spark/daemon.py.
-    "spark.python.daemon.module": "kafkalog.spark.daemon",
     # JVM <-> Python worker over Unix domain sockets (Spark 4.1+; ignored before): a Python task then costs ~30 ms
     # instead of ~70 ms over loopback TCP on a 2-core box (measured with 16 empty tasks, benchmarks/bench_spark.py).
     "spark.python.unix.domain.socket.enabled": "true",
     "spark.driver.extraJavaOptions": "-Dlog4j2.level=ERROR",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
 }
+
+
+#: Settings for ``local`` masters only. PySpark's daemon without the BrokenPipeError traceback idle reused workers
+#: print when a session stops (Spark 4.x, SPARK-54344; see kafkalog/spark/daemon.py): a cluster's workers start
+#: their daemon before the shipped kafkalog zip is on their path, so they keep PySpark's own.
+LOCAL_CONF: dict[str, str] = {"spark.python.daemon.module": "kafkalog.spark.daemon"}
+#: Settings for other masters (said explicitly: a JVM that ran a local session keeps its settings for the next).
+CLUSTER_CONF: dict[str, str] = {"spark.python.daemon.module": "pyspark.daemon"}
 
 
 def worker_python_conf(master: str) -> dict[str, str]:
@@ -60,9 +67,63 @@ def get_session(master: str = "local[*]", app_name: str = "kafkalog", *, conf: d
     if active is not None:
         active.conf.set("spark.sql.python.filterPushdown.enabled", "true")
         return active
+    local = master.startswith("local")
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **worker_python_conf(master), **(conf or {})}.items():
+    settings = {**DEFAULT_CONF, **(LOCAL_CONF if local else CLUSTER_CONF), **worker_python_conf(master), **(conf or {})}
+    for key, value in settings.items():
         builder = builder.config(key, str(value))
-    spark = builder.getOrCreate()
+    # PySpark takes the workers' Python from PYSPARK_PYTHON when the SparkContext starts (it does not read
+    # spark.pyspark.python outside spark-submit), so the setting is passed that way for the start only.
+    python = settings.get("spark.pyspark.python")
+    saved = os.environ.get("PYSPARK_PYTHON")
+    if python:
+        os.environ["PYSPARK_PYTHON"] = str(python)
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        if saved is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = saved
     spark.sparkContext.setLogLevel("ERROR")
+    shipped = "kafkalog" in spark.sparkContext.getConf().get("spark.submit.pyFiles", "")  # spark-submit --py-files
+    if not local and not shipped and str(settings.get("spark.kafkalog.ship", "true")).lower() != "false":
+        ship_package(spark)
     return spark
+
+
+def package_zip() -> str:
+    """A zip of the ``kafkalog`` package as imported here (built once per process, in the temp dir).
+
+    Executors import kafkalog from it (``SparkContext.addPyFile``), so a cluster needs no kafkalog install; its
+    dependencies (numpy, crc32c, cramjam, pyarrow) come from the workers' Python (``PYSPARK_PYTHON`` or a packed
+    environment in ``spark.archives``, docs/spark.md). Compiled modules are left out: zipimport cannot load them,
+    and kafkalog falls back to its pure-Python paths.
+    """
+    global _ZIP
+    if _ZIP is not None and os.path.isfile(_ZIP):
+        return _ZIP
+    import kafkalog
+
+    root = os.path.dirname(os.path.abspath(kafkalog.__file__))
+    fd, path = tempfile.mkstemp(prefix="kafkalog-", suffix=".zip")
+    os.close(fd)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                if name.endswith(".py"):
+                    full = os.path.join(dirpath, name)
+                    zf.write(full, os.path.join("kafkalog", os.path.relpath(full, root)))
+    _ZIP = path
+    return path
+
+
+_ZIP: str | None = None
+
+
+def ship_package(spark) -> str:
+    """Send kafkalog to the executors (``addPyFile`` of :func:`package_zip`); returns the zip's path."""
+    path = package_zip()
+    spark.sparkContext.addPyFile(path)
+    return path

@@ -13,22 +13,19 @@ Run as ``python -m kafkalog.spark.validate ROOT... --out DIR [--master URL]`` (o
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import KafkaLogError
-from kafkalog.verify import (
-    PARTITION_FIELDS,
-    SEGMENT_FIELDS,
-    exit_code,
-    summarize,
-    verify_partition,
-    verify_segment,
-)
+from kafkalog.remote import verify_partition_at, verify_segment_at
+from kafkalog.storage import parse_storage_options, storage_options
+from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, summarize
 
 __all__ = [
     "PARTITION_SCHEMA",
@@ -39,6 +36,7 @@ __all__ = [
     "reports_to_arrow",
     "run_validation",
     "validate_archive",
+    "validate_items",
 ]
 
 SEGMENT_SCHEMA = (
@@ -94,13 +92,16 @@ def reports_to_arrow(reports: Sequence) -> Any:
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
 
 
-def _check_tasks(groups: list[list[SegmentItem]], index_check: bool):
-    """The mapInArrow function: its input holds task numbers (one per Spark task), its output the reports."""
+def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: dict[str, str], deep: bool = False):
+    """The mapInArrow function: its input holds task numbers (one per Spark task), its output the reports.
+    Remote segments are fetched by the executor running the task (:func:`kafkalog.remote.verify_segment_at`)."""
 
     def run(batches):
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                yield reports_to_arrow([verify_segment(item, index_check=index_check) for item in groups[task]])
+                reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep)
+                           for item in groups[task]]  # fmt: skip
+                yield reports_to_arrow(reports)
 
     return run
 
@@ -137,8 +138,16 @@ def _n_tasks(items: Sequence[SegmentItem], parallelism: int, tasks_per_core: int
     return max(1, min(len(items), n))
 
 
-def validate_archive(spark, roots, *, index_check: bool = True, tasks_per_core: int = 2):
+def validate_archive(
+    spark, roots, *, index_check: bool = True, tasks_per_core: int = 2, options: dict[str, str] | None = None,
+    deep: bool = False,
+):  # fmt: skip
     """A DataFrame with one row per segment under ``roots`` (columns: SEGMENT_SCHEMA).
+
+    ``roots`` may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``; see :mod:`kafkalog.storage`);
+    ``options`` are storage options (credentials, endpoint, timeouts) that override the AWS environment.
+    ``deep`` decodes every record too (:func:`kafkalog.record_check.check_records`: counts and offsets against
+    each batch header, records that do not decode).
 
     ``status`` is ``ok``, ``corrupt`` (see ``corrupt_ranges``/``error``) or ``unreadable``; ``index_status`` is
     ``ok``, ``missing``, ``corrupt`` or ``not_checked``. The DataFrame is lazy: each action re-runs the checks, so
@@ -147,37 +156,68 @@ def validate_archive(spark, roots, *, index_check: bool = True, tasks_per_core: 
     Segments are packed by size into about ``tasks_per_core`` x cores tasks (one Spark task per group: a
     ``spark.range`` of task numbers through ``mapInArrow``), and each task returns its reports as one Arrow batch.
     """
-    items = discover_segments(roots)
+    opts = storage_options(options)
+    return validate_items(spark, discover_segments(roots, options=opts), index_check=index_check,
+                          tasks_per_core=tasks_per_core, options=opts, deep=deep)  # fmt: skip
+
+
+def validate_items(
+    spark, items: list[SegmentItem], *, index_check: bool = True, tasks_per_core: int = 2,
+    options: dict[str, str] | None = None, deep: bool = False,
+):  # fmt: skip
+    """:func:`validate_archive` over segments already discovered (the driver lists once)."""
+    opts = storage_options(options)
     if not items:
         return spark.createDataFrame([], SEGMENT_SCHEMA)
     groups = group_for_tasks(items, _n_tasks(items, spark.sparkContext.defaultParallelism, tasks_per_core))
     tasks = spark.range(0, len(groups), 1, len(groups))
-    return tasks.mapInArrow(_check_tasks(groups, index_check), SEGMENT_SCHEMA)
+    return tasks.mapInArrow(_check_tasks(groups, index_check, opts, deep), SEGMENT_SCHEMA)
 
 
-def partition_continuity(df):
+def partition_continuity(df, *, options: dict[str, str] | None = None):
     """One row per partition dir (columns: PARTITION_SCHEMA) from :func:`validate_archive`'s DataFrame: each
     group of segment rows goes through :func:`kafkalog.verify.verify_partition` (gaps reported, overlaps and
-    checkpoints beyond the data are errors)."""
+    checkpoints beyond the data are errors); remote log dirs' checkpoints are fetched with ``options``."""
     cols = ["partition_dir", "topic", "partition", "base_offset", "first_offset", "last_offset", "status"]
-    return df.select(*cols).groupBy("partition_dir").applyInPandas(_continuity_pdf, PARTITION_SCHEMA)
+    return df.select(*cols).groupBy("partition_dir").applyInPandas(_continuity(storage_options(options)), PARTITION_SCHEMA)
 
 
-def _continuity_pdf(pdf):
-    import pandas as pd
+def _continuity(options: dict[str, str]):
+    def run(pdf):
+        import pandas as pd
 
-    rows = pdf.sort_values("base_offset").to_dict("records")
-    return pd.DataFrame([verify_partition(rows).to_row()], columns=list(PARTITION_FIELDS))
+        rows = pdf.sort_values("base_offset").to_dict("records")
+        return pd.DataFrame([verify_partition_at(rows, options).to_row()], columns=list(PARTITION_FIELDS))
+
+    return run
 
 
-def run_validation(roots: str | Sequence[str], out: str, master: str | None = None, *, index_check: bool = True) -> int:
-    """Validate ``roots``, write ``out/segments.parquet``, ``out/partitions.parquet`` and ``out/summary.txt``,
-    print the summary; return 0 (all ok), 1 (corruption found) or 2 (usage or I/O error)."""
+def run_validation(
+    roots: str | Sequence[str],
+    out: str,
+    master: str | None = None,
+    *,
+    index_check: bool = True,
+    options: dict[str, str] | None = None,
+    report_format: str = "parquet",
+    deep: bool = False,
+) -> int:
+    """Validate ``roots``, write ``out/segments.<fmt>``, ``out/partitions.<fmt>`` and ``out/summary.txt``,
+    print the summary; return 0 (all ok), 1 (corruption found) or 2 (usage or I/O error).
+
+    ``out`` may be a local dir (Spark writes the reports) or a URL (``s3://...``: written with pyarrow through
+    :mod:`kafkalog.storage`); ``report_format`` is ``parquet`` or ``json`` (JSON lines). The Spark UI shows the
+    job group ``kafkalog-validate`` and one description per step.
+    """
     if isinstance(roots, str):
         roots = [roots]
+    if report_format not in ("parquet", "json"):
+        print(f"kafkalog spark validate: report format must be parquet or json, not {report_format!r}", file=sys.stderr)
+        return 2
+    opts = storage_options(options)
     try:
-        discover_segments(roots)  # fail fast on a bad root, before starting a JVM
-    except KafkaLogError as exc:
+        items = discover_segments(roots, options=opts)  # fail fast on a bad root, before starting a JVM
+    except (KafkaLogError, OSError) as exc:
         print(f"kafkalog spark validate: {exc}", file=sys.stderr)
         return 2
     from pyspark.sql import SparkSession
@@ -186,41 +226,84 @@ def run_validation(roots: str | Sequence[str], out: str, master: str | None = No
 
     had_session = SparkSession.getActiveSession() is not None
     spark = get_session(master or "local[*]", "kafkalog-validate")
+    sc = spark.sparkContext
     try:
-        seg_df = validate_archive(spark, list(roots), index_check=index_check).cache()
-        part_df = partition_continuity(seg_df).cache()
-        os.makedirs(out, exist_ok=True)
-        seg_df.coalesce(1).write.mode("overwrite").parquet(os.path.join(out, "segments.parquet"))
-        part_df.coalesce(1).write.mode("overwrite").parquet(os.path.join(out, "partitions.parquet"))
-        seg_rows = seg_df.select(
-            "path", "status", "index_status", "index_error", "size_bytes", "invalid_bytes", "error", "corrupt_ranges"
-        ).collect()
-        part_rows = part_df.select("partition_dir", "status", "problems").collect()
+        sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
+        sc.setJobDescription(f"kafkalog validate: check {len(items)} segments")
+        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep).cache()
+        seg_rows = seg_df.collect()
+        sc.setJobDescription("kafkalog validate: partition continuity")
+        part_df = partition_continuity(seg_df, options=opts).cache()
+        part_rows = part_df.collect()
+        sc.setJobDescription("kafkalog validate: write reports")
         text = summarize(seg_rows, part_rows)
-        with open(os.path.join(out, "summary.txt"), "w", encoding="utf-8") as f:
-            f.write(text)
+        _write_reports(out, report_format, seg_df, part_df, seg_rows, part_rows, opts)
+        storage.write_bytes(storage.join(out, "summary.txt"), text.encode("utf-8"), opts)
         sys.stdout.write(text)
         return exit_code(seg_rows, part_rows)
     except OSError as exc:
         print(f"kafkalog spark validate: {exc}", file=sys.stderr)
         return 2
     finally:
+        sc.setJobDescription(None)
         if not had_session:
             spark.stop()
 
 
+def _write_reports(out: str, fmt: str, seg_df, part_df, seg_rows: list, part_rows: list, opts: dict[str, str]) -> None:
+    """Local ``out``: Spark writes ``segments.<fmt>``/``partitions.<fmt>`` dirs; a URL: pyarrow writes one file
+    each through :mod:`kafkalog.storage` (Spark would need the store's Hadoop connector on its classpath)."""
+    if not storage.is_remote(out):
+        os.makedirs(storage.local_path(out), exist_ok=True)
+        for name, df in (("segments", seg_df), ("partitions", part_df)):
+            writer = df.coalesce(1).write.mode("overwrite")
+            target = os.path.join(storage.local_path(out), f"{name}.{fmt}")
+            writer.parquet(target) if fmt == "parquet" else writer.json(target)
+        return
+    for name, df, rows in (("segments", seg_df, seg_rows), ("partitions", part_df, part_rows)):
+        storage.write_bytes(storage.join(out, f"{name}.{fmt}"), _encode_rows(df, rows, fmt), opts)
+
+
+def _encode_rows(df, rows: list, fmt: str) -> bytes:
+    """Collected rows as one Parquet file (types from the DataFrame's schema) or as JSON lines."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    dicts = [r.asDict(recursive=True) for r in rows]
+    if fmt == "json":
+        return "".join(json.dumps(d, sort_keys=False) + "\n" for d in dicts).encode("utf-8")
+    schema = to_arrow_schema(df.schema)
+    table = pa.Table.from_pylist(dicts, schema=schema)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kafkalog.spark.validate ROOT... --out DIR [--master URL] [--no-index-check]``."""
+    """``python -m kafkalog.spark.validate ROOT... --out DIR [--master URL] [--no-index-check] [--deep]
+    [--format parquet|json] [--storage-option KEY=VALUE ...]`` (also the ``spark-submit`` entry point)."""
     parser = argparse.ArgumentParser(prog="kafkalog spark validate", description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="log dir, partition dir, segment or tree of them")
-    parser.add_argument("--out", required=True, help="directory for segments.parquet, partitions.parquet, summary.txt")
+    parser.add_argument("--out", required=True, help="dir or URL for segments/partitions reports and summary.txt")
     parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     parser.add_argument("--no-index-check", action="store_true", help="skip the .index/.timeindex/.txnindex checks")
+    parser.add_argument("--deep", action="store_true", help="also decode and check every record")
+    parser.add_argument("--format", default="parquet", choices=["parquet", "json"], help="report format")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="storage option for remote URLs (endpoint_url, region, access_key, ...)")  # fmt: skip
     try:
         args = parser.parse_args(argv)
+        opts = parse_storage_options(args.storage_option)
     except SystemExit as exc:
         return 2 if exc.code else 0
-    return run_validation(args.roots, args.out, args.master, index_check=not args.no_index_check)
+    except KafkaLogError as exc:
+        print(f"kafkalog spark validate: {exc}", file=sys.stderr)
+        return 2
+    return run_validation(
+        args.roots, args.out, args.master, index_check=not args.no_index_check, options=opts,
+        report_format=args.format, deep=args.deep,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,0 +1,30 @@
+"""``--storage-option KEY=VALUE``: credentials and endpoint for archive URLs (``s3://``, ``gs://``, ``hdfs://``),
+shared by ``verify``, ``dump`` and ``spark validate``; keys are :data:`kafkalog.storage.STORAGE_OPTIONS`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from kafkalog.errors import KafkaLogError
+from kafkalog.storage import STORAGE_OPTIONS, parse_storage_options
+
+
+def _parse(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, str]:
+    try:
+        return parse_storage_options(value)
+    except KafkaLogError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def storage_option(f: Any) -> Any:
+    """Add ``--storage-option`` (repeatable) to a command; it receives ``storage_opts: dict[str, str]``."""
+    return click.option(
+        "--storage-option",
+        "storage_opts",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_parse,
+        help="For s3:// and other URLs: " + ", ".join(sorted(STORAGE_OPTIONS)) + " (default: the AWS_* environment).",
+    )(f)

@@ -1,0 +1,149 @@
+"""Verification of segments and partitions that live behind a URL (``s3://``, ``gs://``, ``hdfs://``).
+
+The checks are :mod:`kafkalog.verify`'s, unchanged: they map local files. For a remote segment the executor copies
+the objects it checks (the ``.log`` and the index files the listing found) into a private scratch dir with
+:mod:`kafkalog.storage` (bounded chunks, bounded retries), runs the same check there, and reports under the
+remote URL. Plain paths pass straight through, so callers need no ``if remote`` of their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from kafkalog import storage
+from kafkalog.discovery import SegmentItem
+from kafkalog.record_check import check_records
+from kafkalog.verify import PartitionReport, SegmentReport, verify_partition, verify_segment
+
+__all__ = ["CHECKPOINT_FILES", "localized", "localized_paths", "verify_partition_at", "verify_segment_at"]
+
+#: log-dir files a partition's checks read besides its own dir
+CHECKPOINT_FILES = (
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "replication-offset-checkpoint",
+    ".kafka_cleanshutdown",
+)
+
+
+def verify_segment_at(
+    item: SegmentItem, *, index_check: bool = True, options: Mapping[str, Any] | None = None, deep: bool = False
+) -> SegmentReport:
+    """:func:`kafkalog.verify.verify_segment` for a local or remote segment; never raises.
+
+    A remote object that cannot be read (missing, denied, connection lost) gives ``status="unreadable"`` with an
+    error naming the object, as an ``OSError`` does for a local file. ``deep`` also decodes every record of the
+    valid prefix (:func:`kafkalog.record_check.check_records`); a mismatch makes the segment ``corrupt``.
+    """
+    if not storage.is_remote(item.path):
+        return _deep(verify_segment(item, index_check=index_check), item.path, deep)
+    with storage.scratch_dir() as root:
+        try:
+            local = storage.stage_segment(item, root, options)
+        except OSError as exc:
+            rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
+            rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
+            return rep
+        rep = _deep(verify_segment(local, index_check=index_check), local.path, deep)
+    rep.item = item
+    # messages name files; name the remote objects, not the scratch copies
+    if rep.error:
+        rep.error = rep.error.replace(local.partition_dir, item.partition_dir)
+    if rep.index_error:
+        rep.index_error = rep.index_error.replace(local.partition_dir, item.partition_dir)
+    return rep
+
+
+def _deep(rep: SegmentReport, path: str, deep: bool) -> SegmentReport:
+    """Add the deep record check's findings to ``rep`` (segments that could be read only)."""
+    if not deep or rep.status == "unreadable":
+        return rep
+    try:
+        found = check_records(path, end=rep.valid_bytes)
+    except OSError as exc:
+        rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
+        return rep
+    if found.problems:
+        rep.status = "corrupt"
+        rep.error = "; ".join(([rep.error] if rep.error else []) + found.problems)
+        known = set(rep.corrupt_ranges)
+        rep.corrupt_ranges = sorted(known | set(found.bad_batches))
+    return rep
+
+
+def verify_partition_at(
+    segments: Iterable[SegmentReport | dict | Any], options: Mapping[str, Any] | None = None
+) -> PartitionReport:
+    """:func:`kafkalog.verify.verify_partition` for a local or remote partition dir: a remote one's log-dir
+    checkpoints and its own metadata files (``leader-epoch-checkpoint``, ``partition.metadata``, ``*.snapshot``:
+    one listing of the dir) are fetched, so the checks are the same as on local disk."""
+    rows = list(segments)
+    pdir = _get(rows[0], "partition_dir") if rows else None
+    if not pdir or not storage.is_remote(pdir):
+        return verify_partition(rows)
+    logdir = storage.dirname(pdir)
+    base = storage.dirname(logdir)
+    with storage.scratch_dir() as root:
+        storage.stage_files([storage.join(logdir, n) for n in CHECKPOINT_FILES[:3]], root, base, options)
+        storage.stage_files([e.url for e in storage.list_tree(pdir, options) if _partition_file(e.url)], root, base,
+                            options)  # fmt: skip
+        local_pdir = storage.mirror_path(pdir, root, base)
+        os.makedirs(local_pdir, exist_ok=True)
+        moved = [{**_as_dict(r), "partition_dir": local_pdir} for r in rows]
+        rep = verify_partition(moved)
+    return dataclasses.replace(rep, partition_dir=pdir)
+
+
+@contextlib.contextmanager
+def localized(url: str, options: Mapping[str, Any] | None = None) -> Iterator[str]:
+    """A local path holding ``url``'s data for the commands that read files (``kafkalog verify``/``dump``).
+
+    A local path is yielded as is. A remote segment file comes with its sibling index files; a remote partition
+    dir with every object in it and its log dir's checkpoint files. The copy lives until the block ends.
+    """
+    if not storage.is_remote(url):
+        yield storage.local_path(url)
+        return
+    entries = storage.list_tree(url, options)
+    single = len(entries) == 1 and entries[0].url == url.rstrip("/")
+    pdir = storage.dirname(url) if single else url.rstrip("/")
+    logdir = storage.dirname(pdir)
+    base = storage.dirname(logdir)
+    with storage.scratch_dir() as root:
+        if single:  # one object: take its segment siblings
+            stem = storage.basename(url).rpartition(".")[0]
+            siblings = [e.url for e in storage.list_tree(pdir, options) if storage.basename(e.url).startswith(stem + ".")]
+            storage.stage_files(siblings or [url], root, base, options)
+        else:
+            storage.stage_files([e.url for e in entries], root, base, options)
+        storage.stage_files([storage.join(logdir, n) for n in CHECKPOINT_FILES], root, base, options)
+        local = storage.mirror_path(url.rstrip("/"), root, base)
+        os.makedirs(local if not single else os.path.dirname(local), exist_ok=True)
+        yield local
+
+
+@contextlib.contextmanager
+def localized_paths(paths: Iterable[str], options: Mapping[str, Any] | None = None) -> Iterator[list[str]]:
+    """:func:`localized` for each of ``paths`` at once (the CLI's one call); the copies live until the block ends.
+    Raises StorageError (an OSError naming the object) when a remote one cannot be listed or read."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(localized(p, options)) if storage.is_remote(p) else p for p in paths]
+
+
+def _partition_file(url: str) -> bool:
+    """A partition dir's metadata file (what :func:`kafkalog.verify.check_partition_files` reads)."""
+    name = storage.basename(url)
+    return name in ("leader-epoch-checkpoint", "partition.metadata") or name.endswith(".snapshot")
+
+
+def _get(r: Any, name: str) -> Any:
+    return r[name] if isinstance(r, dict) else getattr(r, name)
+
+
+def _as_dict(r: Any) -> dict:
+    names = ("partition_dir", "topic", "partition", "base_offset", "first_offset", "last_offset", "status")
+    return {n: _get(r, n) for n in names}

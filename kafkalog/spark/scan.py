@@ -1,0 +1,176 @@
+"""One segment's records as Arrow record batches for the ``kafkalog`` DataSource: columns, not Python objects.
+
+The records are decoded by :func:`kafkalog.records.iter_record_columns` (the compiled column builder when built) in
+bounded chunks; the pushed bounds and the isolation level become one numpy mask per chunk, and the DataSource's
+columns are the chunk's Arrow columns (key/value/header bytes wrapped, not copied) plus the constant topic and
+partition. Nothing here creates an object per record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from kafkalog.errors import CorruptRecordError
+from kafkalog.records import iter_record_columns
+
+__all__ = ["SCHEMA", "ScanMetrics", "ScanSpec", "arrow_schema", "scan_range"]
+
+SCHEMA = (
+    "topic string, partition int, offset long, timestamp long, timestamp_type string, key binary, value binary, "
+    "headers array<struct<key:string,value:binary>>, producer_id long, leader_epoch int, "
+    "is_transactional boolean, is_control boolean"
+)
+
+_MIN = -(1 << 63)
+_MAX = (1 << 63) - 1
+#: key/value bytes per decoded chunk (the record cap is the DataSource's ``arrowBatchRows``)
+CHUNK_BYTES = 32 << 20
+
+
+@dataclass
+class ScanMetrics:
+    """What one segment scan touched; written to the DataSource's ``metricsDir`` when set."""
+
+    segment: str
+    start_position: int = 0
+    batches_read: int = 0  # batches decoded into columns
+    batches_decoded: int = 0  # the same (the columnar decoder decodes every batch it visits)
+    bytes_read: int = 0  # bytes spanned by the visited batches
+    records_returned: int = 0
+    stopped_at_corruption: int = -1  # file position of the bad batch, when onCorrupt=stop
+    log_bytes_fetched: int = 0  # bytes of a remote .log copied to the executor (0 on local disk)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    """The pushed bounds and options of one scan (see ``kafkalog.spark.datasource.Bounds``)."""
+
+    topic: str
+    partition: int
+    start_offset: int  # batches whose records all lie below it are skipped (index seek target)
+    offset_lo: int
+    offset_hi: int  # inclusive
+    offset_in: set[int] | None
+    ts_lo: int
+    ts_hi: int  # inclusive
+    aborted: list[tuple[int, int, int]] | None  # read_committed: (producer id, first, last); None: uncommitted
+    verify_crc: bool = True
+    stop_on_corrupt: bool = False
+    batch_rows: int = 8192
+
+
+_SCHEMA_CACHE: dict[str, object] = {}
+
+
+def arrow_schema():
+    """SCHEMA as an Arrow schema (built once per process)."""
+    if "schema" not in _SCHEMA_CACHE:
+        import pyarrow as pa
+
+        header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+        _SCHEMA_CACHE["schema"] = pa.schema([
+            ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.int64()),
+            ("timestamp_type", pa.string()), ("key", pa.binary()), ("value", pa.binary()),
+            ("headers", pa.list_(header)), ("producer_id", pa.int64()), ("leader_epoch", pa.int32()),
+            ("is_transactional", pa.bool_()), ("is_control", pa.bool_()),
+        ])  # fmt: skip
+    return _SCHEMA_CACHE["schema"]
+
+
+def _mask(chunk, spec: ScanSpec) -> np.ndarray | None:
+    """Which records of ``chunk`` the scan returns (None: all of them)."""
+    off, ts = chunk.offset, chunk.timestamp
+    n = len(off)
+    starts = chunk.batch_start
+    counts = np.diff(np.append(starts, n))
+    keep = np.ones(n, dtype=bool)
+    filtered = False
+    if spec.start_offset > _MIN and n:
+        nonempty = counts > 0
+        batch_max = np.full(len(starts), _MIN, dtype=np.int64)
+        batch_max[nonempty] = np.maximum.reduceat(off, starts[nonempty])
+        keep &= np.repeat(batch_max >= spec.start_offset, counts)
+        filtered = True
+    for values, lo, hi in ((off, spec.offset_lo, spec.offset_hi), (ts, spec.ts_lo, spec.ts_hi)):
+        if lo > _MIN:
+            keep &= values >= lo
+            filtered = True
+        if hi < _MAX:
+            keep &= values <= hi
+            filtered = True
+    if spec.offset_in is not None:
+        keep &= np.isin(off, np.fromiter(spec.offset_in, dtype=np.int64, count=len(spec.offset_in)))
+        filtered = True
+    if spec.aborted is not None:
+        dropped = chunk.is_control.astype(bool)
+        if spec.aborted:
+            pid, base, txn = chunk.producer_id, chunk.batch_base_offset, chunk.is_transactional.astype(bool)
+            for a_pid, first, last in spec.aborted:
+                dropped |= txn & (pid == a_pid) & (base >= first) & (base <= last)
+        keep &= ~np.repeat(dropped, counts)
+        filtered = True
+    return keep if filtered else None
+
+
+def _to_batches(chunk, keep: np.ndarray | None, spec: ScanSpec) -> Iterator:
+    """The DataSource's columns for the kept records of ``chunk``."""
+    import pyarrow as pa
+
+    table = chunk.to_arrow()
+    if keep is not None:
+        table = table.filter(pa.array(keep))
+    n = table.num_rows
+    if not n:
+        return
+    topic = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([spec.topic]))
+    cols = [
+        topic.cast(pa.string()), pa.array(np.full(n, spec.partition, dtype=np.int32)), table["offset"],
+        table["timestamp"], table["timestamp_type"], table["key"], table["value"], table["headers"],
+        table["producer_id"], table["partition_leader_epoch"], table["is_transactional"], table["is_control"],
+    ]  # fmt: skip
+    schema = arrow_schema()
+    out = pa.Table.from_arrays([c if isinstance(c, pa.ChunkedArray) else pa.chunked_array([c]) for c in cols],
+                               schema=schema)  # fmt: skip
+    yield from out.to_batches()
+
+
+def scan_range(
+    spec: ScanSpec, path: str, position: int, end: int | None, m: ScanMetrics, *, label: str, shift: int = 0
+) -> Iterator:
+    """Arrow record batches of the records in ``path`` from ``position`` up to ``end`` that ``spec`` allows.
+
+    ``label`` names the segment in errors; ``shift`` is what to add to a position in ``path`` to get the segment's
+    own file position (a fetched range starts at 0). A bad batch raises ``CorruptRecordError`` (or ends the scan
+    when ``spec.stop_on_corrupt``).
+    """
+    reader = iter_record_columns(path, position=position, end=end, verify_crc=spec.verify_crc,
+                                 max_records=spec.batch_rows, max_bytes=CHUNK_BYTES)  # fmt: skip
+    try:
+        for chunk in reader:
+            nb = len(chunk.batch_start)
+            m.batches_read += nb
+            m.batches_decoded += nb
+            m.bytes_read = reader.valid_bytes - position
+            for batch in _to_batches(chunk, _mask(chunk, spec), spec):
+                m.records_returned += batch.num_rows
+                yield batch
+            if nb and int(chunk.batch_base_offset[-1]) > spec.offset_hi:
+                break
+        m.bytes_read = reader.valid_bytes - position
+        if reader.error is not None:
+            if spec.stop_on_corrupt:
+                m.stopped_at_corruption = reader.valid_bytes + shift
+            else:
+                raise CorruptRecordError(f"{label}: {reader.error}", position=reader.valid_bytes + shift)
+    finally:
+        reader.close()

@@ -1,0 +1,394 @@
+"""Where archive bytes live: one place that turns a URL into file-system calls (list, stat, read a byte range).
+
+Archives of segments sit in object stores (Kafka's tiered storage, backups in buckets) as often as on a local disk.
+Format code never opens a remote object itself: it asks this module for listings and byte ranges, or for a local
+copy of exactly the objects it needs (:func:`fetch`, :func:`stage_segment`), and then reads local files as usual.
+
+* Plain paths and ``file://`` URLs are local: ``os`` calls, no pyarrow needed.
+* Every other URL (``s3://``, ``gs://``, ``hdfs://``, ...) goes through ``pyarrow.fs`` (the ``spark`` extra).
+  ``s3://`` builds an ``S3FileSystem`` with bounded timeouts and retries; credentials, region and endpoint come
+  from the standard AWS environment variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+  ``AWS_SESSION_TOKEN``, ``AWS_DEFAULT_REGION``/``AWS_REGION``, ``AWS_ENDPOINT_URL``) unless ``options`` override
+  them (keys in :data:`STORAGE_OPTIONS`: the DataSource's ``.option(...)``, the CLI's ``--storage-option``).
+
+Every failure is a :class:`StorageError` (a ``KafkaStorageError`` and an ``OSError``) whose message names the
+object; a missing object or bucket is an :class:`ObjectNotFoundError` (also a ``FileNotFoundError``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalog.checkpoint.atomic import atomic_write
+from kafkalog.errors import InvalidArgumentError, KafkaStorageError
+
+__all__ = [
+    "STORAGE_OPTIONS",
+    "FileEntry",
+    "ObjectNotFoundError",
+    "StorageError",
+    "basename",
+    "dirname",
+    "fetch",
+    "is_remote",
+    "join",
+    "local_path",
+    "mirror_path",
+    "parse_storage_options",
+    "list_tree",
+    "read_range",
+    "resolve",
+    "scratch_dir",
+    "stage_files",
+    "stage_segment",
+    "stat_size",
+    "write_bytes",
+    "storage_options",
+]
+
+#: Option keys understood for remote URLs (case-insensitive). Unset keys fall back to the AWS environment.
+STORAGE_OPTIONS = {
+    "access_key": "AWS access key id (default: AWS_ACCESS_KEY_ID)",
+    "secret_key": "AWS secret access key (default: AWS_SECRET_ACCESS_KEY)",
+    "session_token": "AWS session token (default: AWS_SESSION_TOKEN)",
+    "region": "S3 region (default: AWS_DEFAULT_REGION or AWS_REGION)",
+    "endpoint_url": "S3 endpoint, e.g. http://127.0.0.1:9000 (default: AWS_ENDPOINT_URL)",
+    "anonymous": "true: unsigned requests (public buckets)",
+    "connect_timeout": "seconds to wait for a connection (default 5)",
+    "request_timeout": "seconds to wait for a response (default 30)",
+    "max_attempts": "attempts per request, retries included (default 3)",
+}
+
+_CONNECT_TIMEOUT = 5.0
+_REQUEST_TIMEOUT = 30.0
+_MAX_ATTEMPTS = 3
+#: bytes per read call when copying an object range to a local file (bounded memory, few round trips)
+CHUNK = 8 << 20
+
+_SCHEME = re.compile(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*)://")
+
+
+class StorageError(KafkaStorageError, OSError):
+    """A remote object could not be listed or read (network, credentials, timeouts); the message names it."""
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """A remote object, prefix or bucket that does not exist."""
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One object of a listing: its full URL and size in bytes."""
+
+    url: str
+    size: int
+
+
+def is_remote(path: str | os.PathLike) -> bool:
+    """True for a URL with a scheme other than ``file`` (those go through pyarrow.fs)."""
+    m = _SCHEME.match(os.fspath(path))
+    return bool(m) and m["scheme"].lower() != "file"
+
+
+def local_path(path: str | os.PathLike) -> str:
+    """A local path or ``file://`` URL as a plain path."""
+    path = os.fspath(path)
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+def join(base: str, name: str) -> str:
+    """``base/name`` for a URL or a local path."""
+    return base.rstrip("/") + "/" + name if is_remote(base) else os.path.join(base, name)
+
+
+def dirname(path: str) -> str:
+    """The parent of a URL (keeping ``scheme://bucket``) or of a local path."""
+    if not is_remote(path):
+        return os.path.dirname(os.path.normpath(path))
+    head, _, _ = path.rstrip("/").rpartition("/")
+    return head if "://" in head and not head.endswith(":/") else path
+
+
+def basename(path: str) -> str:
+    """The last component of a URL or a local path (trailing slashes ignored)."""
+    if not is_remote(path):
+        return os.path.basename(os.path.normpath(path))
+    return path.rstrip("/").rpartition("/")[2]
+
+
+def storage_options(options: Mapping[str, Any] | None) -> dict[str, str]:
+    """The storage keys of ``options`` (lower-cased; other keys, e.g. a DataSource's own, are dropped)."""
+    return {k.lower(): str(v) for k, v in (options or {}).items() if k.lower() in STORAGE_OPTIONS}
+
+
+def parse_storage_options(pairs: Iterable[str]) -> dict[str, str]:
+    """``["KEY=VALUE", ...]`` (the CLI's ``--storage-option``) as storage options; unknown keys are errors."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().lower()
+        if not sep or key not in STORAGE_OPTIONS:
+            known = ", ".join(sorted(STORAGE_OPTIONS))
+            raise InvalidArgumentError(f"storage option must be KEY=VALUE with KEY one of {known}: {pair!r}")
+        out[key] = value
+    return out
+
+
+# --------------------------------------------------------------------------------------------- file systems
+
+_FS_CACHE: dict[tuple, Any] = {}
+_FS_LOCK = threading.Lock()
+
+
+def _pafs():
+    try:
+        import pyarrow.fs as pafs
+    except ImportError as exc:
+        raise StorageError("remote URLs need pyarrow: pip install 'kafkalog[spark]'") from exc
+    return pafs
+
+
+def _s3(opts: dict[str, str]):
+    pafs = _pafs()
+    env = os.environ
+    endpoint = opts.get("endpoint_url") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    kwargs: dict[str, Any] = {
+        "region": opts.get("region") or env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or "us-east-1",
+        "connect_timeout": float(opts.get("connect_timeout", _CONNECT_TIMEOUT)),
+        "request_timeout": float(opts.get("request_timeout", _REQUEST_TIMEOUT)),
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=int(opts.get("max_attempts", _MAX_ATTEMPTS))),
+        # reports are small: one PutObject on close instead of a multipart upload (which some S3-compatible
+        # servers, moto's among them, reject for pyarrow's requests)
+        "allow_delayed_open": True,
+    }
+    if endpoint:
+        m = _SCHEME.match(endpoint)
+        kwargs["scheme"] = m["scheme"].lower() if m else "https"
+        kwargs["endpoint_override"] = endpoint[m.end() :] if m else endpoint
+    if opts.get("anonymous", "").lower() in ("1", "true", "yes"):
+        kwargs["anonymous"] = True
+    elif opts.get("access_key") or opts.get("secret_key"):
+        kwargs["access_key"] = opts.get("access_key")
+        kwargs["secret_key"] = opts.get("secret_key")
+        kwargs["session_token"] = opts.get("session_token")
+    return pafs.S3FileSystem(**kwargs)
+
+
+def resolve(url: str, options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
+    """``(pyarrow FileSystem, path inside it)`` for a remote URL; file systems are cached per scheme and options."""
+    opts = storage_options(options)
+    m = _SCHEME.match(url)
+    if not m:
+        raise StorageError(f"not a URL: {url}")
+    scheme = m["scheme"].lower()
+    rest = url[m.end() :]
+    key = (scheme, tuple(sorted(opts.items())), _env_key() if scheme == "s3" else rest.split("/", 1)[0])
+    with _FS_LOCK:
+        fs = _FS_CACHE.get(key)
+    if fs is None:
+        try:
+            if scheme in ("s3", "s3a"):
+                fs = _s3(opts)
+            else:
+                fs, _ = _pafs().FileSystem.from_uri(url)
+        except (ValueError, OSError) as exc:
+            raise StorageError(f"{url}: cannot open the file system: {exc}") from exc
+        with _FS_LOCK:
+            _FS_CACHE[key] = fs
+    if scheme in ("s3", "s3a"):
+        return fs, rest.rstrip("/")
+    path = _pafs().FileSystem.from_uri(url)[1]
+    return fs, path
+
+
+def _env_key() -> tuple:
+    """The environment an S3 file system was built from (tests and jobs may change it between calls)."""
+    names = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
+             "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")  # fmt: skip
+    return tuple(os.environ.get(n) for n in names)
+
+
+def _error(url: str, what: str, exc: BaseException) -> StorageError:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    missing = isinstance(exc, FileNotFoundError) or "not found" in text.lower() or "NoSuchKey" in text
+    cls = ObjectNotFoundError if missing else StorageError
+    return cls(f"{url}: {what} failed: {text}")
+
+
+# --------------------------------------------------------------------------------------------------- calls
+
+
+def stat_size(url: str, options: Mapping[str, Any] | None = None) -> int:
+    """Size of the object (or local file) at ``url``; -1 when it does not exist (a dir/prefix is -1 too)."""
+    if not is_remote(url):
+        try:
+            st = os.stat(local_path(url))
+        except FileNotFoundError:
+            return -1
+        return st.st_size if os.path.isfile(local_path(url)) else -1
+    fs, path = resolve(url, options)
+    pafs = _pafs()
+    try:
+        info = fs.get_file_info(path)
+    except OSError as exc:
+        raise _error(url, "stat", exc) from exc
+    return int(info.size) if info.type == pafs.FileType.File else -1
+
+
+def list_tree(url: str, options: Mapping[str, Any] | None = None) -> list[FileEntry]:
+    """Every object under the prefix ``url`` (recursive), or the one object when ``url`` names one.
+
+    Raises ObjectNotFoundError when there is nothing at ``url`` (missing bucket, prefix or object).
+    """
+    fs, path = resolve(url, options)
+    pafs = _pafs()
+    base = url.rstrip("/")
+    try:
+        info = fs.get_file_info(path)
+        if info.type == pafs.FileType.File:
+            return [FileEntry(base, int(info.size))]
+        infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    except OSError as exc:
+        raise _error(url, "list", exc) from exc
+    prefix = path.rstrip("/") + "/"
+    out = [
+        FileEntry(base + "/" + i.path[len(prefix) :], int(i.size))
+        for i in infos
+        if i.type == pafs.FileType.File and i.path.startswith(prefix)
+    ]
+    if not out and info.type == pafs.FileType.NotFound:
+        raise ObjectNotFoundError(f"{url}: no such object or prefix")
+    return sorted(out, key=lambda e: e.url)
+
+
+def read_range(url: str, start: int = 0, end: int | None = None, options: Mapping[str, Any] | None = None) -> bytes:
+    """Bytes ``[start, end)`` of one object (``end=None``: to its end); short only when the object is."""
+    if not is_remote(url):
+        with open(local_path(url), "rb") as f:
+            f.seek(start)
+            return f.read(-1 if end is None else max(0, end - start))
+    fs, path = resolve(url, options)
+    try:
+        with fs.open_input_file(path) as f:
+            stop = f.size() if end is None else min(end, f.size())
+            return f.read_at(max(0, stop - start), start) if stop > start else b""
+    except OSError as exc:
+        raise _error(url, f"read of bytes {start}-{end}", exc) from exc
+
+
+def fetch(
+    url: str, dest: str, start: int = 0, end: int | None = None, options: Mapping[str, Any] | None = None
+) -> int:
+    """Copy bytes ``[start, end)`` of ``url`` into the local file ``dest`` in :data:`CHUNK` reads; return the
+    number of bytes written. Memory stays bounded whatever the object's size."""
+    written = 0
+    if not is_remote(url):
+        with open(local_path(url), "rb") as src, open(dest, "wb") as out:
+            src.seek(start)
+            todo = None if end is None else max(0, end - start)
+            while todo is None or written < todo:
+                chunk = src.read(CHUNK if todo is None else min(CHUNK, todo - written))
+                if not chunk:
+                    break
+                out.write(chunk)
+                written += len(chunk)
+        return written
+    fs, path = resolve(url, options)
+    try:
+        with fs.open_input_file(path) as src, open(dest, "wb") as out:
+            stop = src.size() if end is None else min(end, src.size())
+            pos = start
+            while pos < stop:
+                chunk = src.read_at(min(CHUNK, stop - pos), pos)
+                if not chunk:
+                    raise StorageError(f"{url}: object ended at {pos}, expected {stop} bytes")
+                out.write(chunk)
+                pos += len(chunk)
+                written += len(chunk)
+    except StorageError:
+        raise
+    except OSError as exc:
+        raise _error(url, f"read of bytes {start}-{end}", exc) from exc
+    return written
+
+
+def write_bytes(url: str, data: bytes, options: Mapping[str, Any] | None = None) -> None:
+    """Write one whole object (reports, summaries). Local paths get the atomic temp-fsync-rename write."""
+    if not is_remote(url):
+        os.makedirs(os.path.dirname(os.path.abspath(local_path(url))), exist_ok=True)
+        atomic_write(local_path(url), data)
+        return
+    fs, path = resolve(url, options)
+    try:
+        with fs.open_output_stream(path) as out:
+            out.write(data)
+    except OSError as exc:
+        raise _error(url, "write", exc) from exc
+
+
+# ------------------------------------------------------------------------------------------------ staging
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str = "kafkalog-") -> Iterator[str]:
+    """A private temporary dir, removed afterwards (under ``SPARK_LOCAL_DIRS`` on an executor when set)."""
+    parent = (os.environ.get("SPARK_LOCAL_DIRS") or "").split(",")[0] or None
+    path = tempfile.mkdtemp(prefix=prefix, dir=parent if parent and os.path.isdir(parent) else None)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def mirror_path(url: str, root: str, base: str) -> str:
+    """Where ``url``'s object goes under the local dir ``root``: its path relative to ``base`` (a prefix of it),
+    so checks that look at a file's parent dirs (log dir, partition dir) see the same names as remotely."""
+    rel = url[len(base) :] if url.startswith(base) else basename(url)
+    parts = [p for p in rel.split("/") if p not in ("", ".", "..")]
+    return os.path.join(root, *parts)
+
+
+def stage_files(urls: list[str], root: str, base: str, options: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Copy each object in ``urls`` under ``root`` (see :func:`mirror_path`); objects that do not exist are
+    skipped. Returns {url: local path} of the copies."""
+    out: dict[str, str] = {}
+    for url in urls:
+        dest = mirror_path(url, root, base)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        try:
+            fetch(url, dest, options=options)
+        except ObjectNotFoundError:
+            continue
+        out[url] = dest
+    return out
+
+
+def stage_segment(item: Any, root: str, options: Mapping[str, Any] | None = None, *, with_log: bool = True) -> Any:
+    """A local copy of a remote segment under ``root``: its ``.log`` (when ``with_log``), the sibling files the
+    listing found, and the log dir's clean-shutdown marker; returns the item re-pointed at the copy.
+
+    ``item`` is a :class:`kafkalog.discovery.SegmentItem` (duck-typed: this module sits below discovery).
+    """
+    suffixes = [".index", ".timeindex", ".txnindex"]
+    sizes = [item.index_size, item.timeindex_size, item.txnindex_size]
+    urls = [item.sibling(s) for s, size in zip(suffixes, sizes, strict=True) if size >= 0]
+    urls += [item.sibling(s) for s in item.extra_files]
+    if with_log:
+        urls.insert(0, item.path)
+    base = dirname(dirname(item.partition_dir))
+    local = stage_files(urls, root, base, options)
+    local_log = mirror_path(item.path, root, base)
+    os.makedirs(os.path.dirname(local_log), exist_ok=True)
+    if with_log and item.path not in local:
+        raise ObjectNotFoundError(f"{item.path}: no such object")
+    stage_files([join(dirname(item.partition_dir), ".kafka_cleanshutdown")], root, base, options)
+    return dataclasses.replace(item, path=local_log, partition_dir=os.path.dirname(local_log))

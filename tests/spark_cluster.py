@@ -1,0 +1,118 @@
+"""A real Spark standalone cluster for tests: a master and workers from the pyspark package, on 127.0.0.1.
+
+``spark-class org.apache.spark.deploy.master.Master`` / ``...worker.Worker`` (one core and modest memory each),
+Java from kafkalog's own discovery (:func:`kafkalog.spark.java.ensure_java`). ``clean_venv`` makes the workers'
+Python: a venv with the system site-packages (numpy, crc32c, pyarrow, pyspark) but without kafkalog, so jobs only
+work when kafkalog is shipped to the executors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.s3server import free_port
+
+
+def java_home() -> str:
+    """JAVA_HOME for spark-class, from kafkalog's discovery (a java found on PATH gives its real home)."""
+    from kafkalog.spark.java import ensure_java
+
+    java = ensure_java()
+    return os.environ.get("JAVA_HOME") or os.path.dirname(os.path.dirname(os.path.realpath(java)))
+
+
+def clean_venv(path: Path) -> str:
+    """A venv (system site-packages, no kafkalog) at ``path``; returns its python."""
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    subprocess.run([str(base), "-m", "venv", "--system-site-packages", "--without-pip", str(path)], check=True)
+    return str(path / "bin" / "python")
+
+
+class StandaloneCluster:
+    """Master + ``workers`` workers; ``url`` is the master URL. Stop with :meth:`stop`."""
+
+    def __init__(self, workdir: Path, worker_python: str, workers: int = 2, memory: str = "640m") -> None:
+        self.workdir = workdir
+        self.worker_python = worker_python
+        self.n_workers = workers
+        self.memory = memory
+        self.port = free_port()
+        self.ui_port = free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen] = []
+
+    def _spawn(self, args: list[str], name: str) -> None:
+        import pyspark
+
+        spark_home = os.path.dirname(pyspark.__file__)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.update(
+            JAVA_HOME=java_home(), SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1",
+            PYSPARK_PYTHON=self.worker_python, SPARK_LOG_DIR=str(self.workdir / "logs"),
+        )  # fmt: skip
+        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - kept open for the process's life
+        self.procs.append(
+            subprocess.Popen(
+                [os.path.join(spark_home, "bin", "spark-class"), *args], env=env, stdout=log, stderr=log,
+                cwd=self.workdir, start_new_session=True,
+            )  # fmt: skip
+        )
+
+    def start(self, timeout: float = 120.0) -> StandaloneCluster:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._spawn(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
+                     "--webui-port", str(self.ui_port)], "master")  # fmt: skip
+        for i in range(self.n_workers):
+            wdir = self.workdir / f"worker-{i}"
+            wdir.mkdir(exist_ok=True)
+            self._spawn(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
+                         "--memory", self.memory, "--webui-port", str(free_port()), "--work-dir", str(wdir),
+                         self.url], f"worker-{i}")  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(p.poll() is not None for p in self.procs):
+                break
+            if self.alive_workers() == self.n_workers:
+                return self
+            time.sleep(0.5)
+        logs = "\n".join((self.workdir / f).read_text(errors="replace")[-1500:] for f in ("master.log", "worker-0.log"))
+        self.stop()
+        raise RuntimeError(f"standalone cluster did not come up:\n{logs}")
+
+    def alive_workers(self) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
+                return int(json.load(r).get("aliveworkers", 0))
+        except (OSError, ValueError):
+            return 0
+
+    def session_conf(self) -> dict[str, str]:
+        """What a driver in this process needs: loopback addresses, the workers' Python, small executors."""
+        return {
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.pyspark.python": self.worker_python,
+            "spark.pyspark.driver.python": sys.executable,
+            "spark.executor.memory": "512m",
+            "spark.executor.cores": "1",
+            "spark.cores.max": str(self.n_workers),
+        }
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):  # workers first (they end their executors), then the master
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.procs.clear()

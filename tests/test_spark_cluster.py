@@ -1,0 +1,136 @@
+"""The validation job and the DataSource on a real Spark standalone cluster (master + 2 workers on 127.0.0.1),
+compared with ``local[*]``. The workers' Python has no kafkalog: ``get_session`` ships it as a zip.
+
+One local[*] session computes the reference first and stops; then one cluster session serves the module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GOLDEN, needs_golden
+from tests.spark_cluster import StandaloneCluster, clean_venv, java_home
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+pytestmark = [pytest.mark.spark, needs_golden]
+
+CASES = ["golden-none-0", "golden-txn-0", "golden-segments-0", "golden-lz4-0"]
+
+
+def _roots() -> list[str]:
+    assert GOLDEN is not None
+    return [str(GOLDEN / "logdir" / c) for c in CASES] + [str(GOLDEN / "unclean" / "input")]
+
+
+def _results(spark) -> dict:
+    from kafkalog.spark import partition_continuity, register, validate_archive
+
+    register(spark)
+    seg = validate_archive(spark, _roots()).cache()
+    cols = ["topic", "partition", "offset"]
+    df = spark.read.format("kafkalog").load(_roots()[:-1])
+    return {
+        "segments": sorted(r.asDict(recursive=True).items() for r in seg.collect()),
+        "partitions": sorted(r.asDict(recursive=True).items() for r in partition_continuity(seg).collect()),
+        "rows": df.orderBy(*cols).collect(),
+        "pushdown": sorted(df.filter("topic = 'golden-segments' AND offset >= 100 AND offset < 130").collect()),
+        "committed": spark.read.format("kafkalog").option("isolation", "read_committed")
+        .load(_roots()[1]).orderBy("offset").collect(),
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def local_results():
+    from pyspark.sql import SparkSession
+
+    from kafkalog.spark import get_session
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    spark = get_session("local[*]", "kafkalog-cluster-reference")
+    try:
+        results = _results(spark)
+    finally:
+        spark.stop()  # before the cluster session: one SparkContext per process
+    return results
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, local_results):
+    workdir = tmp_path_factory.mktemp("standalone")
+    python = clean_venv(workdir / "worker-venv")
+    c = StandaloneCluster(workdir, python).start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster_spark(cluster):
+    from kafkalog.spark import get_session
+
+    spark = get_session(cluster.url, "kafkalog-cluster-tests", conf=cluster.session_conf())
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def test_workers_python_lacks_kafkalog_and_jobs_import_the_shipped_zip(cluster, cluster_spark) -> None:
+    import subprocess
+
+    probe = subprocess.run([cluster.worker_python, "-c", "import kafkalog"], capture_output=True, text=True,
+                           cwd=cluster.workdir)  # fmt: skip
+    assert probe.returncode != 0 and "No module named 'kafkalog'" in probe.stderr
+
+    def where(_):
+        import sys
+
+        import kafkalog
+
+        yield (sys.executable, kafkalog.__file__)
+
+    seen = set(cluster_spark.sparkContext.parallelize(range(4), 4).mapPartitions(where).collect())
+    assert {exe for exe, _ in seen} == {cluster.worker_python}
+    assert all(".zip" in path for _, path in seen), seen
+    assert cluster_spark.sparkContext.defaultParallelism == 2  # both workers' cores
+
+
+def test_validation_and_datasource_on_the_cluster_equal_local(cluster_spark, local_results) -> None:
+    got = _results(cluster_spark)
+    for key in ("segments", "partitions", "rows", "pushdown", "committed"):
+        assert got[key] == local_results[key], key
+    statuses = {dict(r)["status"] for r in got["segments"]}
+    assert statuses == {"ok", "corrupt"} and len(got["rows"]) > 500
+
+
+def test_spark_submit_runs_the_validation_entry_point(cluster, tmp_path: Path) -> None:
+    """The documented command: ``spark-submit --master URL --py-files kafkalog.zip $(python -m kafkalog.spark.submit)
+    ROOT --out DIR``, here in a child process against the running cluster."""
+    import os
+    import subprocess
+    import sys
+
+    import pyspark
+
+    from kafkalog.spark.session import package_zip
+    from kafkalog.spark.submit import entry_point
+
+    out = tmp_path / "report"
+    env = {**os.environ, "JAVA_HOME": java_home(), "PYSPARK_PYTHON": cluster.worker_python,
+           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}  # fmt: skip
+    cmd = [
+        os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit"), "--master", cluster.url,
+        "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.executor.memory=512m",
+        "--py-files", package_zip(), entry_point(), str(GOLDEN / "unclean" / "input"), "--out", str(out),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # Kafka's damaged copies: corruption found
+    summary = (out / "summary.txt").read_text()
+    assert "unclean-corrupt-crc-0" in summary and "corrupt" in summary
