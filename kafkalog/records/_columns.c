@@ -1,8 +1,8 @@
 /* The compiled column builder behind kafkalog.records.read_record_columns (see columns.py and column_builder.py).
  *
  * ColumnBuilder collects records into growable columns (the arrays column_builder.py documents) and hands them
- * to Python in finish() as Blocks (buffer-protocol owners) without a copy. Its hot loop, run(), walks consecutive uncompressed magic 2 batches of a
- * buffer: header, CRC32C (the crc32c package's function, called once per batch), decompression (kafkalog's own
+ * to Python in finish() as Blocks (buffer-protocol owners) without a copy. Its hot loop, run(), walks consecutive
+ * magic 2 batches of a buffer: header, CRC32C (_columns_crc.h), decompression (kafkalog's own
  * decompress, called once per compressed batch), varints, record framing and headers. It only *accepts*: the
  * first batch that is not plainly well formed (other magic, unknown codec, bad CRC, payload that does not inflate,
  * truncated, a record that does not decode exactly as RecordBatch.records() would decode it) ends the run with
@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "_columns_crc.h"
 #include "_columns_mem.h"
 
 enum {
@@ -219,8 +220,9 @@ decline:
     return rc;
 }
 
-/* crc_func(memoryview of p[0:n]) as a uint32 (the crc32c package's function: no copy, one call per batch) */
+/* CRC32C of p[0:n]: in C (SSE4.2), else crc_func(memoryview of p[0:n]) (the crc32c package's, one call a batch) */
 static int call_crc(PyObject *crc_func, const uint8_t *p, Py_ssize_t n, uint32_t *out) {
+    if (crc_compute(p, (size_t)n, out)) return 0;
     PyObject *mv = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
     if (!mv) return -1;
     PyObject *res = PyObject_CallOneArg(crc_func, mv);
@@ -573,6 +575,7 @@ static PyTypeObject BuilderType = {
 static PyMethodDef module_methods[] = {
     {"walk_chain", walk_chain, METH_VARARGS,
      "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, pos): the length-chain walk of scan.py in C"},
+    CRC_METHODS
     {NULL, NULL, 0, NULL},
 };
 
@@ -583,6 +586,7 @@ static struct PyModuleDef columns_module = {
 
 PyMODINIT_FUNC PyInit__columns(void) {
     if (PyType_Ready(&BuilderType) < 0 || PyType_Ready(&BlockType) < 0) return NULL;
+    crc_init();
     if (PyDict_SetItemString(BuilderType.tp_dict, "compiled", Py_True) < 0) return NULL;
     PyType_Modified(&BuilderType);
     PyObject *m = PyModule_Create(&columns_module);
