@@ -20,6 +20,7 @@
 
 #include "_columns_crc.h"
 #include "_columns_mem.h"
+#include "_columns_wire.h"
 
 enum {
     C_OFFSET, C_TS, C_KOFF, C_KVALID, C_KDATA, C_VOFF, C_VVALID, C_VDATA, C_HOFF, C_HKOFF, C_HKDATA, C_HVOFF,
@@ -40,6 +41,7 @@ static const char *col_names[NCOL] = {
 typedef struct {
     PyObject_HEAD
     Col c[NCOL];
+    Col scratch; /* decompressed records sections, one batch at a time */
     Py_ssize_t n_records;
     Py_ssize_t n_headers;
     long long n_bytes;
@@ -62,86 +64,6 @@ static inline int put_bytes(Col *c, const void *src, Py_ssize_t n) {
         type v_ = (type)(value);                                \
         if (put_bytes((col), &v_, sizeof(type)) < 0) return -1; \
     } while (0)
-
-static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
-static inline uint32_t be32(const uint8_t *p) {
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
-}
-static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
-
-/* Unsigned varint of at most maxb bytes read below lim; -1 when it is longer or runs past lim. */
-static inline int rd_uvarint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, int maxb, uint64_t *out) {
-    Py_ssize_t p = *pos;
-    if (p < lim && buf[p] < 0x80) { /* the common one-byte case */
-        *out = buf[p];
-        *pos = p + 1;
-        return 0;
-    }
-    uint64_t r = 0;
-    int shift = 0;
-    for (int i = 0; i < maxb; i++) {
-        if (p >= lim) return -1;
-        uint8_t b = buf[p++];
-        r |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) {
-            *out = r;
-            *pos = p;
-            return 0;
-        }
-        shift += 7;
-    }
-    return -1;
-}
-
-/* zig-zag int (5 bytes, masked to 32 bits as Kafka's readVarint) */
-static inline int rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, int64_t *out) {
-    uint64_t u;
-    if (rd_uvarint(buf, pos, lim, 5, &u) < 0) return -1;
-    u &= 0xFFFFFFFFu;
-    *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
-    return 0;
-}
-
-/* zig-zag long (10 bytes) */
-static inline int rd_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, int64_t *out) {
-    uint64_t u;
-    if (rd_uvarint(buf, pos, lim, 10, &u) < 0) return -1;
-    *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
-    return 0;
-}
-
-/* Strict UTF-8 as Python's bytes.decode("utf-8"): no overlongs, no surrogates, nothing above U+10FFFF. */
-static int utf8_valid(const uint8_t *s, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF) {
-            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return 0;
-            i += 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            if (i + 2 >= n) return 0;
-            uint8_t c1 = s[i + 1];
-            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
-            if (c == 0xE0 && c1 < 0xA0) return 0; /* overlong */
-            if (c == 0xED && c1 > 0x9F) return 0; /* surrogates */
-            i += 3;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            if (i + 3 >= n) return 0;
-            uint8_t c1 = s[i + 1];
-            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80) return 0;
-            if (c == 0xF0 && c1 < 0x90) return 0;
-            if (c == 0xF4 && c1 > 0x8F) return 0;
-            i += 4;
-        } else {
-            return 0;
-        }
-    }
-    return 1;
-}
 
 /* A length-prefixed byte string (key, value, header value): n < 0 is null. -2 = decline. */
 static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim,
@@ -370,18 +292,50 @@ static PyObject *Builder_decode_records(Builder *b, PyObject *args) {
     return PyBool_FromLong(r == 0);
 }
 
-/* The records section of a compressed batch through decompress(codec_id, memoryview) -> bytes, then decoded.
- * Any exception from decompress declines the batch (the Python path raises it with the batch's position). */
+/* The records section of a compressed batch through decompress(codec_id, memoryview, out) -> int | bytes, then
+ * decoded: an int is the length written into out (the builder's scratch buffer, reused batch after batch, so no
+ * output object and no fresh pages per batch), bytes a payload it made instead. Any exception from decompress
+ * declines the batch (the Python path raises it with the batch's position). */
 static int decode_compressed(Builder *b, PyObject *decompress, int codec, const uint8_t *h, Py_ssize_t body_len,
                              int32_t count, uint16_t attrs) {
+    Col *sc = &b->scratch;
+    Py_ssize_t room = body_len < ((Py_ssize_t)2 << 20) ? ((Py_ssize_t)1 << 20) + 32 * body_len : (Py_ssize_t)64 << 20;
+    if (col_reserve(sc, room) < 0) return -1;
     PyObject *mv = PyMemoryView_FromMemory((char *)(h + 61), body_len, PyBUF_READ);
-    if (!mv) return -1;
-    PyObject *payload = PyObject_CallFunction(decompress, "iO", codec, mv);
-    Py_DECREF(mv);
+    PyObject *out = mv ? PyMemoryView_FromMemory(sc->p, sc->cap, PyBUF_WRITE) : NULL;
+    PyObject *payload = out ? PyObject_CallFunction(decompress, "iOO", codec, mv, out) : NULL;
+    Py_XDECREF(mv);
+    if (out) { /* nothing may keep a view of the scratch memory past this call */
+        PyObject *et, *ev, *etb;
+        PyErr_Fetch(&et, &ev, &etb);
+        PyObject *r = PyObject_CallMethod(out, "release", NULL);
+        Py_DECREF(out);
+        if (!r) {
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(etb);
+            Py_XDECREF(payload);
+            return -1;
+        }
+        Py_DECREF(r);
+        PyErr_Restore(et, ev, etb);
+    }
     if (!payload) {
-        if (PyErr_ExceptionMatches(PyExc_MemoryError) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) return -1;
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_MemoryError) ||
+            PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
+            return -1;
         PyErr_Clear();
         return 1;
+    }
+    if (PyLong_Check(payload)) {
+        Py_ssize_t n = PyLong_AsSsize_t(payload);
+        Py_DECREF(payload);
+        if (n < 0 || n > sc->cap) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "decompress: length outside the buffer");
+            return -1;
+        }
+        return decode_records(b, (const uint8_t *)sc->p, n, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
+                              (int64_t)be64(h + 35));
     }
     Py_buffer pv;
     if (PyObject_GetBuffer(payload, &pv, PyBUF_SIMPLE) < 0) {
@@ -396,7 +350,8 @@ static int decode_compressed(Builder *b, PyObject *decompress, int codec, const 
 }
 
 /* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress, hint) -> position of the first batch
- * not taken. decompress(codec_id, memoryview) -> bytes handles codecs 1-4; None leaves compressed batches to Python.
+ * not taken. decompress(codec_id, memoryview, out) -> int | bytes (see decode_compressed) handles codecs 1-4; None
+ * leaves compressed batches to Python.
  * hint: the key/value bytes to reserve (default: end - pos), capped by max_bytes. */
 static PyObject *Builder_run(Builder *b, PyObject *args) {
     Py_buffer view;
@@ -459,6 +414,8 @@ static PyObject *Builder_finish(Builder *b, PyObject *Py_UNUSED(ignored)) {
     PyObject *out = PyDict_New();
     if (!out) return NULL;
     b->finished = 1;
+    mem_release(b->scratch.p, b->scratch.cap); /* to the pool, for the next chunk's builder */
+    b->scratch = (Col){0};
     for (int i = 0; i < NCOL; i++) {
         PyObject *blk = col_to_block(&b->c[i]);
         if (!blk || PyDict_SetItemString(out, col_names[i], blk) < 0) {
@@ -524,6 +481,8 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
         b->c[i].len = b->c[i].cap = 0;
         if (col_grow(&b->c[i], 64) < 0) return -1; /* never NULL: an empty column still has a buffer */
     }
+    mem_release(b->scratch.p, b->scratch.cap);
+    b->scratch = (Col){0};
     b->n_records = b->n_headers = 0;
     b->n_bytes = 0;
     b->finished = 0;
@@ -536,6 +495,7 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
 
 static void Builder_dealloc(Builder *b) {
     for (int i = 0; i < NCOL; i++) mem_release(b->c[i].p, b->c[i].cap);
+    mem_release(b->scratch.p, b->scratch.cap);
     Py_TYPE(b)->tp_free((PyObject *)b);
 }
 
