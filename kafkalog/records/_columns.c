@@ -65,21 +65,37 @@ static inline int put_bytes(Col *c, const void *src, Py_ssize_t n) {
         if (put_bytes((col), &v_, sizeof(type)) < 0) return -1; \
     } while (0)
 
-/* A length-prefixed byte string (key, value, header value): n < 0 is null. -2 = decline. */
+/* n bytes from src to dst: short strings as one fixed-size copy (inlined moves, no libc call per field) when
+ * `room` bytes are readable at src and writable at dst; what lands past n is overwritten by the next field. */
+static inline void copy_field(char *dst, const uint8_t *src, Py_ssize_t n, Py_ssize_t room) {
+    if (n <= 16 && room >= 16)
+        memcpy(dst, src, 16);
+    else if (n <= 128 && room >= 128)
+        memcpy(dst, src, 128);
+    else
+        memcpy(dst, src, (size_t)n);
+}
+
+/* A length-prefixed byte string (key, value, header value): n < 0 is null. The caller has reserved one entry of
+ * `valid` and `off`; buf[0:buf_end] is readable. -2 = decline. */
 static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim,
-                            long long *nbytes) {
+                            Py_ssize_t buf_end, long long *nbytes) {
     int64_t n;
     if (rd_varint(buf, pos, lim, &n) < 0) return -2;
     if (n < 0) {
-        PUT(valid, uint8_t, 0);
+        valid->p[valid->len++] = 0;
     } else {
         if (n > lim - *pos) return -2;
-        if (put_bytes(data, buf + *pos, (Py_ssize_t)n) < 0) return -1;
+        if (col_reserve(data, (Py_ssize_t)n + 128) < 0) return -1;
+        copy_field(data->p + data->len, buf + *pos, (Py_ssize_t)n, buf_end - *pos);
+        data->len += (Py_ssize_t)n;
         *pos += (Py_ssize_t)n;
         *nbytes += n;
-        PUT(valid, uint8_t, 1);
+        valid->p[valid->len++] = 1;
     }
-    PUT(off, int64_t, data->len);
+    int64_t o = (int64_t)data->len;
+    memcpy(off->p + off->len, &o, 8);
+    off->len += 8;
     return 0;
 }
 
@@ -93,7 +109,10 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
     Py_ssize_t pos = 0;
     int rc = 1;
     if (count < 0 || count > end / 7) goto decline; /* a record takes at least 7 bytes */
-    if (col_reserve(&b->c[C_OFFSET], count * 8) < 0 || col_reserve(&b->c[C_TS], count * 8) < 0) goto fail;
+    /* one reservation per batch for the fixed-size per-record entries, written below without checks */
+    static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
+    for (int k = 0; k < 7; k++)
+        if (col_reserve(&b->c[per_record[k]], count * (k < 5 ? 8 : 1)) < 0) goto fail;
     for (int64_t i = 0; i < count; i++) {
         int64_t size, ts_delta, off_delta, nh;
         if (rd_varint(buf, &pos, end, &size) < 0 || size < 0 || size > end - pos) goto decline;
@@ -101,8 +120,9 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
         pos += 1; /* attributes */
         if (pos > rec_end) goto decline;
         if (rd_varlong(buf, &pos, rec_end, &ts_delta) < 0 || rd_varint(buf, &pos, rec_end, &off_delta) < 0) goto decline;
-        int r = put_field(&b->c[C_KOFF], &b->c[C_KVALID], &b->c[C_KDATA], buf, &pos, rec_end, &b->n_bytes);
-        if (r == 0) r = put_field(&b->c[C_VOFF], &b->c[C_VVALID], &b->c[C_VDATA], buf, &pos, rec_end, &b->n_bytes);
+        int r = put_field(&b->c[C_KOFF], &b->c[C_KVALID], &b->c[C_KDATA], buf, &pos, rec_end, end, &b->n_bytes);
+        if (r == 0)
+            r = put_field(&b->c[C_VOFF], &b->c[C_VVALID], &b->c[C_VDATA], buf, &pos, rec_end, end, &b->n_bytes);
         if (r == -1) goto fail;
         if (r == -2) goto decline;
         if (rd_varint(buf, &pos, rec_end, &nh) < 0 || nh < 0 || nh > rec_end - pos) goto decline;
@@ -114,14 +134,16 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
             pos += (Py_ssize_t)kn;
             if (put_bytes(&b->c[C_HKOFF], &b->c[C_HKDATA].len, 8) < 0) goto fail;
             long long ignored = 0;
-            r = put_field(&b->c[C_HVOFF], &b->c[C_HVVALID], &b->c[C_HVDATA], buf, &pos, rec_end, &ignored);
+            if (col_reserve(&b->c[C_HVOFF], 8) < 0 || col_reserve(&b->c[C_HVVALID], 1) < 0) goto fail;
+            r = put_field(&b->c[C_HVOFF], &b->c[C_HVVALID], &b->c[C_HVDATA], buf, &pos, rec_end, end, &ignored);
             if (r == -1) goto fail;
             if (r == -2) goto decline;
         }
         if (pos != rec_end) goto decline;
         b->n_headers += (Py_ssize_t)nh;
         int64_t hoff = (int64_t)b->n_headers;
-        if (put_bytes(&b->c[C_HOFF], &hoff, 8) < 0) goto fail;
+        memcpy(b->c[C_HOFF].p + b->c[C_HOFF].len, &hoff, 8);
+        b->c[C_HOFF].len += 8;
         int64_t off = (int64_t)(base_offset + (uint64_t)off_delta);
         int64_t ts = has_lat ? lat : (int64_t)(base_ts + (uint64_t)ts_delta);
         memcpy(b->c[C_OFFSET].p + b->c[C_OFFSET].len, &off, 8);

@@ -14,6 +14,7 @@ Every decoder takes ``max_size``: output beyond it is a ``CorruptRecordError`` a
 from __future__ import annotations
 
 import enum
+import functools
 import struct
 import zlib
 from collections.abc import Iterator
@@ -216,6 +217,12 @@ def _lz4_compress(data: bytes) -> bytes:
     return b"".join(parts)
 
 
+@functools.lru_cache(maxsize=64)
+def _lz4_header_checksum(descriptor: bytes) -> int:
+    """The HC byte of a frame descriptor: producers repeat a handful of descriptors, and xxh32 here is Python."""
+    return (xxh32(descriptor) >> 8) & 0xFF
+
+
 def _lz4_blocks(data: bytes | memoryview, ignore_header_checksum: bool) -> Iterator[tuple[memoryview, bool, int]]:
     """The blocks of an lz4 frame as (bytes, stored uncompressed, the frame's block size), checked as they come."""
     mv = memoryview(data)
@@ -240,8 +247,7 @@ def _lz4_blocks(data: bytes | memoryview, ignore_header_checksum: bool) -> Itera
     if pos >= end:
         raise CorruptRecordError("lz4 frame header is truncated")
     if not ignore_header_checksum:
-        hc = (xxh32(bytes(mv[4:pos])) >> 8) & 0xFF
-        if mv[pos] != hc:
+        if mv[pos] != _lz4_header_checksum(bytes(mv[4:pos])):
             raise CorruptRecordError("lz4 frame descriptor checksum mismatch")
     pos += 1
     while True:
