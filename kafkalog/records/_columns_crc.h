@@ -73,41 +73,37 @@ static inline uint64_t load64(const uint8_t *p) {
     return v;
 }
 
+/* Three streams over the next 3 x `block` bytes while they last, joined into crc0 with the block's zeros table */
+__attribute__((target("sse4.2"))) static inline uint64_t crc_streams(uint64_t crc0, const uint8_t **next, size_t *len,
+                                                                     size_t block, uint32_t tab[4][256]) {
+    const uint8_t *p = *next;
+    while (*len >= block * 3) {
+        uint64_t crc1 = 0, crc2 = 0;
+        const uint8_t *end = p + block;
+        do {
+            crc0 = _mm_crc32_u64(crc0, load64(p));
+            crc1 = _mm_crc32_u64(crc1, load64(p + block));
+            crc2 = _mm_crc32_u64(crc2, load64(p + 2 * block));
+            p += 8;
+        } while (p < end);
+        crc0 = crc_shift(tab, (uint32_t)crc0) ^ (uint32_t)crc1;
+        crc0 = crc_shift(tab, (uint32_t)crc0) ^ (uint32_t)crc2;
+        p += block * 2;
+        *len -= block * 3;
+    }
+    *next = p;
+    return crc0;
+}
+
 /* CRC32C of buf[0:len] (a whole CRC: initial and final inversion included) */
 __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(const uint8_t *next, size_t len) {
-    uint64_t crc0 = 0xffffffffu, crc1, crc2;
+    uint64_t crc0 = 0xffffffffu;
     while (len && ((uintptr_t)next & 7)) {
         crc0 = _mm_crc32_u8((uint32_t)crc0, *next++);
         len--;
     }
-    while (len >= CRC_LONG * 3) {
-        crc1 = crc2 = 0;
-        const uint8_t *end = next + CRC_LONG;
-        do {
-            crc0 = _mm_crc32_u64(crc0, load64(next));
-            crc1 = _mm_crc32_u64(crc1, load64(next + CRC_LONG));
-            crc2 = _mm_crc32_u64(crc2, load64(next + 2 * CRC_LONG));
-            next += 8;
-        } while (next < end);
-        crc0 = crc_shift(crc_long_tab, (uint32_t)crc0) ^ (uint32_t)crc1;
-        crc0 = crc_shift(crc_long_tab, (uint32_t)crc0) ^ (uint32_t)crc2;
-        next += CRC_LONG * 2;
-        len -= CRC_LONG * 3;
-    }
-    while (len >= CRC_SHORT * 3) {
-        crc1 = crc2 = 0;
-        const uint8_t *end = next + CRC_SHORT;
-        do {
-            crc0 = _mm_crc32_u64(crc0, load64(next));
-            crc1 = _mm_crc32_u64(crc1, load64(next + CRC_SHORT));
-            crc2 = _mm_crc32_u64(crc2, load64(next + 2 * CRC_SHORT));
-            next += 8;
-        } while (next < end);
-        crc0 = crc_shift(crc_short_tab, (uint32_t)crc0) ^ (uint32_t)crc1;
-        crc0 = crc_shift(crc_short_tab, (uint32_t)crc0) ^ (uint32_t)crc2;
-        next += CRC_SHORT * 2;
-        len -= CRC_SHORT * 3;
-    }
+    crc0 = crc_streams(crc0, &next, &len, CRC_LONG, crc_long_tab);
+    crc0 = crc_streams(crc0, &next, &len, CRC_SHORT, crc_short_tab);
     for (; len >= 8; len -= 8, next += 8) crc0 = _mm_crc32_u64(crc0, load64(next));
     for (; len; len--) crc0 = _mm_crc32_u8((uint32_t)crc0, *next++);
     return (uint32_t)crc0 ^ 0xffffffffu;
