@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kafkalog.errors import KafkaStorageError  # noqa: E402
+from kafkalog.errors import KafkaStorageError, ResourceExhaustedError  # noqa: E402
 from kafkalog.manager.log_manager import LogManager  # noqa: E402
 from reliability.workload import append_random, log_config, record_for  # noqa: E402
 
@@ -99,12 +99,17 @@ def main(cfg: dict) -> int:
             mgr.checkpoint_log_start_offsets([d])
 
     def safe_op(p: int, *, faulty: bool) -> bool:
-        """Run op(p); True if it raised KafkaStorageError. Anything else unexpected is recorded."""
+        """Run op(p); True if it raised KafkaStorageError. A process limit libfiu made up (EMFILE, ENFILE, ENOMEM
+        from open/mmap) is the retriable ResourceExhaustedError and leaves the dir online. Anything else
+        unexpected is recorded."""
         try:
             op(p)
             return False
         except KafkaStorageError:
             return True
+        except ResourceExhaustedError:
+            report["resource_errors"] = report.get("resource_errors", 0) + 1
+            return False
         except BaseException as exc:  # noqa: BLE001
             if faulty:
                 fiu.off(point)
