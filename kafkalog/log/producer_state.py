@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kafkalog.errors import CorruptSnapshotError, InvalidArgumentError, InvalidRecordError, KafkaLogError
+from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.limits import INT_MAX as INT32_MAX
 from kafkalog.limits import wall_clock_ms
 from kafkalog.rewrite import rewrite_in_place
@@ -347,6 +348,16 @@ class ProducerStateManager:
     ``clock`` returns ms; it decides producer expiry (``producer.id.expiration.ms``) when loading snapshots, so
     replays of old logs must pass the clock of the time they model (as Kafka's tests do).
     """
+
+    # Segment recovery's ProducerStateRecovery protocol: a batch without a producer id only moves the map end
+    # offset in ``recover_batch``/``apply_batch``, so one-pass recovery hands over only batches with one. A
+    # subclass that overrides either hook may act on every batch, so it gets every batch.
+    skips_batches_without_producer = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "recover_batch" in vars(cls) or "apply_batch" in vars(cls):
+            cls.skips_batches_without_producer = False
 
     def __init__(
         self,
@@ -674,8 +685,6 @@ class ProducerStateManager:
         """Hook for ``LogSegment.recover``: apply a batch and put an aborted txn into the segment's txn index."""
         done = self.apply_batch(batch)
         if done is not None and done[0].is_aborted:
-            from kafkalog.index.txn_index import AbortedTxn
-
             txn, lso = done
             segment.append_aborted_txn(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
 
