@@ -36,7 +36,7 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
 )
 from kafkalog.handle_cache import HandleCache, default_cache
-from kafkalog.limits import wall_clock_ms
+from kafkalog.limits import DEFAULT_PRODUCER_ID_EXPIRATION_MS, wall_clock_ms
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE, EpochEntry, LeaderEpochFileCache
 from kafkalog.log.index_check import check_segment, is_corruption
@@ -128,7 +128,7 @@ class Log(LogAppend, LogRetention):
         log_start_offset: int | None = None,
         clean_shutdown: bool = True,
         clock: Callable[[], int] | None = None,
-        producer_id_expiration_ms: int = 86_400_000,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         rebuild_bad_epoch_checkpoint: bool = True,
         max_open_files: int | None = None,
         handle_cache: HandleCache | None = None,

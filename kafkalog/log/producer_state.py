@@ -24,21 +24,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kafkalog.errors import CorruptSnapshotError, InvalidArgumentError, InvalidRecordError, KafkaLogError
+from kafkalog.errors import (  # the four producer errors are re-exported: callers import them from here
+    CorruptSnapshotError,
+    InvalidArgumentError,
+    InvalidTxnStateError,
+    KafkaLogError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
+    TransactionCoordinatorFencedError,
+)
 from kafkalog.index.txn_index import AbortedTxn
+from kafkalog.limits import (  # the producer constants are re-exported: callers import them from here
+    DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    NUM_BATCHES_TO_RETAIN,
+    wall_clock_ms,
+)
 from kafkalog.limits import INT_MAX as INT32_MAX
-from kafkalog.limits import wall_clock_ms
+from kafkalog.log.producer_snapshot import (
+    ProducerSnapshotEntry,
+    format_producer_snapshot,
+    read_producer_snapshot,
+    write_producer_snapshot,
+)
+from kafkalog.names import DELETED_SUFFIX, SNAPSHOT_SUFFIX
 from kafkalog.rewrite import rewrite_in_place
-
-NUM_BATCHES_TO_RETAIN = 5
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_TIMESTAMP = -1
-DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
-DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
-SNAPSHOT_SUFFIX = ".snapshot"
-DELETED_SUFFIX = ".deleted"
 
 _SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
 
@@ -49,22 +63,6 @@ class AppendOrigin(enum.Enum):
     CLIENT = "client"  # full epoch + sequence validation
     COORDINATOR = "coordinator"  # epoch validation only
     REPLICATION = "replication"  # trusted: already validated by the leader
-
-
-class ProducerFencedError(InvalidRecordError):
-    """An append with a producer epoch older than the one already seen (Kafka's InvalidProducerEpochException)."""
-
-
-class OutOfOrderSequenceError(InvalidRecordError):
-    """An idempotent append whose first sequence does not follow the last one (Kafka's OutOfOrderSequenceException)."""
-
-
-class InvalidTxnStateError(InvalidRecordError):
-    """A non-transactional write by a producer with an open transaction."""
-
-
-class TransactionCoordinatorFencedError(InvalidRecordError):
-    """A transaction marker from an older coordinator epoch than already seen."""
 
 
 def snapshot_file_name(offset: int) -> str:
@@ -717,33 +715,16 @@ def _unlink_quiet(path: Any) -> None:
 # ---------------------------------------------------------------------- snapshot file adapters
 
 
-def _get(obj: Any, *names: str) -> Any:
-    for n in names:
-        if hasattr(obj, n):
-            return getattr(obj, n)
-    raise AttributeError(f"{type(obj).__name__} has none of {names}")
-
-
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     """Read a ``.snapshot`` through ``kafkalog.log.producer_snapshot`` into state entries (CorruptSnapshotError)."""
-    from kafkalog.log.producer_snapshot import read_producer_snapshot
-
     out = []
     for e in read_producer_snapshot(path):
-        last_offset = int(_get(e, "last_offset"))
-        ts = int(_get(e, "timestamp", "last_timestamp"))
-        txn = int(_get(e, "current_txn_first_offset"))
-        entry = ProducerStateEntry(
-            int(_get(e, "producer_id")),
-            int(_get(e, "producer_epoch", "epoch")),
-            int(_get(e, "coordinator_epoch")),
-            ts,
-            txn if txn >= 0 else None,
-        )
+        last_offset = e.last_offset
+        ts = e.timestamp
+        txn = e.current_txn_first_offset
+        entry = ProducerStateEntry(e.producer_id, e.producer_epoch, e.coordinator_epoch, ts, txn if txn >= 0 else None)
         if last_offset >= 0:
-            entry.batch_metadata.append(
-                BatchMetadata(int(_get(e, "last_sequence", "last_seq")), last_offset, int(_get(e, "offset_delta")), ts)
-            )
+            entry.batch_metadata.append(BatchMetadata(e.last_sequence, last_offset, e.offset_delta, ts))
         out.append(entry)
     return out
 
@@ -756,12 +737,6 @@ def write_snapshot(
     ``in_place`` (recovery, over a retired file of the same name): :func:`kafkalog.rewrite.rewrite_in_place`,
     which leaves a file that already holds these bytes alone; no fsync, like every recovery-time snapshot.
     """
-    from kafkalog.log.producer_snapshot import (
-        ProducerSnapshotEntry,
-        format_producer_snapshot,
-        write_producer_snapshot,
-    )
-
     rows = [
         ProducerSnapshotEntry(
             e.producer_id,
