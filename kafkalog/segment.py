@@ -26,7 +26,8 @@ from kafkalog.errors import (
     LogSegmentOffsetOverflowError,
 )
 from kafkalog.handle_cache import HandleCache, default_cache
-from kafkalog.index.base import READ_NOT_MAP_BYTES, _is_real_file, read_fully
+from kafkalog.index.base import READ_NOT_MAP_BYTES
+from kafkalog.index.index_file import _is_real_file, read_fully
 from kafkalog.index.lazy import LazyIndexes
 from kafkalog.index.offset_index import OffsetIndex, OffsetPosition
 from kafkalog.index.time_index import TimeIndex, TimestampOffset

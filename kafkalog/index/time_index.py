@@ -13,7 +13,8 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, IndexStateError, InvalidOffsetError
-from kafkalog.index.base import VALUE, AbstractIndex, first_true
+from kafkalog.index.base import AbstractIndex
+from kafkalog.index.search import VALUE, first_true
 from kafkalog.limits import NO_TIMESTAMP
 
 _ENTRY = struct.Struct(">qi")
