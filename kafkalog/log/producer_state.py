@@ -132,12 +132,14 @@ class ProducerStateManager:
 
     # Segment recovery's ProducerStateRecovery protocol: a batch without a producer id only moves the map end
     # offset in ``recover_batch``/``apply_batch``, so one-pass recovery hands over only batches with one. A
-    # subclass that overrides either hook may act on every batch, so it gets every batch.
+    # subclass that overrides either hook may act on every batch, so it gets every batch unless it sets the
+    # flag itself.
     skips_batches_without_producer = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "recover_batch" in vars(cls) or "apply_batch" in vars(cls):
+        own = vars(cls)
+        if "skips_batches_without_producer" not in own and ("recover_batch" in own or "apply_batch" in own):
             cls.skips_batches_without_producer = False
 
     def __init__(
