@@ -38,6 +38,7 @@ from kafkalog.segment_read import SegmentReads, TimestampAndOffset
 from kafkalog.segment_recovery import (
     I32_MAX,
     EpochRecovery,
+    PerBatchProgress,
     ProducerStateRecovery,
     one_pass_plan,
     rebuild_per_batch,
@@ -532,10 +533,14 @@ class LogSegment(LazyIndexes, SegmentReads):
         self._time_index.reset()
         self._txn_index.reset()
         self._max_ts_and_offset = TimestampOffset(-1, -1)
+        progress = PerBatchProgress()
         it, _ = self.scan(0, valid_bytes)
-        self._max_ts_and_offset, last_index_entry = rebuild_per_batch(
-            it, self._offset_index, self._time_index, self.index_interval_bytes, producer_state,
-            leader_epoch_cache, self)
+        try:
+            rebuild_per_batch(it, self._offset_index, self._time_index, self.index_interval_bytes, producer_state,
+                              leader_epoch_cache, self, progress)
+        finally:  # what was reached, also when an index append raised
+            self._max_ts_and_offset = progress.max_ts_and_offset
+        last_index_entry = progress.last_index_entry
         truncated = size - valid_bytes
         if truncated > 0:
             self._truncate_file(valid_bytes)

@@ -235,22 +235,32 @@ def replay_batches(buf: memoryview, plan: OnePassPlan, producer_state: ProducerS
         producer_state.update_map_end_offset(int(last["base_offset"]) + int(last["last_offset_delta"]) + 1)
 
 
+class PerBatchProgress:
+    """How far :func:`rebuild_per_batch` got: the running (max timestamp, its offset) and the position of the last
+    index entry, current even when an append raised part way (the segment keeps what was reached)."""
+
+    __slots__ = ("max_ts_and_offset", "last_index_entry")
+
+    def __init__(self) -> None:
+        self.max_ts_and_offset = TimestampOffset(-1, -1)
+        self.last_index_entry = 0
+
+
 def rebuild_per_batch(batches: Iterator[RecordBatch], offset_index: OffsetIndex, time_index: TimeIndex,
                       index_interval_bytes: int, producer_state: ProducerStateRecovery | None,
-                      leader_epoch_cache: EpochRecovery | None, segment: object) -> tuple[TimestampOffset, int]:
+                      leader_epoch_cache: EpochRecovery | None, segment: object,
+                      progress: PerBatchProgress) -> None:
     """The batch-at-a-time engine: appends the index entries of ``batches`` (the valid prefix, from position 0)
     to the reset indexes, one at a time, raising exactly where Kafka's appends would, and replays producer state
-    and leader epochs. Returns the final (max timestamp, its offset) and the position of the last index entry."""
-    max_ts_and_offset = TimestampOffset(-1, -1)
-    last_index_entry = 0
+    and leader epochs, keeping ``progress`` current as it goes."""
     position = 0
     for batch in batches:
-        if batch.max_timestamp > max_ts_and_offset.timestamp:
-            max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.offset_of_max_timestamp)
-        if position - last_index_entry > index_interval_bytes:
+        if batch.max_timestamp > progress.max_ts_and_offset.timestamp:
+            progress.max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.offset_of_max_timestamp)
+        if position - progress.last_index_entry > index_interval_bytes:
             offset_index.append(batch.last_offset, position)
-            time_index.maybe_append(*max_ts_and_offset)
-            last_index_entry = position
+            time_index.maybe_append(*progress.max_ts_and_offset)
+            progress.last_index_entry = position
         position += batch.size_in_bytes
         if batch.magic >= 2:
             if leader_epoch_cache is not None and batch.partition_leader_epoch >= 0:
@@ -259,4 +269,3 @@ def rebuild_per_batch(batches: Iterator[RecordBatch], offset_index: OffsetIndex,
                     leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
             if producer_state is not None:
                 producer_state.recover_batch(batch, segment)
-    return max_ts_and_offset, last_index_entry
