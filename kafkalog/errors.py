@@ -28,6 +28,22 @@ class InvalidRecordError(KafkaLogError):
     """A well-formed batch or record that breaks a rule (e.g. offsets going backwards, bad control record)."""
 
 
+class ProducerFencedError(InvalidRecordError):
+    """An append with a producer epoch older than the one already seen (Kafka's InvalidProducerEpochException)."""
+
+
+class OutOfOrderSequenceError(InvalidRecordError):
+    """An idempotent append whose first sequence does not follow the last one (Kafka's OutOfOrderSequenceException)."""
+
+
+class InvalidTxnStateError(InvalidRecordError):
+    """A non-transactional write by a producer with an open transaction."""
+
+
+class TransactionCoordinatorFencedError(InvalidRecordError):
+    """A transaction marker from an older coordinator epoch than already seen."""
+
+
 class UnsupportedCompressionError(KafkaLogError):
     """A compression codec id kafkalog does not know (Kafka knows 0-4)."""
 

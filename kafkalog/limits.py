@@ -8,10 +8,35 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["INT_MAX", "INT_MIN", "LONG_MAX", "LONG_MIN", "wall_clock_ms"]
+__all__ = [
+    "DEFAULT_MAX_TRANSACTION_TIMEOUT_MS",
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
+    "INT_MAX",
+    "INT_MIN",
+    "LONG_MAX",
+    "LONG_MIN",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "NUM_BATCHES_TO_RETAIN",
+    "wall_clock_ms",
+]
 
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+# Kafka's "none" values of a batch's producer fields and of a timestamp (RecordBatch.NO_PRODUCER_ID etc.).
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+
+# Producer state limits and defaults: batches remembered per producer for duplicate detection
+# (ProducerStateEntry.NUM_BATCHES_TO_RETAIN), producer.id.expiration.ms, transaction.max.timeout.ms.
+NUM_BATCHES_TO_RETAIN = 5
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
 
 
 def wall_clock_ms() -> int:

@@ -9,13 +9,11 @@ handle and the index mmaps are made on first use, so a broker with many inactive
 from __future__ import annotations
 
 import contextlib
-import math
 import mmap
 import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
@@ -26,95 +24,38 @@ from kafkalog.errors import (
     LogSegmentOffsetOverflowError,
 )
 from kafkalog.handle_cache import HandleCache, default_cache
-from kafkalog.index.base import READ_NOT_MAP_BYTES, _is_real_file, read_fully
-from kafkalog.index.offset_index import OffsetIndex, OffsetPosition
+from kafkalog.index.base import READ_NOT_MAP_BYTES
+from kafkalog.index.index_file import _is_real_file, read_fully
+from kafkalog.index.lazy import LazyIndexes
+from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex, TimestampOffset
 from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.limits import LONG_MAX, wall_clock_ms
 from kafkalog.names import offset_to_name
-from kafkalog.records.batch import HEADER, RecordBatch
 from kafkalog.records.reader import read_batches
-from kafkalog.records.scan import ScanResult, scan_batches
+from kafkalog.records.scan import scan_batches
+from kafkalog.segment_read import SegmentReads, TimestampAndOffset
+from kafkalog.segment_recovery import (
+    I32_MAX,
+    EpochRecovery,
+    PerBatchProgress,
+    ProducerStateRecovery,
+    one_pass_plan,
+    rebuild_per_batch,
+    replay_batches,
+    valid_prefix,
+)
 
-_I32_MAX = 2**31 - 1
+# TimestampAndOffset is the reads' answer type; the log layer imports it from here with LogSegment.
+__all__ = ["LogSegment", "TimestampAndOffset"]
+
+_LOCK_CREATION = threading.Lock()
 _DEFAULT_INDEX_INTERVAL = 4096
 _DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 _FALLBACK_CHUNK = 1 << 20
-_unpack_header = HEADER.unpack_from
 
 
-class _RecoveryPlan:
-    """What one-pass recovery computed from the header columns (see ``LogSegment._recovery_plan``)."""
-
-    __slots__ = ("valid_bytes", "count", "scan", "offset_entries", "time_entries", "last_index_position",
-                 "max_ts_and_offset")
-
-    def __init__(self, valid_bytes: int, count: int, scan: ScanResult) -> None:
-        self.valid_bytes = valid_bytes
-        self.count = count  # batches in the valid prefix
-        self.scan = scan
-        self.offset_entries = b""
-        self.time_entries = b""
-        self.last_index_position = 0
-        self.max_ts_and_offset = TimestampOffset(-1, -1)
-
-
-class TimestampAndOffset(NamedTuple):
-    """Kafka's ListOffsets answer: the record found, and its batch's leader epoch (None for magic < 2)."""
-
-    timestamp: int
-    offset: int
-    leader_epoch: int | None = None
-
-
-_LAZY_INDEX_ATTRS = frozenset({"_offset_index", "_time_index", "_txn_index"})
-_LOCK_CREATION = threading.Lock()
-
-
-def _has_attr(obj: object, name: str) -> bool:
-    """``name`` is set on ``obj`` itself, asked without ``__getattr__`` (which would build the lazy indexes) and
-    without ``obj.__dict__`` (which would turn the instance's compact attribute storage into a real dict)."""
-    try:
-        object.__getattribute__(obj, name)
-    except AttributeError:
-        return False
-    return True
-
-
-def _offset_span(batch: RecordBatch) -> tuple[int, int]:
-    """(first, last) offset of a batch (v2, or a legacy message set) as its header states them, without
-    decompressing: a legacy compressed wrapper stores only its last offset, so that stands for both."""
-    last = batch.last_offset
-    return (batch.base_offset if batch.magic >= 2 else last), last
-
-
-def _served_span(batch: RecordBatch) -> tuple[int, int]:
-    """(first, last) offset of the records a reader gets from a batch. A legacy wrapper is opened for its inner
-    offsets (the reader decompresses it next anyway, from the same cache): a magic 1 wrapper's offset places
-    its relative inner offsets, so damage to it shifts them all, and a magic 0 wrapper's offset must be its last
-    inner offset. CorruptRecordError when it is not."""
-    if batch.magic >= 2:
-        return batch.base_offset, batch.last_offset
-    messages = batch.messages()
-    if not messages or messages[-1].offset != batch.last_offset:
-        raise CorruptRecordError(f"wrapper offset {batch.last_offset} is not the offset of its last inner message",
-                                 position=batch.position)
-    return messages[0].offset, batch.last_offset
-
-
-def _successor_first(batch: RecordBatch | None) -> float:
-    """The first offset a batch claims, as evidence about the batch before it; infinity when there is no batch
-    or its CRC fails (its bytes then tell nothing)."""
-    if batch is None:
-        return math.inf
-    try:
-        batch.ensure_valid()
-        return _served_span(batch)[0]
-    except CorruptRecordError:
-        return math.inf
-
-
-class LogSegment:
+class LogSegment(LazyIndexes, SegmentReads):
     """A ``.log`` plus its three indexes. Not thread-safe by itself: the owning Log serialises writers.
 
     The ``.log`` descriptor and the index mappings are handles of a :class:`~kafkalog.handle_cache.HandleCache`
@@ -125,7 +66,6 @@ class LogSegment:
     _handles: HandleCache | None = None  # None: the process-wide default cache
     _handle_used = False  # CLOCK bit for the handle cache
     _unsynced = False  # bytes written or cut since the last fsync (a flush after eviction reopens to fsync)
-    _indexes_built = False  # set by _make_indexes: asking is an attribute read, not a failed lookup
 
     def __init__(
         self,
@@ -156,7 +96,7 @@ class LogSegment:
             raise InvalidArgumentError(f"bad file suffix {file_suffix!r}")
         stem = os.path.join(str(self._dir), offset_to_name(self._base_offset))
         self._log_path = stem + ".log" + file_suffix
-        # The three index objects are made on first use (__getattr__): a lazily loaded partition never touches
+        # The three index objects are made on first use (LazyIndexes): a lazily loaded partition never touches
         # its inactive segments' indexes, so listing a segment must not pay for building them.
         self._stem = stem
         self._file = None  # opened on first use
@@ -166,23 +106,6 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_ts_and_offset: TimestampOffset | None = None  # None = not loaded from the time index yet
-
-    def __getattr__(self, name: str):
-        # Only reached when normal lookup fails: the first use of an index attribute builds all three.
-        if name in _LAZY_INDEX_ATTRS and _has_attr(self, "_stem"):
-            self._make_indexes()
-            return object.__getattribute__(self, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def _make_indexes(self) -> None:
-        stem, suffix, base, handles = self._stem, self._suffix, self._base_offset, self._handles
-        w = not self._read_only
-        self._offset_index = OffsetIndex(stem + ".index" + suffix, base, max_index_size=self.max_index_size,
-                                         writable=w, handles=handles)
-        self._time_index = TimeIndex(stem + ".timeindex" + suffix, base, max_index_size=self.max_index_size,
-                                     writable=w, handles=handles)
-        self._txn_index = TransactionIndex(stem + ".txnindex" + suffix, base, writable=w, handles=handles)
-        self._indexes_built = True
 
     @property
     def _lock(self) -> threading.RLock:
@@ -402,7 +325,7 @@ class LogSegment:
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         rel = offset - self._base_offset
-        return 0 <= rel <= _I32_MAX
+        return 0 <= rel <= I32_MAX
 
     def append(self, batch_bytes: bytes | bytearray | memoryview) -> int:
         """Append one or more whole batches (offsets already assigned); returns the bytes written.
@@ -486,143 +409,6 @@ class LogSegment:
     def last_modified_ms(self) -> int:
         return int(os.stat(self._log_path).st_mtime * 1000)
 
-    # --- lookups -------------------------------------------------------------------------------------------------
-
-    def _search_for_offset(self, offset: int, start_position: int, after: int):
-        """First batch at or after ``start_position`` whose last offset >= ``offset`` (Kafka's
-        searchForOffsetWithSize): returns (batch last offset, position, size, last offset before it) or None;
-        the last element is ``after`` when the batch is the first one scanned.
-
-        Unlike Kafka, offsets going backwards on the way (a damaged base offset, which no CRC covers) raise
-        CorruptRecordError instead of silently skipping the batch they belong to; the first batch must begin
-        after ``after``."""
-        it, _ = self.scan(start_position)
-        prev_last = after
-        for batch in it:
-            first, last = _offset_span(batch)
-            if not prev_last < first <= last:
-                raise CorruptRecordError(
-                    f"{self.log_path}: batch offsets {first}..{last} go backwards (after offset {prev_last})",
-                    position=batch.position,
-                )
-            if last >= offset:
-                return last, batch.position, batch.size_in_bytes, prev_last
-            prev_last = last
-        return None
-
-    def _locate(self, offset: int, starting_position: int = 0):
-        """Index lookup, then :meth:`_search_for_offset`: (last offset, position, size, last offset of the batch
-        before it) or None.
-
-        The search starts one index entry before the one the lookup found (at the segment start when there is
-        none), so the batch at that entry is compared with the batch before it: a base offset damaged there
-        would otherwise be skipped or served unnoticed. At position 0 the bound is the segment's base offset
-        (its file name): no batch of the segment starts before it."""
-        found, before = self._offset_index.lookup_with_previous(offset)
-        start = found.position
-        if start > 0:
-            start = before.position if before is not None else 0
-        return self._search_for_offset(offset, max(start, starting_position), self._base_offset - 1)
-
-    def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:
-        """Position of the batch holding the first offset >= ``offset``; None when past the end."""
-        found = self._locate(offset, starting_position)
-        return None if found is None else OffsetPosition(found[0], found[1])
-
-    def read(self, offset: int, max_bytes: int, *, max_position: int | None = None, min_one_batch: bool = True):
-        """Whole batches starting with the one holding ``offset``, up to ``max_bytes`` (at least one batch when
-        ``min_one_batch``, as Kafka's fetch with minOneMessage). Returns a list of batches, or None when
-        ``offset`` is past this segment's end. Unchecked beyond the offset search, as Kafka's fetch."""
-        if max_bytes < 0:
-            raise InvalidArgumentError(f"invalid max_bytes {max_bytes}")
-        found = self._locate(offset)
-        if found is None:
-            return None
-        _, start, first_size, _ = found
-        limit = self.size if max_position is None else max_position
-        budget = max(max_bytes, first_size) if min_one_batch else max_bytes
-        end = min(limit, start + budget)
-        it, _ = self.scan(start, end)
-        return list(it)
-
-    def read_valid(self, offset: int, max_bytes: int, *, limit: int, max_position: int | None = None):
-        """:meth:`read` (at least one batch) for a reader that decodes what it gets: the batches up to the first
-        damaged one, CorruptRecordError when that is the first; None past the segment's end.
-
-        Kafka's broker serves fetched bytes unchecked and leaves CRCs to its consumers; ``Log.read`` hands out
-        decoded batches, so it is the consumer here. Damage a load did not look at (a segment below the recovery
-        point, a clean-shutdown marker over a bad disk block) is refused instead of served:
-        - a CRC that does not match;
-        - offsets the CRC does not cover (v2 base offset, legacy message offset) that do not start after the
-          batch before, reach ``limit`` (the next segment's base offset or the log end), or lie more than an
-          int32 past the segment's base offset (Kafka rolls before that);
-        - a batch that leaves a gap after the one before it while the batch after it (read one beyond the
-          budget when needed, and only if its CRC holds) starts inside it: it jumped ahead, the same neighbour
-          rule as recovery's :meth:`valid_prefix`.
-        Returning the batches before the damaged one lets a reader advance to it and get the error there.
-        """
-        found = self._locate(offset)
-        if found is None:
-            return None
-        _, start, first_size, floor = found
-        end = self.size if max_position is None else min(self.size, max_position)
-        budget_end = start + max(max_bytes, first_size)
-        batches: list[RecordBatch] = []
-        following = None  # the batch after the last one returned: evidence only, looked at when there is a gap
-        it, _ = self.scan(start, end)
-        for batch in it:
-            if batch.position + batch.size_in_bytes > budget_end:
-                following = batch
-                break
-            batches.append(batch)
-        for i, batch in enumerate(batches):
-            try:
-                batch.ensure_valid()
-                first, last = _served_span(batch)
-            except CorruptRecordError as e:
-                problem = str(e)
-            else:
-                if not floor < first <= last < limit or last - self._base_offset > _I32_MAX:
-                    problem = (f"batch offsets {first}..{last} go backwards (after offset {floor}), reach offset "
-                               f"{limit} or lie beyond what a segment based at {self._base_offset} can hold")
-                elif first > floor + 1 and floor < (nxt := _successor_first(
-                        batches[i + 1] if i + 1 < len(batches) else following)) <= last:
-                    problem = (f"batch offsets {first}..{last} jumped ahead: the batch after it starts at {nxt}, "
-                               f"right after offset {floor}")
-                else:
-                    floor = last
-                    continue
-            if i:
-                return batches[:i]
-            raise CorruptRecordError(f"{self.log_path}: {problem}", position=batch.position)
-        return batches
-
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampAndOffset | None:
-        """First record with timestamp >= ``timestamp`` and offset >= ``starting_offset`` (Kafka's rule)."""
-        start_off = self._base_offset if starting_offset is None else starting_offset
-        ts_entry = self._time_index.lookup(timestamp)
-        position = self._offset_index.lookup(max(ts_entry[1], start_off))[1]
-        it, _ = self.scan(position)
-        for batch in it:
-            if batch.max_timestamp >= timestamp:
-                for rec in batch.records():
-                    if rec.timestamp >= timestamp and rec.offset >= start_off:
-                        epoch = batch.partition_leader_epoch if batch.magic >= 2 else None
-                        return TimestampAndOffset(rec.timestamp, rec.offset, epoch if epoch is None or epoch >= 0 else None)
-        return None
-
-    def read_next_offset(self) -> int:
-        """The offset after the last batch (reads from the last offset-index entry onward)."""
-        start = self._offset_index.lookup(self._offset_index.last_offset)[1] if self._offset_index.entry_count else 0
-        last = None
-        it, _ = self.scan(start)
-        for batch in it:
-            last = batch
-        return self._base_offset if last is None else last.last_offset + 1
-
-    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int):
-        return self._txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
-
     # --- roll ----------------------------------------------------------------------------------------------------
 
     def _load_first_batch_timestamp(self) -> None:
@@ -702,25 +488,28 @@ class LogSegment:
             except BufferError:
                 pass
 
-    def recover(self, producer_state=None, leader_epoch_cache=None) -> int:
+    def recover(self, producer_state: ProducerStateRecovery | None = None,
+                leader_epoch_cache: EpochRecovery | None = None) -> int:
         """Rebuild every index from the batches and cut the ``.log`` at the first invalid byte.
 
         ``producer_state`` (a ProducerStateManager) and ``leader_epoch_cache`` are updated per batch as Kafka's
         recovery does, so transactions aborted in this segment land in the rebuilt ``.txnindex``.
         Returns the number of bytes truncated.
 
-        One pass: ``scan_batches`` gives every header as numpy columns with the CRCs checked, the valid prefix
-        (:meth:`valid_prefix`'s rules) and both indexes are computed from the columns, and each index file is
-        written once; only batches that need per-batch work (a producer id, a leader-epoch change) become
-        ``RecordBatch`` objects. The files are byte for byte those of :meth:`_recover_per_batch`, which still
-        handles what the columns cannot (legacy batches, no mmap, an index that would fill up).
+        One pass (:func:`~kafkalog.segment_recovery.one_pass_plan`): ``scan_batches`` gives every header as numpy
+        columns with the CRCs checked, the valid prefix (:meth:`valid_prefix`'s rules) and both indexes are
+        computed from the columns, and each index file is written once; only batches that need per-batch work (a
+        producer id, a leader-epoch change) become ``RecordBatch`` objects. The files are byte for byte those of
+        :meth:`_recover_per_batch`, which still handles what the columns cannot (legacy batches, no mmap, an
+        index that would fill up).
         """
         size = self.size
         with self._read_map(size) as buf:
-            plan = None if buf is None else self._recovery_plan(buf, size)
+            plan = None if buf is None else one_pass_plan(buf, size, self._base_offset, self.index_interval_bytes,
+                                                          self.max_index_size)
             if plan is not None:
                 self._txn_index.reset()  # the offset and time index files are rewritten whole below
-                self._replay_batches(buf, plan, producer_state, leader_epoch_cache)
+                replay_batches(buf, plan, producer_state, leader_epoch_cache, self)
         if plan is None:
             return self._recover_per_batch(producer_state, leader_epoch_cache)
         valid_bytes = plan.valid_bytes
@@ -733,150 +522,8 @@ class LogSegment:
         self._bytes_since_last_index_entry = valid_bytes - plan.last_index_position
         return truncated
 
-    def _recovery_plan(self, buf: memoryview, size: int) -> _RecoveryPlan | None:
-        """Everything :meth:`_recover_per_batch` would compute, from the header columns; None when that path
-        must run instead (legacy batches, an index that would fill, positions past i32)."""
-        if self.max_index_size < TimeIndex.ENTRY_SIZE:
-            return None
-        try:
-            scan = scan_batches(buf, position=0, end=size, check_crc=True, stop_at_bad_crc=True)
-        except CorruptRecordError:
-            return None
-        if scan.legacy_rows:  # empty: every batch in the prefix is magic 2
-            return None
-        h = scan.headers
-        n = len(scan)
-        positions = scan.positions
-        base = self._base_offset
-        valid_bytes = scan.valid_bytes
-        m = n
-        if n:
-            firsts = h["base_offset"].astype(np.int64)
-            lasts = firsts + h["last_offset_delta"].astype(np.int64)
-            # valid_prefix's rules on the columns: the first batch breaking them ends the prefix, or the one
-            # before it when that one had jumped ahead of its own predecessor and this one still starts after it.
-            floors = np.empty(n, dtype=np.int64)
-            floors[0] = base - 1
-            floors[1:] = lasts[:-1]
-            rel = lasts - base
-            bad_range = (lasts < firsts) | (rel < 0) | (rel > _I32_MAX)
-            bad = bad_range | (firsts <= floors)
-            if bad.any():
-                k = int(bad.argmax())
-                m = k
-                if not bad_range[k] and k >= 1 and firsts[k - 1] > floors[k - 1] + 1 and firsts[k] > floors[k - 1]:
-                    m = k - 1
-                valid_bytes = int(positions[m])
-        if m and int(positions[m - 1]) > _I32_MAX:
-            return None
-        plan = _RecoveryPlan(valid_bytes, m, scan)
-        if m == 0:
-            return plan
-        pos = positions[:m]
-        lasts = lasts[:m]
-        # Offset index: an entry at the first batch starting more than index.interval.bytes after the last entry
-        # (position 0 before the first), checked before the batch counts.
-        interval = self.index_interval_bytes
-        if interval < 0:
-            sel = np.arange(m)
-        elif m == 1 or (scan.sizes[: m - 1] > interval).all():
-            sel = np.arange(1, m)  # every gap is larger: every batch after the first
-        else:
-            nxt = np.searchsorted(pos, pos + interval, side="right").tolist()
-            i = int(np.searchsorted(pos, interval, side="right"))
-            chosen = []
-            while i < m:
-                chosen.append(i)
-                i = nxt[i]
-            sel = np.asarray(chosen, dtype=np.intp)
-        k_entries = len(sel)
-        if k_entries > self.max_index_size // OffsetIndex.ENTRY_SIZE:
-            return None  # the per-batch path raises IndexFullError where Kafka would
-        # Running (max timestamp, offset of the batch that first reached it), starting from (-1, -1).
-        max_ts = np.maximum.accumulate(np.maximum(h["max_timestamp"][:m].astype(np.int64), -1))
-        rises = np.empty(m, dtype=bool)
-        rises[0] = max_ts[0] > -1
-        rises[1:] = max_ts[1:] > max_ts[:-1]
-        holder = np.maximum.accumulate(np.where(rises, np.arange(m), -1))
-        final_ts = int(max_ts[-1])
-        final_off = int(lasts[holder[-1]]) if holder[-1] >= 0 else -1
-        plan.max_ts_and_offset = TimestampOffset(final_ts, final_off)
-        time_cap = self.max_index_size // TimeIndex.ENTRY_SIZE
-        if k_entries:
-            plan.last_index_position = int(pos[sel[-1]])
-            off_entries = np.empty(k_entries, dtype=OffsetIndex.DTYPE)
-            off_entries["relative_offset"] = lasts[sel] - base
-            off_entries["position"] = pos[sel]
-            plan.offset_entries = off_entries.tobytes()
-            # A time entry with each offset entry, kept when its timestamp exceeds the previous kept one's.
-            cand_ts = max_ts[sel]
-            keep = np.empty(k_entries, dtype=bool)
-            keep[0] = cand_ts[0] > -1
-            keep[1:] = cand_ts[1:] > cand_ts[:-1]
-            # maybe_append refuses (IndexFullError) once the entries before an append leave no spare slot.
-            if int(keep[:-1].sum()) >= time_cap - 1:
-                return None
-            kept = sel[keep]
-            t_ts = cand_ts[keep]
-            t_off = np.where(holder[kept] >= 0, lasts[holder[kept]], -1)
-        else:
-            t_ts = t_off = np.empty(0, dtype=np.int64)
-        last_ts = int(t_ts[-1]) if len(t_ts) else -1
-        if final_ts > last_ts:  # the entry written on close, in the reserved slot
-            if len(t_ts) >= time_cap:
-                return None
-            t_ts = np.append(t_ts, final_ts)
-            t_off = np.append(t_off, final_off)
-        if len(t_ts):
-            t_entries = np.empty(len(t_ts), dtype=TimeIndex.DTYPE)
-            t_entries["timestamp"] = t_ts
-            t_entries["relative_offset"] = t_off - base
-            plan.time_entries = t_entries.tobytes()
-        return plan
-
-    def _replay_batches(self, buf: memoryview, plan: _RecoveryPlan, producer_state, leader_epoch_cache) -> None:
-        """The per-batch part of recovery: leader-epoch changes and producer state, from the plan's columns."""
-        m = plan.count
-        if m == 0:
-            return
-        h = plan.scan.headers[:m]
-        positions = plan.scan.positions
-        sizes = plan.scan.sizes
-        if leader_epoch_cache is not None:
-            epochs = h["partition_leader_epoch"].astype(np.int64)
-            before = np.empty(m, dtype=np.int64)
-            before[0] = -1
-            before[1:] = np.maximum.accumulate(epochs)[:-1]
-            # Only a batch whose epoch exceeds every earlier one can exceed the cache's latest epoch then.
-            for i in np.flatnonzero((epochs >= 0) & (epochs > before)).tolist():
-                epoch = int(epochs[i])
-                latest = leader_epoch_cache.latest_epoch
-                if latest is None or epoch > latest:
-                    leader_epoch_cache.assign(epoch, int(h["base_offset"][i]))
-        if producer_state is None:
-            return
-        from kafkalog.log.producer_state import ProducerStateManager
-
-        skip_plain = (
-            isinstance(producer_state, ProducerStateManager)
-            and type(producer_state).recover_batch is ProducerStateManager.recover_batch
-            and type(producer_state).apply_batch is ProducerStateManager.apply_batch
-        )
-        if skip_plain:
-            # apply_batch does nothing for a batch without a producer id but move the map end offset
-            rows = np.flatnonzero(h["producer_id"] != -1).tolist()
-        else:
-            rows = range(m)
-        recover_batch = producer_state.recover_batch
-        from_header = RecordBatch._from_header
-        for i in rows:
-            p = int(positions[i])
-            recover_batch(from_header(buf[p : p + int(sizes[i])], p, _unpack_header(buf, p)), self)
-        if skip_plain:
-            last = plan.scan.headers[m - 1]
-            producer_state.update_map_end_offset(int(last["base_offset"]) + int(last["last_offset_delta"]) + 1)
-
-    def _recover_per_batch(self, producer_state=None, leader_epoch_cache=None) -> int:
+    def _recover_per_batch(self, producer_state: ProducerStateRecovery | None = None,
+                           leader_epoch_cache: EpochRecovery | None = None) -> int:
         """The batch-at-a-time recovery (two passes, one index append per entry): the reference the one-pass
         :meth:`recover` must equal byte for byte, and its path for legacy (magic 0/1) batches, files that cannot
         be mapped, and rebuilds whose indexes would fill up (it raises exactly where Kafka's appends would)."""
@@ -886,24 +533,14 @@ class LogSegment:
         self._time_index.reset()
         self._txn_index.reset()
         self._max_ts_and_offset = TimestampOffset(-1, -1)
-        last_index_entry = 0
-        position = 0
+        progress = PerBatchProgress()
         it, _ = self.scan(0, valid_bytes)
-        for batch in it:
-            if batch.max_timestamp > self._max_ts_and_offset.timestamp:
-                self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.offset_of_max_timestamp)
-            if position - last_index_entry > self.index_interval_bytes:
-                self._offset_index.append(batch.last_offset, position)
-                self._time_index.maybe_append(*self._max_ts_and_offset)
-                last_index_entry = position
-            position += batch.size_in_bytes
-            if batch.magic >= 2:
-                if leader_epoch_cache is not None and batch.partition_leader_epoch >= 0:
-                    latest = leader_epoch_cache.latest_epoch
-                    if latest is None or batch.partition_leader_epoch > latest:
-                        leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
-                if producer_state is not None:
-                    producer_state.recover_batch(batch, self)
+        try:
+            rebuild_per_batch(it, self._offset_index, self._time_index, self.index_interval_bytes, producer_state,
+                              leader_epoch_cache, self, progress)
+        finally:  # what was reached, also when an index append raised
+            self._max_ts_and_offset = progress.max_ts_and_offset
+        last_index_entry = progress.last_index_entry
         truncated = size - valid_bytes
         if truncated > 0:
             self._truncate_file(valid_bytes)
@@ -914,30 +551,11 @@ class LogSegment:
         return truncated
 
     def valid_prefix(self, size: int | None = None) -> int:
-        """End of the longest prefix of whole, CRC-valid batches whose offsets fit the segment and move forward.
-
-        The base offset sits outside the CRC, so a flipped bit there is only visible against the neighbours. When
-        a batch goes backwards, either it or the batch before it is damaged: the earlier one is blamed when it had
-        jumped ahead of its own predecessor (a gap; the first batch's predecessor is the segment's base offset) and
-        this batch still starts after that predecessor; otherwise this one is. Kafka instead truncates the whole
-        segment on such an offset; stopping at the damage keeps every good batch before it.
-        """
+        """End of the longest prefix of whole, CRC-valid batches whose offsets fit the segment and move forward
+        (the rules: :func:`kafkalog.segment_recovery.valid_prefix`)."""
         size = self.size if size is None else size
         it, state = self.scan(0, size, validate=True)
-        floor = self._base_offset - 1  # every batch must start after this
-        prev_position = -1
-        prev_floor = floor  # the floor the previous batch was checked against
-        prev_jumped = False  # the previous batch left a gap after its predecessor
-        for batch in it:
-            if batch.last_offset < batch.base_offset or not self.can_convert_to_relative_offset(batch.last_offset):
-                return batch.position
-            if batch.base_offset <= floor:
-                if prev_jumped and batch.base_offset > prev_floor:
-                    return prev_position
-                return batch.position
-            prev_jumped = batch.base_offset > floor + 1
-            prev_position, prev_floor, floor = batch.position, floor, batch.last_offset
-        return state["valid_end"]
+        return valid_prefix(it, state, self._base_offset)
 
     def _truncate_file(self, size: int) -> None:
         with self._lock:
@@ -1062,11 +680,6 @@ class LogSegment:
         self._offset_index.flush()
         self._time_index.flush()
         self._txn_index.flush()
-
-    def _indexes_made(self) -> bool:
-        """False while no index object exists (a lazily loaded segment nobody used): closing, releasing or
-        suspending it then has nothing to do for the indexes, and must not build three objects to find out."""
-        return self._indexes_built
 
     def close(self) -> None:
         """Write the final time-index entry, trim and release everything (Kafka's LogSegment.close)."""

@@ -19,10 +19,8 @@ while a segment is active, trims them to the used size on roll/close, and takes 
   only where a zero is already read: the content stays the same.) Copy-on-write filesystems (btrfs, ZFS) may
   still need new blocks when a reserved page is written, so there the guard narrows the window rather than
   closing it.
-* **Search**: single lookups run Kafka's exact warm/cold binary search over the raw bytes (``struct``), which beats
-  per-call numpy overhead; batches go through ``numpy.searchsorted`` over a cached native copy of the keys, and
-  fall back to the exact per-target search when the keys are not strictly increasing (a damaged file), so answers
-  are always the ones Kafka would give.
+* **Search**: Kafka's warm/cold slot search, in ``search.IndexSearch``; the file name, handle bookkeeping and
+  rename/delete are ``index_file.IndexFile``'s.
 """
 
 from __future__ import annotations
@@ -35,15 +33,20 @@ import struct
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
 from kafkalog.errors import ConfigError, IndexOffsetOverflowError, IndexStateError
-from kafkalog.handle_cache import HandleCache, default_cache
+from kafkalog.handle_cache import HandleCache
+from kafkalog.index.index_file import IndexFile, _is_real_file, read_fully
+from kafkalog.index.search import KEY, VALUE, IndexSearch, first_true
 from kafkalog.oserrors import is_resource_exhaustion
 from kafkalog.rewrite import rewrite_in_place
+
+# IndexFile, KEY, VALUE, first_true and read_fully stay importable from here (their homes: index_file, search).
+__all__ = ["DEFAULT_MAX_INDEX_SIZE", "KEY", "READ_NOT_MAP_BYTES", "VALUE", "WARM_SECTION_BYTES", "AbstractIndex",
+           "IndexFile", "first_true", "read_fully"]
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024  # Kafka's segment.index.bytes default
 WARM_SECTION_BYTES = 8192  # Kafka's warm section: the last 8 KiB of entries stay in page cache
@@ -60,10 +63,6 @@ _FALLOCATE_UNSUPPORTED = frozenset(
     if hasattr(errno, name)
 )
 
-# Field selectors for the slot search: the key (what lookups search) or the value (what truncation may search).
-KEY = 0
-VALUE = 1
-
 
 # Files up to this size are read rather than mapped when they will be read whole, once (a check, a recovery):
 # mmap + a page fault per page + munmap (a TLB flush on every CPU running the process) cost 16-19 us for a
@@ -72,129 +71,7 @@ VALUE = 1
 READ_NOT_MAP_BYTES = 1 << 20
 
 
-def read_fully(fd: int, size: int) -> bytes:
-    """The first ``size`` bytes of ``fd`` (fewer if the file is shorter), by positional reads."""
-    chunks = []
-    got = 0
-    while got < size:
-        chunk = os.pread(fd, size - got, got)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        got += len(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _is_real_file(fh: object) -> bool:
-    """True for a file object backed by a real OS descriptor.
-
-    pyfakefs hands out fake descriptors that can equal a real, unrelated descriptor of this process; calling
-    ``mmap.mmap`` on one could map the wrong file. Only real ``io`` objects are ever mapped.
-    """
-    return isinstance(fh, (io.BufferedRandom, io.BufferedReader, io.FileIO))
-
-
-def first_true(mask: np.ndarray) -> int:
-    """Index of the first True in ``mask``, -1 if none. The checks run on small arrays, where numpy's per-call
-    cost dominates: ``any`` then ``argmax`` is two cheap calls, ``flatnonzero`` several wrapped ones."""
-    return int(mask.argmax()) if mask.any() else -1
-
-
-class IndexFile:
-    """The file name and base offset every index kind carries. The path is kept as a string and made a ``Path``
-    only when asked: building thousands of Path objects showed up in startup profiles."""
-
-    _fspath: str
-    _path_obj: Path | None
-    _base_offset: int
-    # Handle-cache bookkeeping (kafkalog.handle_cache), as class defaults so an index never opened carries none.
-    _handles: HandleCache | None = None  # None: the process-wide default cache
-    _handle_used = False  # CLOCK bit: used since the cache's last sweep
-    _busy = 0  # >0 while this thread's region keeps using the handle (read_for_check)
-    _dirty = False  # entries written since the last flush (a flush after eviction fsyncs the file)
-
-    def _cache(self) -> HandleCache:
-        return self._handles or default_cache()
-
-    def set_handle_cache(self, cache: HandleCache | None) -> None:
-        """Count this index's mapping/handle in ``cache`` (None: the process-wide default)."""
-        self._handles = cache
-
-    def _sync_closed_file(self) -> None:
-        """fsync the file through a short-lived descriptor: entries written through a mapping or handle the cache
-        has closed since are in the page cache, not yet on disk."""
-        try:
-            fd = self._cache().call(lambda: os.open(self._fspath, os.O_RDONLY), f"opening {self._fspath}")
-        except FileNotFoundError:  # deleted since: nothing left to make durable
-            self._dirty = False
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self._dirty = False
-
-    @property
-    def _path(self) -> Path:
-        p = self._path_obj
-        if p is None:
-            p = self._path_obj = Path(self._fspath)
-        return p
-
-    @_path.setter
-    def _path(self, value: str | os.PathLike[str]) -> None:
-        if isinstance(value, Path):
-            self._path_obj, self._fspath = value, str(value)
-        else:
-            self._path_obj, self._fspath = None, os.fspath(value)
-
-    @property
-    def file(self) -> Path:
-        return self._path
-
-    path = file
-
-    @property
-    def base_offset(self) -> int:
-        return self._base_offset
-
-    # --- the file itself: the same for every index kind ------------------------------------------------------
-
-    _lock: threading.RLock
-
-    def _let_go(self) -> None:
-        """Drop whatever the index holds of its file (map, handle) before the file is deleted."""
-        raise NotImplementedError
-
-    def delete(self) -> bool:
-        """Let go of the file and delete it; False if it did not exist."""
-        with self._lock:
-            self._let_go()
-            try:
-                self._path.unlink()
-            except FileNotFoundError:
-                return False
-            return True
-
-    delete_if_exists = delete
-
-    def rename_to(self, path: str | os.PathLike[str]) -> None:
-        """Rename the backing file (if it exists yet) and follow it."""
-        new = Path(path)
-        with self._lock:
-            try:
-                os.replace(self._path, new)
-            except FileNotFoundError:
-                if self._path.exists():
-                    raise
-            finally:
-                self._path = new
-
-    def update_parent_dir(self, parent: str | os.PathLike[str]) -> None:
-        self._path = Path(parent) / self._path.name
-
-
-class AbstractIndex(IndexFile):
+class AbstractIndex(IndexFile, IndexSearch):
     """A file of fixed-size big-endian entries, searched by Kafka's rules. Subclasses define the entry layout."""
 
     ENTRY_SIZE: ClassVar[int]
@@ -740,92 +617,3 @@ class AbstractIndex(IndexFile):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # ------------------------------------------------------------------------------------------------ reading
-
-    def _view(self) -> np.ndarray:
-        """A big-endian structured view of the used entries (valid until the next resize/close: keep it local)."""
-        n = self._entries
-        if n == 0:
-            return np.empty(0, dtype=self.DTYPE)
-        return np.frombuffer(self._buf, dtype=self.DTYPE, count=n)
-
-    def _slot_for(self, target: int, field: int, upper: bool = False) -> int:
-        """Kafka's ``indexSlotRangeFor``: the slot of the largest entry <= target (``upper``: the smallest >=).
-
-        The warm section (the last 8 KiB of entries) is tried first, then the rest; the binary search stops at
-        an exact match, so even on a damaged, unsorted file the slot is the one Kafka would pick.
-        Returns -1 when there is no such entry. Caller holds the lock.
-        """
-        n = self._entries
-        if n == 0:
-            return -1
-        unpack = self._FIELD_STRUCTS[field].unpack_from
-        off = self._FIELD_OFFSETS[field]
-        es = self.ENTRY_SIZE
-        buf = self._buf
-        first_hot = n - 1 - self._warm_entries
-        if first_hot < 0:
-            first_hot = 0
-        if unpack(buf, first_hot * es + off)[0] < target:
-            lo, hi = first_hot, n - 1
-        else:
-            if unpack(buf, off)[0] > target:
-                return 0 if upper else -1
-            lo, hi = 0, first_hot
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            v = unpack(buf, mid * es + off)[0]
-            if v > target:
-                hi = mid - 1
-            elif v < target:
-                lo = mid
-            else:
-                return mid
-        if not upper:
-            return lo
-        return -1 if lo == n - 1 else lo + 1
-
-    def _key_slot(self, target: int) -> int:
-        """``_slot_for(target, KEY)``, through a cached native copy of the keys when that is faster.
-
-        Measured on a full 10 MiB offset index: ~1 us for ``searchsorted`` on the cached keys against ~4.5 us for
-        the struct search. The cache is built here only for read-only indexes past the warm section (they never
-        change); a writable index uses it only while it is valid (built by ``lookup_many``, dropped by appends).
-        Caller holds the lock.
-        """
-        cache = self._key_cache
-        if cache is None or cache[0] != self._generation:
-            if self._writable or self._entries <= self._warm_entries:
-                return self._slot_for(target, KEY)
-            self._native_keys()
-            cache = self._key_cache
-            assert cache is not None
-        if cache[2]:
-            return int(cache[1].searchsorted(target, "right")) - 1
-        return self._slot_for(target, KEY)
-
-    def _native_keys(self) -> tuple[np.ndarray, bool]:
-        """The keys as a native int64 array plus whether they strictly increase; cached until the next change."""
-        cache = self._key_cache
-        if cache is not None and cache[0] == self._generation:
-            return cache[1], cache[2]
-        view = self._view()
-        keys = view[self.KEY_FIELD].astype(np.int64)
-        del view
-        increasing = bool(keys.size < 2 or np.all(keys[1:] > keys[:-1]))
-        self._key_cache = (self._generation, keys, increasing)
-        return keys, increasing
-
-    def _slots_for_many(self, targets: np.ndarray) -> np.ndarray:
-        """Vectorised ``_slot_for(target, KEY)`` for many targets (keys in stored form). Caller holds the lock."""
-        targets = np.asarray(targets, dtype=np.int64)
-        keys, increasing = self._native_keys()
-        if increasing:
-            # With strictly increasing keys "largest entry <= target" is unique, so this equals Kafka's answer.
-            return np.searchsorted(keys, targets, side="right").astype(np.int64) - 1
-        out = np.empty(targets.shape, dtype=np.int64)
-        flat = out.reshape(-1)
-        for i, t in enumerate(targets.reshape(-1).tolist()):
-            flat[i] = self._slot_for(t, KEY)
-        return out

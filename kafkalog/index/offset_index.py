@@ -12,7 +12,8 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, IndexStateError, InvalidOffsetError
-from kafkalog.index.base import KEY, VALUE, AbstractIndex, first_true
+from kafkalog.index.base import AbstractIndex
+from kafkalog.index.search import KEY, VALUE, first_true
 
 _ENTRY = struct.Struct(">ii")
 _I32 = struct.Struct(">i")

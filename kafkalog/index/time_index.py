@@ -13,13 +13,14 @@ from typing import NamedTuple
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, IndexStateError, InvalidOffsetError
-from kafkalog.index.base import VALUE, AbstractIndex, first_true
+from kafkalog.index.base import AbstractIndex
+from kafkalog.index.search import VALUE, first_true
+from kafkalog.limits import NO_TIMESTAMP
 
 _ENTRY = struct.Struct(">qi")
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 
-NO_TIMESTAMP = -1
 
 #: dtype of :meth:`TimeIndex.entries_array` (native, absolute offsets)
 TIME_ENTRY_DTYPE = np.dtype([("timestamp", np.int64), ("offset", np.int64)])

@@ -19,7 +19,8 @@ import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexStateError, InvalidOffsetError
 from kafkalog.handle_cache import HandleCache
-from kafkalog.index.base import IndexFile, first_true
+from kafkalog.index.index_file import IndexFile
+from kafkalog.index.search import first_true
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34

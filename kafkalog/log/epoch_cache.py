@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
 from kafkalog.errors import InvalidArgumentError
 
 #: Kafka's ``UNDEFINED_EPOCH`` / ``UNDEFINED_EPOCH_OFFSET`` (OffsetsForLeaderEpochResponse).
@@ -43,8 +44,6 @@ def _entry(obj: object) -> EpochEntry:
 
 
 def _default_reader(path: Path) -> list[EpochEntry]:
-    from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
-
     try:
         entries = read_leader_epoch_checkpoint(path)
     except OSError as exc:  # no stat first: a missing file costs one failed open
@@ -55,8 +54,6 @@ def _default_reader(path: Path) -> list[EpochEntry]:
 
 
 def _default_writer(path: Path, entries: list[EpochEntry]) -> None:
-    from kafkalog.checkpoint.leader_epoch import write_leader_epoch_checkpoint
-
     write_leader_epoch_checkpoint(path, entries)
 
 

@@ -20,6 +20,7 @@ import crc32c
 
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import CorruptSnapshotError, InvalidArgumentError
+from kafkalog.limits import NO_SEQUENCE
 
 PRODUCER_SNAPSHOT_VERSION = 1
 _HEADER = struct.Struct(">hIi")  # version, crc, count
@@ -28,7 +29,6 @@ HEADER_SIZE = _HEADER.size  # 10
 ENTRY_SIZE = _ENTRY.size  # 46
 _CRC_OFFSET = 2
 _ENTRIES_OFFSET = 6  # the CRC covers everything from the entry count on
-NO_SEQUENCE = -1
 NO_OFFSET = -1
 
 _RANGES = {

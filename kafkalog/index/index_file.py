@@ -1,0 +1,129 @@
+"""The file side every index kind shares: its path (kept as a string, made a ``Path`` only when asked), base
+offset, handle-cache bookkeeping, delete/rename, and the plain-read helpers used where a file is read whole
+rather than mapped.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from pathlib import Path
+
+from kafkalog.handle_cache import HandleCache, default_cache
+
+
+def read_fully(fd: int, size: int) -> bytes:
+    """The first ``size`` bytes of ``fd`` (fewer if the file is shorter), by positional reads."""
+    chunks = []
+    got = 0
+    while got < size:
+        chunk = os.pread(fd, size - got, got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _is_real_file(fh: object) -> bool:
+    """True for a file object backed by a real OS descriptor.
+
+    pyfakefs hands out fake descriptors that can equal a real, unrelated descriptor of this process; calling
+    ``mmap.mmap`` on one could map the wrong file. Only real ``io`` objects are ever mapped.
+    """
+    return isinstance(fh, (io.BufferedRandom, io.BufferedReader, io.FileIO))
+
+
+class IndexFile:
+    """The file name and base offset every index kind carries. The path is kept as a string and made a ``Path``
+    only when asked: building thousands of Path objects showed up in startup profiles."""
+
+    _fspath: str
+    _path_obj: Path | None
+    _base_offset: int
+    # Handle-cache bookkeeping (kafkalog.handle_cache), as class defaults so an index never opened carries none.
+    _handles: HandleCache | None = None  # None: the process-wide default cache
+    _handle_used = False  # CLOCK bit: used since the cache's last sweep
+    _busy = 0  # >0 while this thread's region keeps using the handle (read_for_check)
+    _dirty = False  # entries written since the last flush (a flush after eviction fsyncs the file)
+
+    def _cache(self) -> HandleCache:
+        return self._handles or default_cache()
+
+    def set_handle_cache(self, cache: HandleCache | None) -> None:
+        """Count this index's mapping/handle in ``cache`` (None: the process-wide default)."""
+        self._handles = cache
+
+    def _sync_closed_file(self) -> None:
+        """fsync the file through a short-lived descriptor: entries written through a mapping or handle the cache
+        has closed since are in the page cache, not yet on disk."""
+        try:
+            fd = self._cache().call(lambda: os.open(self._fspath, os.O_RDONLY), f"opening {self._fspath}")
+        except FileNotFoundError:  # deleted since: nothing left to make durable
+            self._dirty = False
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._dirty = False
+
+    @property
+    def _path(self) -> Path:
+        p = self._path_obj
+        if p is None:
+            p = self._path_obj = Path(self._fspath)
+        return p
+
+    @_path.setter
+    def _path(self, value: str | os.PathLike[str]) -> None:
+        if isinstance(value, Path):
+            self._path_obj, self._fspath = value, str(value)
+        else:
+            self._path_obj, self._fspath = None, os.fspath(value)
+
+    @property
+    def file(self) -> Path:
+        return self._path
+
+    path = file
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    # --- the file itself: the same for every index kind ------------------------------------------------------
+
+    _lock: threading.RLock
+
+    def _let_go(self) -> None:
+        """Drop whatever the index holds of its file (map, handle) before the file is deleted."""
+        raise NotImplementedError
+
+    def delete(self) -> bool:
+        """Let go of the file and delete it; False if it did not exist."""
+        with self._lock:
+            self._let_go()
+            try:
+                self._path.unlink()
+            except FileNotFoundError:
+                return False
+            return True
+
+    delete_if_exists = delete
+
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
+        """Rename the backing file (if it exists yet) and follow it."""
+        new = Path(path)
+        with self._lock:
+            try:
+                os.replace(self._path, new)
+            except FileNotFoundError:
+                if self._path.exists():
+                    raise
+            finally:
+                self._path = new
+
+    def update_parent_dir(self, parent: str | os.PathLike[str]) -> None:
+        self._path = Path(parent) / self._path.name
