@@ -42,11 +42,16 @@ import time
 import uuid as _uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kafkalog.checkpoint.atomic import fsync_dir
-from kafkalog.errors import ConfigError, KafkaStorageError, io_cause
+from kafkalog.errors import ConfigError, KafkaStorageError, ResourceExhaustedError, io_cause
 from kafkalog.limits import INT_MAX, LONG_MAX
+from kafkalog.log.config import LogConfig
+from kafkalog.log.log import Log
+from kafkalog.manager.log_dir import LogDir
+from kafkalog.manager.partition_lock import PartitionLock
+from kafkalog.manager.registry import LogEntry, LogRegistry
 from kafkalog.names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -63,7 +68,7 @@ from kafkalog.names import (
 )
 from kafkalog.oserrors import OSErrorClass, classify, is_resource_exhaustion, resource_error
 
-__all__ = ["MOVE_STEPS", "MoveProgress", "ReplicaMover", "resolve_future_logs"]
+__all__ = ["MOVE_STEPS", "MoveProgress", "MoverHost", "ReplicaMover", "resolve_future_logs"]
 
 _log = logging.getLogger(__name__)
 
@@ -95,7 +100,45 @@ class _SideFailed(Exception):
         super().__init__(f"{side}: {cause}")
         self.side = side
         self.cause = cause
-        self.log_dir: Any = None
+        self.log_dir: LogDir | None = None
+
+
+class MoverHost(Protocol):
+    """What a move needs from its manager besides the :class:`LogRegistry`: the manager's rules for opening a
+    log, its failure funnel, its checkpoints and its sanity checker. The mover never sees the manager itself."""
+
+    @property
+    def stopped(self) -> bool: ...
+
+    def ensure_running(self) -> None: ...
+
+    def entry(self, topic: str, partition: int) -> LogEntry:
+        """The partition's current entry (KafkaStorageError if offline, KeyError if unknown)."""
+        ...
+
+    def config_for(self, topic: str) -> LogConfig: ...
+
+    def now(self) -> int: ...
+
+    def open_log(self, path: str, config: LogConfig, **kwargs: Any) -> Log:
+        """``Log.open`` with the manager's clock, handle cache and storage hooks."""
+        ...
+
+    def report(self, log_dir: str, cause: OSError, message: str) -> ResourceExhaustedError | None:
+        """Hand an I/O failure to the failure channel (a process limit comes back, the dir stays online)."""
+        ...
+
+    def process_failures(self) -> None:
+        """Take the reported dirs offline (never called with a partition lock held)."""
+        ...
+
+    def checkpoint(self, dirs: list[str] | None) -> None:
+        """Rewrite the offset checkpoints of ``dirs`` (None: every live dir)."""
+        ...
+
+    def register_current(self, key: TopicPartition, log: Log, lock: PartitionLock) -> None:
+        """``log`` is now the partition's current log: the sanity checker tracks it instead of the old one."""
+        ...
 
 
 @dataclass
@@ -131,7 +174,7 @@ class _CopiedFile:
 @dataclass
 class _Move:
     key: TopicPartition
-    target: Any  # LogDir
+    target: LogDir
     progress: MoveProgress
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
@@ -163,7 +206,7 @@ def _copy_fd(src_fd: int, dst_fd: int, size: int, on_bytes: Callable[[int], None
         on_bytes(n)
 
 
-def _future_config(cfg: Any) -> Any:
+def _future_config(cfg: LogConfig) -> LogConfig:
     """The future log rolls only where the source rolled (explicitly), never on its own size or age."""
     return dataclasses.replace(cfg, segment_bytes=INT_MAX, segment_ms=LONG_MAX, segment_jitter_ms=0)
 
@@ -171,8 +214,9 @@ def _future_config(cfg: Any) -> Any:
 class ReplicaMover:
     """Runs and tracks the KIP-113 moves of one LogManager (one daemon thread per move)."""
 
-    def __init__(self, manager: Any) -> None:
-        self.m = manager
+    def __init__(self, registry: LogRegistry, host: MoverHost) -> None:
+        self._reg = registry
+        self._host = host
         self._lock = threading.Lock()
         self._moves: dict[TopicPartition, _Move] = {}
         #: Test hook: ``step_hook(key, step)`` is called after each step of :data:`MOVE_STEPS`.
@@ -182,16 +226,15 @@ class ReplicaMover:
     # --- public entry points -------------------------------------------------------------------------------------
 
     def start(self, topic: str, partition: int, target_dir: str) -> MoveProgress:
-        m = self.m
-        m._ensure_running()
+        self._host.ensure_running()
         key = (topic, partition)
         try:
-            target = m._dir(target_dir)
+            target = self._reg.dir(target_dir)
         except KeyError as e:
             raise ConfigError(f"{target_dir} is not one of this manager's log dirs") from e
         if not target.online:
             raise KafkaStorageError(f"log dir {target.path} is offline")
-        e = m._entry(topic, partition)
+        e = self._host.entry(topic, partition)
         with self._lock:
             running = self._moves.get(key)
             if running is not None and running.thread is not None and running.thread.is_alive():
@@ -202,8 +245,7 @@ class ReplicaMover:
                 running = None
         if running is not None:
             running.done.wait()
-        with m._state_lock:
-            fe = m._future_logs.get(key)
+        fe = self._reg.get(key, is_future=True)
         if fe is not None and fe.dir is not target:
             self._discard_future(key, fe)  # Kafka: a new destination drops the old future
         progress = MoveProgress(topic, partition, e.dir.path, target.path)
@@ -245,8 +287,7 @@ class ReplicaMover:
             mv.done.wait()
             if mv.progress.state not in ("completed", "failed"):
                 mv.progress.state = "aborted"
-        with self.m._state_lock:
-            fe = self.m._future_logs.get(key)
+        fe = self._reg.get(key, is_future=True)
         if fe is not None:
             self._discard_future(key, fe)
 
@@ -277,8 +318,7 @@ class ReplicaMover:
                 except _Restart as r:
                     p.restarts += 1
                     _log.warning("move of %s-%d restarts: %s", mv.key[0], mv.key[1], r)
-                    with self.m._state_lock:
-                        fe = self.m._future_logs.get(mv.key)
+                    fe = self._reg.get(mv.key, is_future=True)
                     if fe is not None:
                         self._discard_future(mv.key, fe)
                     if p.restarts > MAX_RESTARTS:
@@ -299,32 +339,28 @@ class ReplicaMover:
             p.finished_at = time.monotonic()
             mv.done.set()
 
-    def _source(self, mv: _Move) -> Any:
+    def _source(self, mv: _Move) -> LogEntry:
         """The source entry, or _Stop if it is gone (deleted, offline) or already in the target."""
-        m = self.m
-        with m._state_lock:
-            e = m._logs.get(mv.key)
+        e = self._reg.get(mv.key)
         if e is None or e.closed or not e.dir.online:
             raise _Stop("the source log is gone (deleted or its dir is offline)")
         return e
 
-    def _future(self, mv: _Move) -> Any:
-        with self.m._state_lock:
-            fe = self.m._future_logs.get(mv.key)
+    def _future(self, mv: _Move) -> LogEntry:
+        fe = self._reg.get(mv.key, is_future=True)
         if fe is None or fe.closed or not mv.target.online:
             mv.progress.state = "failed"
             raise _Stop("the future log is gone (its dir went offline)")
         return fe
 
     def _check_stop(self, mv: _Move) -> None:
-        if mv.stop.is_set() or self.m._stopped:
+        if mv.stop.is_set() or self._host.stopped:
             raise _Stop("stopped")
 
     def _move_once(self, mv: _Move) -> None:
         p = mv.progress
         e = self._source(mv)
-        with self.m._state_lock:
-            fe = self.m._future_logs.get(mv.key)
+        fe = self._reg.get(mv.key, is_future=True)
         if fe is None:
             p.state = "copying"
             self._create_future(mv, e)
@@ -345,7 +381,7 @@ class ReplicaMover:
 
     # --- phase 1: the copy of the inactive segments --------------------------------------------------------------
 
-    def _create_future(self, mv: _Move, e: Any) -> None:
+    def _create_future(self, mv: _Move, e: LogEntry) -> None:
         topic, partition = mv.key
         uid = _uuid.uuid4().hex
         fpath = os.path.join(mv.target.path, future_dir_name(topic, partition, unique_id=uid))
@@ -404,7 +440,7 @@ class ReplicaMover:
         self._hook(mv, "segments_copied")
         self._open_future(mv, fpath, active_base, log_start, bool(inactive))
 
-    def _open_source(self, e: Any, path: str, ino: int) -> int:
+    def _open_source(self, e: LogEntry, path: str, ino: int) -> int:
         """Open a source file listed under the lock; gone or replaced since (retention, truncation): restart."""
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -417,7 +453,7 @@ class ReplicaMover:
             raise _Restart(f"{path} was replaced during the copy")
         return fd
 
-    def _copy_file(self, mv: _Move, e: Any, src_fd: int, dest: str, size: int) -> None:
+    def _copy_file(self, mv: _Move, e: LogEntry, src_fd: int, dest: str, size: int) -> None:
         def count(n: int) -> None:
             mv.progress.bytes_copied += n
 
@@ -444,39 +480,30 @@ class ReplicaMover:
             os.close(dst_fd)
 
     def _open_future(self, mv: _Move, fpath: str, active_base: int, log_start: int, has_segments: bool) -> None:
-        from kafkalog.log.log import Log
-        from kafkalog.manager.log_manager import _Entry
-
-        m = self.m
-        cfg = _future_config(m.config_for(mv.key[0]))
+        cfg = _future_config(self._host.config_for(mv.key[0]))
         try:
             if has_segments:
-                log = Log.open(fpath, cfg, log_start_offset=log_start, recovery_point=active_base,
-                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
-                m.adopt_log(log)
+                log = self._host.open_log(fpath, cfg, log_start_offset=log_start, recovery_point=active_base,
+                               clean_shutdown=True)
                 if log.log_end_offset <= active_base and log.active_segment.base_offset < active_base:
                     log.roll(active_base)
             else:
-                log = Log.open(fpath, cfg, log_start_offset=active_base, recovery_point=active_base,
-                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
-                m.adopt_log(log)
+                log = self._host.open_log(fpath, cfg, log_start_offset=active_base, recovery_point=active_base,
+                               clean_shutdown=True)
             log.flush()
         except (OSError, KafkaStorageError) as exc:
             cause = io_cause(exc)
             if cause is not None:
                 self._fail(mv.target, cause, "target")
             raise
-        fe = _Entry(mv.key, log, mv.target, is_future=True, last_flush_ms=m._clock())
-        with m._state_lock:
-            if not mv.target.online:
-                m._close_handles(fe)
-                raise _Stop("the target dir went offline")
-            m._future_logs[mv.key] = fe
-        m.checkpoint_recovery_offsets([mv.target.path])
-        m.checkpoint_log_start_offsets([mv.target.path])
+        fe = LogEntry(mv.key, log, mv.target, is_future=True, last_flush_ms=self._host.now())
+        if not self._reg.add_future(fe):
+            fe.close_handles()
+            raise _Stop("the target dir went offline")
+        self._host.checkpoint([mv.target.path])
         self._hook(mv, "future_opened")
 
-    def _resume(self, mv: _Move, e: Any, fe: Any) -> None:
+    def _resume(self, mv: _Move, e: LogEntry, fe: LogEntry) -> None:
         """A future left by an earlier move (or a restart): cut it back to what the source still has."""
         with e.lock, fe.lock:
             src, fut = e.log, fe.log
@@ -493,7 +520,7 @@ class ReplicaMover:
         self._verify(mv, e, fe)
 
     @staticmethod
-    def _last_batch(log: Any) -> Any:
+    def _last_batch(log: Log) -> Any:
         seg = log.segments.floor(log.log_end_offset - 1)
         while seg is not None:
             batches = list(seg.batches())
@@ -504,7 +531,7 @@ class ReplicaMover:
 
     # --- phase 2: catching up ------------------------------------------------------------------------------------
 
-    def _verify(self, mv: _Move, e: Any, fe: Any) -> None:
+    def _verify(self, mv: _Move, e: LogEntry, fe: LogEntry) -> None:
         """The future is still a prefix of the source (caller may hold the locks; takes the source lock)."""
         with e.lock:
             if e.closed:
@@ -545,7 +572,7 @@ class ReplicaMover:
         while True:
             if not locked:
                 self._check_stop(mv)
-            failure: tuple[Any, OSError, str] | None = None
+            failure: tuple[LogDir, OSError, str] | None = None
             with e.lock:
                 if e.closed:
                     raise _Stop("the source log is closed")
@@ -592,7 +619,7 @@ class ReplicaMover:
         return total
 
     @staticmethod
-    def _read_source(src: Any, start: int) -> tuple[int, list[Any]]:
+    def _read_source(src: Log, start: int) -> tuple[int, list[Any]]:
         """(segment base, whole batches of that one segment from ``start``); caller holds the partition lock. From the
         segments, not through ``Log.read``: batches below the log start still belong in a byte-identical copy."""
         seg = src.segments.floor(start)
@@ -608,10 +635,9 @@ class ReplicaMover:
         return -1, []
 
     def _update_lag(self, mv: _Move) -> None:
-        m = self.m
-        with m._state_lock:
-            e = m._logs.get(mv.key)
-            fe = m._future_logs.get(mv.key)
+        with self._reg.lock:
+            e = self._reg.current.get(mv.key)
+            fe = self._reg.future.get(mv.key)
         if mv.progress.state == "completed":
             mv.progress.lag_offsets = 0
         elif e is not None and fe is not None:
@@ -620,9 +646,7 @@ class ReplicaMover:
     # --- phase 3: the swap ---------------------------------------------------------------------------------------
 
     def _swap(self, mv: _Move) -> None:
-        from kafkalog.log.log import Log
-
-        m, (topic, partition) = self.m, mv.key
+        topic, partition = mv.key
         e = self._source(mv)
         fe = self._future(mv)
         src_dir, tgt_dir = e.dir, mv.target
@@ -632,14 +656,14 @@ class ReplicaMover:
         src_path = os.path.join(src_dir.path, cur_name)
         del_path = os.path.join(src_dir.path, delete_dir_name(topic, partition, unique_id=uid))
         new_path = os.path.join(tgt_dir.path, cur_name)
-        failures: list[tuple[Any, OSError, str]] = []
+        failures: list[tuple[LogDir, OSError, str]] = []
         t0 = time.perf_counter()
         with e.lock, fe.lock:
             if e.closed or fe.closed:
                 raise _Stop("a log went offline before the swap")
             src, fut = e.log, fe.log
             try:
-                self._swap_locked(mv, e, fe, src, fut, src_path, del_path, fpath, new_path, failures, Log)
+                self._swap_locked(mv, e, fe, src, fut, src_path, del_path, fpath, new_path, failures)
             except _SideFailed as f:  # from the final copy round: reported below, after the locks
                 failures.append((f.log_dir, f.cause, f.side))
             finally:
@@ -647,24 +671,22 @@ class ReplicaMover:
         if failures:
             exhausted = None
             for d, exc, side in failures:
-                exhausted = m._report(d.path, exc, f"I/O error while moving {topic}-{partition} ({side})") \
+                exhausted = self._host.report(d.path, exc, f"I/O error while moving {topic}-{partition} ({side})") \
                     or exhausted
-            m._process_failures()
+            self._host.process_failures()
             _d, exc, side = failures[0]
             if exhausted is not None and len(failures) == 1:
                 raise exhausted from exc
             raise _SideFailed(side, exc)
-        m.checkpoint_recovery_offsets([src_dir.path, tgt_dir.path])
-        m.checkpoint_log_start_offsets([src_dir.path, tgt_dir.path])
+        self._host.checkpoint([src_dir.path, tgt_dir.path])
         mv.progress.lag_offsets = 0
         self._hook(mv, "swapped")
         _log.info("moved %s-%d from %s to %s", topic, partition, src_dir.path, tgt_dir.path)
 
-    def _swap_locked(self, mv: _Move, e: Any, fe: Any, src: Any, fut: Any, src_path: str, del_path: str,
-                     fpath: str, new_path: str, failures: list[tuple[Any, OSError, str]], Log: Any) -> None:
+    def _swap_locked(self, mv: _Move, e: LogEntry, fe: LogEntry, src: Log, fut: Log, src_path: str, del_path: str,
+                     fpath: str, new_path: str, failures: list[tuple[LogDir, OSError, str]]) -> None:
         """Steps 5-8 with appends blocked (both partition locks held). I/O failures are collected, not raised, so
         they are reported after the locks are released."""
-        m = self.m
         src_dir, tgt_dir = e.dir, mv.target
         # 5. copy the rest, align the log start, flush and close both.
         self._copy_round(mv, limit=None, locked=True)
@@ -707,9 +729,8 @@ class ReplicaMover:
         self._hook(mv, "future_renamed")
         # 8. open it as the current log and switch the manager's maps.
         try:
-            new_log = Log.open(new_path, m.config_for(mv.key[0]), recovery_point=end, log_start_offset=log_start,
-                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
-            m.adopt_log(new_log)
+            new_log = self._host.open_log(new_path, self._host.config_for(mv.key[0]), recovery_point=end, log_start_offset=log_start,
+                               clean_shutdown=True)
             if hw is not None:
                 new_log.update_high_watermark(hw)
         except OSError as exc:
@@ -718,67 +739,58 @@ class ReplicaMover:
             return
         src.mark_moved(new_path)
         fut.mark_moved(new_path)  # the future handle too: its partition lives on as the current log
-        with m._state_lock:
+        with self._reg.lock:
             e.log = new_log
             e.dir = tgt_dir
             e.closed = False
             fe.closed = True
-            if m._future_logs.get(mv.key) is fe:
-                del m._future_logs[mv.key]
-            m._to_delete.append((src_dir.path, del_path, m._clock()))
-        m._checker.forget(mv.key)
-        m._checker.register_new(mv.key, new_log, e.lock)
+            self._reg.drop_future(mv.key, fe)
+            self._reg.queue_delete(src_dir.path, del_path)
+        self._host.register_current(mv.key, new_log, e.lock)
 
-    def _reopen_future(self, mv: _Move, fe: Any, fpath: str, end: int) -> None:
+    def _reopen_future(self, mv: _Move, fe: LogEntry, fpath: str, end: int) -> None:
         """The source failed before its rename: keep the (complete) future as a future, still loaded."""
-        from kafkalog.log.log import Log
-
         try:
-            fe.log = Log.open(fpath, _future_config(self.m.config_for(mv.key[0])), clean_shutdown=True,
-                              recovery_point=end, clock=self.m._clock, handle_cache=self.m.handle_cache)
-            self.m.adopt_log(fe.log)
+            fe.log = self._host.open_log(fpath, _future_config(self._host.config_for(mv.key[0])), clean_shutdown=True,
+                                         recovery_point=end)
         except OSError as exc:
-            self.m._report(mv.target.path, exc, "I/O error reopening a future log")
+            self._host.report(mv.target.path, exc, "I/O error reopening a future log")
 
-    def _restore_source(self, e: Any, del_path: str, src_path: str, log_start: int, end: int,
-                        failures: list[tuple[Any, OSError, str]]) -> None:
+    def _restore_source(self, e: LogEntry, del_path: str, src_path: str, log_start: int, end: int,
+                        failures: list[tuple[LogDir, OSError, str]]) -> None:
         """The target failed after the source was renamed: put the source back, it stays the current log."""
-        from kafkalog.log.log import Log
-
         try:
             os.rename(del_path, src_path)
             fsync_dir(os.path.dirname(src_path))
-            e.log = Log.open(src_path, self.m.config_for(e.key[0]), log_start_offset=log_start,
-                             recovery_point=end, clean_shutdown=True, clock=self.m._clock, handle_cache=self.m.handle_cache)
-            self.m.adopt_log(e.log)
+            e.log = self._host.open_log(src_path, self._host.config_for(e.key[0]), log_start_offset=log_start,
+                                        recovery_point=end, clean_shutdown=True)
             e.closed = False
         except OSError as exc:
             failures.append((e.dir, exc, "source"))
 
     # --- helpers -------------------------------------------------------------------------------------------------
 
-    def _fail(self, d: Any, cause: OSError, side: str, *, report: bool = True) -> None:
+    def _fail(self, d: LogDir, cause: OSError, side: str, *, report: bool = True) -> None:
         """Take ``d`` offline (through the channel) and end the move as failed on that side. With partition locks
         held (``report=False``) the caller reports after releasing them: offline handling takes those locks."""
         if is_resource_exhaustion(cause):
             # a process limit belongs to neither side: no dir goes offline, the move fails retriably
             raise resource_error(cause, f"moving a replica ({side})") from cause
         if report:
-            self.m._report(d.path, cause, f"I/O error while moving a replica ({side})")
-            self.m._process_failures()
+            self._host.report(d.path, cause, f"I/O error while moving a replica ({side})")
+            self._host.process_failures()
         err = _SideFailed(side, cause)
         err.log_dir = d
         raise err
 
-    def _discard_future(self, key: TopicPartition, fe: Any) -> None:
+    def _discard_future(self, key: TopicPartition, fe: LogEntry) -> None:
         """Close a future log, rename it ``-delete`` and queue it for removal (Kafka's abort of a move)."""
-        m = self.m
         failure: OSError | None = None
         with fe.lock:
             if fe.closed:
                 return
             fe.closed = True
-            m._close_handles(fe)
+            fe.close_handles()
             path = str(fe.log.dir)
             parsed = parse_partition_dir(os.path.basename(path))
             target = os.path.join(fe.dir.path, delete_dir_name(key[0], key[1], unique_id=parsed.uuid))
@@ -787,25 +799,19 @@ class ReplicaMover:
                 fsync_dir(fe.dir.path)
             except OSError as exc:
                 failure = exc
-        with m._state_lock:
-            if m._future_logs.get(key) is fe:
-                del m._future_logs[key]
+        with self._reg.lock:
+            self._reg.drop_future(key, fe)
             if failure is None:
-                m._to_delete.append((fe.dir.path, target, m._clock()))
+                self._reg.queue_delete(fe.dir.path, target)
         if failure is not None:
-            m._report(fe.dir.path, failure, f"I/O error dropping the future log of {key[0]}-{key[1]}")
-            m._process_failures()
+            self._host.report(fe.dir.path, failure, f"I/O error dropping the future log of {key[0]}-{key[1]}")
+            self._host.process_failures()
             return
-        m.checkpoint_recovery_offsets([fe.dir.path])
-        m.checkpoint_log_start_offsets([fe.dir.path])
+        self._host.checkpoint([fe.dir.path])
 
-    def promote(self, key: TopicPartition, fe: Any) -> Any:
+    def promote(self, key: TopicPartition, fe: LogEntry) -> Log:
         """Make a loaded future log the current log: the current one (if any) is renamed ``-delete`` first."""
-        from kafkalog.log.log import Log
-
-        m = self.m
-        with m._state_lock:
-            e = m._logs.get(key)
+        e = self._reg.get(key)
         if e is not None:
             with e.lock:
                 e.log.close()
@@ -814,9 +820,9 @@ class ReplicaMover:
                 os.rename(str(e.log.dir), target)
                 fsync_dir(e.dir.path)
                 e.closed = True
-                with m._state_lock:
-                    del m._logs[key]
-                    m._to_delete.append((e.dir.path, target, m._clock()))
+                with self._reg.lock:
+                    del self._reg.current[key]
+                    self._reg.queue_delete(e.dir.path, target)
         with fe.lock:
             log = fe.log
             log_start, recovery = log.log_start_offset, log.recovery_point
@@ -824,26 +830,17 @@ class ReplicaMover:
             new_path = os.path.join(fe.dir.path, partition_dir_name(*key))
             os.rename(str(log.dir), new_path)
             fsync_dir(fe.dir.path)
-            new_log = Log.open(new_path, m.config_for(key[0]), recovery_point=recovery, log_start_offset=log_start,
-                               clean_shutdown=True, clock=m._clock, handle_cache=m.handle_cache)
-            m.adopt_log(new_log)
-            with m._state_lock:
-                fe.log = new_log
-                fe.is_future = False
-                if m._future_logs.get(key) is fe:
-                    del m._future_logs[key]
-                m._logs[key] = fe
-        m._checker.forget(key)
-        m._checker.register_new(key, new_log, fe.lock)
+            new_log = self._host.open_log(new_path, self._host.config_for(key[0]), recovery_point=recovery,
+                                          log_start_offset=log_start, clean_shutdown=True)
+            self._reg.promote_future(key, fe, new_log)
+        self._host.register_current(key, new_log, fe.lock)
         _log.warning("promoted the future log of %s-%d in %s to the current log", key[0], key[1], fe.dir.path)
         return new_log
 
     def recover_abandoned_future_logs(self, expected: Mapping[TopicPartition, str]) -> list[TopicPartition]:
         """Kafka's ``recoverAbandonedFutureLogs``: a future log whose dir is the one the metadata assigns the
         replica to is promoted (the move had been accepted by the controller); returns the promoted partitions."""
-        m = self.m
-        with m._state_lock:
-            futures = list(m._future_logs.items())
+        futures = self._reg.futures()
         done = []
         for key, fe in futures:
             if fe.dir.directory_id is not None and expected.get(key) == fe.dir.directory_id:
@@ -854,42 +851,46 @@ class ReplicaMover:
                 try:
                     self.promote(key, fe)
                 except OSError as exc:
-                    m._report(fe.dir.path, exc, f"I/O error promoting the future log of {key[0]}-{key[1]}")
-                    m._process_failures()
+                    self._host.report(fe.dir.path, exc, f"I/O error promoting the future log of {key[0]}-{key[1]}")
+                    self._host.process_failures()
                     continue
-                m.checkpoint_recovery_offsets()
-                m.checkpoint_log_start_offsets()
+                self._host.checkpoint(None)
                 done.append(key)
         return done
 
+    def resolve_future_logs(self) -> list[TopicPartition]:
+        """See :func:`resolve_future_logs`."""
+        reg = self._reg
+        with reg.lock:
+            futures = [(k, fe) for k, fe in reg.future.items() if k not in reg.current]
+            deletes = list(reg.to_delete)
+        promoted = []
+        for key, fe in futures:
+            uid = parse_partition_dir(os.path.basename(str(fe.log.dir))).uuid
+            paired = False
+            for log_dir, path, _ in deletes:
+                try:
+                    parsed = parse_partition_dir(os.path.basename(path))
+                except ValueError:
+                    continue
+                if parsed.uuid == uid and (parsed.topic, parsed.partition) == key and reg.dir(log_dir).online:
+                    paired = True
+            if not paired:
+                _log.warning("future log %s has no current log and no paired -delete dir: left as a future log",
+                             fe.log.dir)
+                continue
+            try:
+                self.promote(key, fe)
+            except OSError as exc:
+                self._host.report(fe.dir.path, exc, f"I/O error promoting the future log of {key[0]}-{key[1]}")
+                self._host.process_failures()
+                continue
+            promoted.append(key)
+        return promoted
 
-def resolve_future_logs(manager: Any) -> list[TopicPartition]:
+
+
+def resolve_future_logs(mover: ReplicaMover) -> list[TopicPartition]:
     """At startup: promote each future log whose current log is gone and whose paired ``-delete`` (same uuid) is
     present, i.e. a move that crashed between its two renames. Returns the promoted partitions."""
-    m = manager
-    with m._state_lock:
-        futures = [(k, fe) for k, fe in m._future_logs.items() if k not in m._logs]
-        deletes = list(m._to_delete)
-    promoted = []
-    for key, fe in futures:
-        uid = parse_partition_dir(os.path.basename(str(fe.log.dir))).uuid
-        paired = False
-        for log_dir, path, _ in deletes:
-            try:
-                parsed = parse_partition_dir(os.path.basename(path))
-            except ValueError:
-                continue
-            if parsed.uuid == uid and (parsed.topic, parsed.partition) == key and m._dir(log_dir).online:
-                paired = True
-        if not paired:
-            _log.warning("future log %s has no current log and no paired -delete dir: left as a future log",
-                         fe.log.dir)
-            continue
-        try:
-            m._replica_mover().promote(key, fe)
-        except OSError as exc:
-            m._report(fe.dir.path, exc, f"I/O error promoting the future log of {key[0]}-{key[1]}")
-            m._process_failures()
-            continue
-        promoted.append(key)
-    return promoted
+    return mover.resolve_future_logs()
