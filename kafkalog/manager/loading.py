@@ -1,5 +1,6 @@
-"""Loading every partition dir of the log dirs at startup (Kafka's ``LogManager.loadLogs``).
+"""Opening the log dirs and loading every partition dir at startup (Kafka's ``LogManager.loadLogs``).
 
+Before loading, every dir is created or validated, locked, and all dirs agree on one ``meta.properties``.
 Per dir: read and delete the clean-shutdown marker (a crash while loading must count as unclean), read the offset
 checkpoints tolerantly, list the partition dirs, then load them on a pool of ``num.recovery.threads.per.data.dir``
 threads, all dirs at once. An ``OSError`` takes only its dir offline (through the failure funnel); any other
@@ -24,7 +25,7 @@ from kafkalog.cpu_gate import CpuGate
 from kafkalog.errors import CorruptCheckpointError, InconsistentMetadataError, InvalidPartitionDirError, io_cause
 from kafkalog.log.log import Log
 from kafkalog.manager.broker_config import BrokerConfig
-from kafkalog.manager.log_dir import LogDir
+from kafkalog.manager.log_dir import LogDir, reconcile_meta_properties, write_meta
 from kafkalog.manager.registry import LogEntry, LogRegistry
 from kafkalog.manager.sanity_checker import SanityChecker, release_segment
 from kafkalog.names import TopicPartition, TopicPartitionDir, parse_partition_dir
@@ -94,12 +95,14 @@ class DirLoader:
         self,
         registry: LogRegistry,
         config: BrokerConfig,
+        load: dict[str, DirLoad],
         *,
         checker: SanityChecker,
         recovery_gate: CpuGate,
         open_log: OpenLog,
         adopt_log: Callable[[Log], Log],
         report_or_raise: Callable[[str, BaseException, str], None],
+        process_failures: Callable[..., None],
         has_offline_dir: Callable[[str], bool],
         clock: Callable[[], int],
         progress: Callable[[LoadProgress], None] | None,
@@ -111,10 +114,50 @@ class DirLoader:
         self._open_log = open_log
         self._adopt_log = adopt_log
         self._report_or_raise = report_or_raise
+        self._process_failures = process_failures
         self._has_offline_dir = has_offline_dir
         self._clock = clock
         self._progress = progress
-        self.load: dict[str, DirLoad] = {}
+        self.load = load
+
+    def open_dirs(self, *, cluster_id: str | None, node_id: int | None) -> None:
+        """Kafka's ``createAndValidateLogDirs`` and ``lockLogDirs``, then one ``meta.properties`` for all dirs. A dir
+        failing with an OSError goes offline after each phase; no live dir left raises NoLiveLogDirsError."""
+        dirs = self._reg.dirs
+        for d in dirs.values():
+            try:
+                d.ensure_exists()
+            except OSError as e:
+                self._report_or_raise(d.path, e, "failed to create or validate data directory")
+        self._process_failures(raise_if_none_live=True)
+
+        for d in self._reg.live_dirs():
+            try:
+                d.take_lock()
+            except OSError as e:  # LogDirLockedError is not an OSError: it propagates
+                self._report_or_raise(d.path, e, "failed to lock the log dir")
+        self._process_failures(raise_if_none_live=True)
+
+        found = {}
+        for d in self._reg.live_dirs():
+            try:
+                found[d.path] = d.read_meta()
+            except OSError as e:
+                self._report_or_raise(d.path, e, "failed to read meta.properties")
+        self._process_failures(raise_if_none_live=True)
+        wanted = reconcile_meta_properties(
+            {p: m for p, m in found.items() if dirs[p].online}, cluster_id=cluster_id, node_id=node_id,
+        )
+        for p, meta in wanted.items():
+            d = dirs[p]
+            if found.get(p) != meta:
+                try:
+                    write_meta(d, meta)
+                except OSError as e:
+                    self._report_or_raise(p, e, "failed to write meta.properties")
+            else:
+                d.meta = meta
+        self._process_failures(raise_if_none_live=True)
 
     def load_logs(self) -> None:
         """Kafka's ``loadLogs``: marker, checkpoints and a pool of recovery threads per dir, all dirs at once."""

@@ -34,9 +34,9 @@ from kafkalog.manager.assignments import AssignmentMismatch, compare_assignments
 from kafkalog.manager.broker_config import BrokerConfig
 from kafkalog.manager.failure_channel import LogDirFailureChannel
 from kafkalog.manager.housekeeping import Housekeeping
-from kafkalog.manager.loading import DirLoader, LoadProgress
-from kafkalog.manager.log_dir import LogDir, normalize_dirs, reconcile_meta_properties, write_meta
-from kafkalog.manager.offline import LogDirOfflineEvent, OfflineHandler
+from kafkalog.manager.loading import DirLoad, DirLoader, LoadProgress
+from kafkalog.manager.log_dir import LogDir, normalize_dirs
+from kafkalog.manager.offline import LogDirOfflineEvent, ManagedLogHooks, OfflineHandler
 from kafkalog.manager.partition_calls import PartitionCalls
 from kafkalog.manager.partition_lock import PartitionLock
 from kafkalog.manager.placement import next_log_dirs
@@ -49,22 +49,6 @@ from kafkalog.names import TopicPartition, delete_dir_name, partition_dir_name, 
 __all__ = ["BrokerConfig", "LoadProgress", "LogDirOfflineEvent", "LogManager"]
 
 _log = logging.getLogger(__name__)
-
-
-class _ManagedLogHooks:
-    """The ``StorageHooks`` every log of a manager carries: a direct call on a Log handed out by
-    ``get_or_create_log``/``get_log`` follows the same rules as the manager's own operations (I/O error = dir
-    offline + KafkaStorageError; a read checks KIP-263-pending segments first)."""
-
-    def __init__(self, checker: SanityChecker, offline: OfflineHandler) -> None:
-        self._checker = checker
-        self._offline = offline
-
-    def before_read(self, log: Log, offset: int) -> None:
-        self._checker.ensure_checked((log.topic, log.partition), offset, log=log)
-
-    def on_io_error(self, log: Log, cause: OSError, what: str) -> BaseException:
-        return self._offline.log_io_error(log, cause, what)
 
 
 class _MoverHost:
@@ -144,13 +128,15 @@ class LogManager:
         self._mover: ReplicaMover | None = None  # created on first use (KIP-113)
         #: every segment descriptor and index mapping of every log of this manager (kafkalog.max.open.files)
         self.handle_cache = HandleCache(self.config.max_open_files)
-        self._loader = DirLoader(
-            self._registry, self.config, checker=self._checker, recovery_gate=self._recovery_gate,
-            open_log=self._open_log, adopt_log=self.adopt_log, report_or_raise=self._report_or_raise,
-            has_offline_dir=self.failure_channel.has_offline_dir, clock=self._clock, progress=progress,
-        )
-        self._offline = OfflineHandler(self._registry, self.failure_channel, self._checker, self._loader.load,
+        load: dict[str, DirLoad] = {}  # what each dir's startup found: the loader fills it, offline dirs report it
+        self._offline = OfflineHandler(self._registry, self.failure_channel, self._checker, load,
                                        on_no_live_dirs=self._halt)
+        self._loader = DirLoader(
+            self._registry, self.config, load, checker=self._checker, recovery_gate=self._recovery_gate,
+            open_log=self._open_log, adopt_log=self.adopt_log, report_or_raise=self._offline.report_or_raise,
+            process_failures=self._offline.process_failures, has_offline_dir=self.failure_channel.has_offline_dir,
+            clock=self._clock, progress=progress,
+        )
         self.events: list[LogDirOfflineEvent] = self._offline.events
         self._calls = PartitionCalls(self._registry, ensure_running=self._ensure_running, fail=self._offline.fail)
         self._housekeeping = Housekeeping(
@@ -158,7 +144,7 @@ class LogManager:
             write_checkpoint=self._write_checkpoint, report_and_process=self._offline.report_and_process,
             clock=self._clock, stopped=lambda: self._stopped,
         )
-        self._log_hooks = _ManagedLogHooks(self._checker, self._offline)
+        self._log_hooks = ManagedLogHooks(self._checker, self._offline)
 
     @property
     def fatal_error(self) -> NoLiveLogDirsError | None:
@@ -288,46 +274,11 @@ class LogManager:
         self._housekeeping.schedule()
 
     def _startup(self) -> None:
-        for d in self._dirs.values():
-            try:
-                d.ensure_exists()
-            except OSError as e:
-                self._report_or_raise(d.path, e, "failed to create or validate data directory")
-        self._process_failures(raise_if_none_live=True)
-
-        for d in self._registry.live_dirs():
-            try:
-                d.take_lock()
-            except OSError as e:  # LogDirLockedError is not an OSError: it propagates
-                self._report_or_raise(d.path, e, "failed to lock the log dir")
-        self._process_failures(raise_if_none_live=True)
-
-        found = {}
-        for d in self._registry.live_dirs():
-            try:
-                found[d.path] = d.read_meta()
-            except OSError as e:
-                self._report_or_raise(d.path, e, "failed to read meta.properties")
-        self._process_failures(raise_if_none_live=True)
-        wanted = reconcile_meta_properties(
-            {p: m for p, m in found.items() if self._dirs[p].online},
-            cluster_id=self.config.cluster_id, node_id=self.config.node_id,
-        )
-        for p, meta in wanted.items():
-            d = self._dirs[p]
-            if found.get(p) != meta:
-                try:
-                    write_meta(d, meta)
-                except OSError as e:
-                    self._report_or_raise(p, e, "failed to write meta.properties")
-            else:
-                d.meta = meta
-        self._process_failures(raise_if_none_live=True)
-
+        self._loader.open_dirs(cluster_id=self.config.cluster_id, node_id=self.config.node_id)
         self._loader.load_logs()
-        self._process_failures(raise_if_none_live=True)
+        self._offline.process_failures(raise_if_none_live=True)
         resolve_future_logs(self._replica_mover())  # a move that crashed between its two renames (KIP-113)
-        self._process_failures(raise_if_none_live=True)
+        self._offline.process_failures(raise_if_none_live=True)
 
     def _abort_startup(self) -> None:
         reg = self._registry
@@ -354,12 +305,6 @@ class LogManager:
         return self._topic_configs.get(topic, self.log_config)
 
     # --- failure handling (offline.py) ---------------------------------------------------------------------------
-
-    def _report_or_raise(self, log_dir: str, cause: BaseException, message: str = "") -> None:
-        self._offline.report_or_raise(log_dir, cause, message)
-
-    def _process_failures(self, *, raise_if_none_live: bool = False) -> None:
-        self._offline.process_failures(raise_if_none_live=raise_if_none_live)
 
     def _checker_io_error(self, key: TopicPartition, cause: OSError) -> None:
         self._offline.checker_io_error(key, cause)
@@ -468,8 +413,8 @@ class LogManager:
                     cause = io_cause(exc)
                     if cause is None:
                         raise
-                    self._report_or_raise(path, cause, f"error creating log for {topic}-{partition}")
-                    self._process_failures()
+                    self._offline.report_or_raise(path, cause, f"error creating log for {topic}-{partition}")
+                    self._offline.process_failures()
                     if self.fatal_error is not None:
                         raise self.fatal_error from cause
                     continue
@@ -610,7 +555,7 @@ class LogManager:
         by_dir = self._housekeeping.entries_by_dir(None)
         with ThreadPoolExecutor(max_workers=max(1, len(by_dir))) as pool:
             list(pool.map(lambda item: self._shutdown_dir(item[0], item[1], broker_epoch), by_dir.items()))
-        self._process_failures()
+        self._offline.process_failures()
         with self._registry.lock:
             self._registry.current.clear()
             self._registry.future.clear()

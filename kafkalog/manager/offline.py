@@ -35,7 +35,7 @@ from kafkalog.manager.sanity_checker import SanityChecker
 from kafkalog.names import TopicPartition, parse_partition_dir
 from kafkalog.owned_lock import OwnedRLock
 
-__all__ = ["LogDirOfflineEvent", "OfflineHandler"]
+__all__ = ["LogDirOfflineEvent", "ManagedLogHooks", "OfflineHandler"]
 
 # The manager's one logger: operators configure it by that name.
 _log = logging.getLogger("kafkalog.manager.log_manager")
@@ -225,3 +225,19 @@ class OfflineHandler:
                 cb(ev)
             except Exception:
                 _log.exception("log dir offline listener failed")
+
+
+class ManagedLogHooks:
+    """The ``StorageHooks`` every log of a manager carries: a direct call on a Log handed out by
+    ``get_or_create_log``/``get_log`` follows the same rules as the manager's own operations (I/O error = dir
+    offline + KafkaStorageError; a read checks KIP-263-pending segments first)."""
+
+    def __init__(self, checker: SanityChecker, offline: OfflineHandler) -> None:
+        self._checker = checker
+        self._offline = offline
+
+    def before_read(self, log: Log, offset: int) -> None:
+        self._checker.ensure_checked((log.topic, log.partition), offset, log=log)
+
+    def on_io_error(self, log: Log, cause: OSError, what: str) -> BaseException:
+        return self._offline.log_io_error(log, cause, what)
