@@ -151,9 +151,9 @@ def _flush(log: Log) -> None:
     log.flush()
 
 
-def _delete_old_segments(log: Log) -> Any:
+def _delete_old_segments(log: Log) -> int:
     return log.delete_old_segments()
 
 
-def _delete_expired_files(log: Log) -> Any:
+def _delete_expired_files(log: Log) -> int:
     return log.delete_expired_files()

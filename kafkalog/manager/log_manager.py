@@ -45,6 +45,7 @@ from kafkalog.manager.replica_mover import MoveProgress, ReplicaMover, resolve_f
 from kafkalog.manager.sanity_checker import PartitionCheckState, SanityChecker, SanityCheckRun
 from kafkalog.manager.scheduler import Scheduler
 from kafkalog.names import TopicPartition, delete_dir_name, partition_dir_name, validate_topic
+from kafkalog.records import RecordBatch
 
 __all__ = ["BrokerConfig", "LoadProgress", "LogDirOfflineEvent", "LogManager"]
 
@@ -339,7 +340,8 @@ class LogManager:
     def append_as_follower(self, topic: str, partition: int, batch_bytes: bytes) -> LogAppendInfo:
         return self._calls.call(topic, partition, "append", lambda log: log.append_as_follower(batch_bytes))
 
-    def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, **kwargs: Any) -> Any:
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
+             **kwargs: Any) -> list[RecordBatch]:
         """``Log.read``; a segment not yet sanity-checked (KIP-263 lazy mode) is checked first."""
 
         def check(e: LogEntry) -> None:
@@ -359,10 +361,10 @@ class LogManager:
         e = self._calls.entry(topic, partition)
         e.last_flush_ms = self._clock()
 
-    def truncate_to(self, topic: str, partition: int, offset: int) -> Any:
+    def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
         return self._calls.call(topic, partition, "truncate", lambda log: log.truncate_to(offset))
 
-    def delete_old_segments(self, topic: str, partition: int) -> Any:
+    def delete_old_segments(self, topic: str, partition: int) -> int:
         return self._calls.call(topic, partition, "retention", lambda log: log.delete_old_segments())
 
     # --- creation and deletion -----------------------------------------------------------------------------------
@@ -534,7 +536,7 @@ class LogManager:
 
     # --- KIP-263 recovery ----------------------------------------------------------------------------------------
 
-    def _recover_segments(self, key: TopicPartition, log: Any, bases: list[int]) -> int:
+    def _recover_segments(self, key: TopicPartition, log: Log, bases: list[int]) -> int:
         """Rebuild the corrupt segments ``bases`` of one partition (caller holds the partition lock), with the
         log's own per-segment recovery (producer state replayed, so ``.txnindex`` is rebuilt right)."""
         return int(log.recover_segments(bases))

@@ -421,11 +421,7 @@ class ReplicaMover:
                     mv = self._moves.get(key)
                 if mv is not None and not mv.done.is_set():
                     continue  # a live move owns it
-                try:
-                    self.promote(key, fe)
-                except OSError as exc:
-                    self._host.report(fe.dir.path, exc, f"I/O error promoting the future log of {key[0]}-{key[1]}")
-                    self._host.process_failures()
+                if not self._promote_or_report(key, fe):
                     continue
                 self._host.checkpoint(None)
                 done.append(key)
@@ -452,14 +448,19 @@ class ReplicaMover:
                 _log.warning("future log %s has no current log and no paired -delete dir: left as a future log",
                              fe.log.dir)
                 continue
-            try:
-                self.promote(key, fe)
-            except OSError as exc:
-                self._host.report(fe.dir.path, exc, f"I/O error promoting the future log of {key[0]}-{key[1]}")
-                self._host.process_failures()
-                continue
-            promoted.append(key)
+            if self._promote_or_report(key, fe):
+                promoted.append(key)
         return promoted
+
+    def _promote_or_report(self, key: TopicPartition, fe: LogEntry) -> bool:
+        """``promote``; an I/O error goes to the failure funnel (its dir goes offline) and False comes back."""
+        try:
+            self.promote(key, fe)
+        except OSError as exc:
+            self._host.report(fe.dir.path, exc, f"I/O error promoting the future log of {key[0]}-{key[1]}")
+            self._host.process_failures()
+            return False
+        return True
 
 
 
