@@ -23,7 +23,8 @@ from kafkalog.owned_lock import OwnedRLock
 
 __all__ = ["LogEntry", "LogRegistry", "PendingDelete"]
 
-_log = logging.getLogger(__name__)
+# The manager's one logger: operators configure it by that name.
+_log = logging.getLogger("kafkalog.manager.log_manager")
 
 #: A ``-delete`` partition dir waiting for ``file.delete.delay.ms``: (log dir, partition dir path, queued at ms).
 PendingDelete = tuple[str, str, int]
