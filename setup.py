@@ -15,7 +15,7 @@ setup(
         Extension(
             "kafkalog.records._columns",
             ["kafkalog/records/_columns.c"],
-            depends=["kafkalog/records/_columns_mem.h"],
+            depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "wire")],
             optional=True,
         )
     ],

@@ -158,6 +158,7 @@ def dump(
     )
     st = DumpState(make_output(json_mode=json_mode, quiet=state.quiet), opts)
     with localized_paths(paths, storage_opts) as local:  # a remote file: a scratch copy with its siblings
+        st.out.show_as(dict(zip(local, paths, strict=True)))
         _dump_all(local, st, state)
     _print_findings(st)
     click.get_current_context().exit(st.code)

@@ -101,6 +101,19 @@ class Output(ABC):
         self.quiet = quiet
         self._stdout = stdout
         self._stderr = stderr
+        self._shown_as: dict[str, str] = {}
+
+    def show_as(self, names: dict[str, str]) -> None:
+        """Print ``names``' values where their keys stand: a remote object is read from a local scratch copy
+        (``kafkalog.remote.localized_paths``), but the operator asked about the URL and must see it."""
+        # longest first, so a copy inside another copy's tree is named by its own URL
+        self._shown_as = dict(sorted(((k, v) for k, v in names.items() if k != v), key=lambda kv: -len(kv[0])))
+
+    def shown(self, text: str) -> str:
+        """``text`` with scratch paths replaced by the URLs they stand for (see :meth:`show_as`)."""
+        for local, url in self._shown_as.items():
+            text = text.replace(local, url)
+        return text
 
     @property
     def stdout(self) -> TextIO:
@@ -127,7 +140,7 @@ class Output(ABC):
     def note(self, message: str) -> None:
         """A human-only remark on stderr (never in JSON, never with --quiet)."""
         if not self.quiet:
-            print(message, file=self.stderr)
+            print(self.shown(message), file=self.stderr)
 
     @contextlib.contextmanager
     def progress(self, description: str, total: float | None = None) -> Iterator[Progress]:
@@ -157,6 +170,7 @@ class TextOutput(Output):
         text = event.text()
         if text is None:
             return
+        text = self.shown(text)
         problem = event.is_problem or (isinstance(event, Line) and event.problem)
         if problem:
             print(text, file=self.stderr)
@@ -174,7 +188,7 @@ class JsonOutput(Output):
     def emit(self, event: Event) -> None:
         obj = event.to_json()
         for item in obj if isinstance(obj, list) else (obj,):
-            self.stdout.write(json.dumps(item, default=_json_default) + "\n")
+            self.stdout.write(self.shown(json.dumps(item, default=_json_default)) + "\n")
 
     def note(self, message: str) -> None:
         # Notes are for humans; with --json stderr carries only errors.

@@ -89,7 +89,7 @@ def render(out: Output, tally: Tally, finding: Finding) -> None:
     code, message = classify(finding.exception)
     if out.is_json:
         out.emit(Line(message, kind="error", extra={"path": finding.path, "exitCode": code}))
-    click.echo(f"kafkalog: error: {message}", err=True)
+    click.echo(f"kafkalog: error: {out.shown(message)}", err=True)
 
 
 @click.command()
@@ -109,12 +109,14 @@ def verify(
     2 usage or I/O error.
     """
     with localized_paths(paths, storage_opts) as local:  # a remote segment or partition: a scratch copy
-        _verify(state, tuple(local), no_index_check, json_mode)
+        _verify(state, tuple(local), no_index_check, json_mode, shown_as=dict(zip(local, paths, strict=True)))
 
 
-def _verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool) -> None:
+def _verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool, *,
+            shown_as: dict[str, str] | None = None) -> None:
     state = state or CliState()
     out = make_output(json_mode=json_mode, quiet=state.quiet)
+    out.show_as(shown_as or {})
     tally = Tally()
     plan = plan_paths(paths)
     for finding in plan.errors:

@@ -13,9 +13,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def golden_root() -> Path | None:
-    """The golden folder (``KAFKALOG_GOLDEN``, default ``../shared/golden`` from the repo root), or None."""
+    """The golden folder (``KAFKALOG_GOLDEN``, default ``../shared/golden`` from the repo root), or None.
+
+    Resolved, since the library reports the real paths of what it lists (``../shared`` may be a symlink)."""
     root = Path(os.environ.get("KAFKALOG_GOLDEN", REPO_ROOT.parent / "shared" / "golden"))
-    return root if (root / "README.md").is_file() else None
+    return root.resolve() if (root / "README.md").is_file() else None
 
 
 GOLDEN = golden_root()

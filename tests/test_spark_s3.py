@@ -138,6 +138,20 @@ def test_run_validation_writes_reports_to_s3(spark, s3) -> None:
     assert main([f"s3://{BUCKET}/missing", "--out", out, *opts]) == 2
 
 
+def test_validation_jobs_carry_kafkalog_names_for_the_spark_ui(spark, s3) -> None:
+    """The jobs of a validation run are grouped under ``kafkalog-validate`` (the Spark UI's job group column), and
+    the description is cleared afterwards so the caller's own jobs are not labelled as ours."""
+    from kafkalog.spark.validate import main
+
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup("kafkalog-validate"))
+    opts = [f"--storage-option={k}={v}" for k, v in s3.options.items()]
+    assert main([f"s3://{BUCKET}/logdir/golden-gzip-0", "--out", f"s3://{BUCKET}/reports/ui", *opts]) == 0
+    assert set(tracker.getJobIdsForGroup("kafkalog-validate")) - before
+    assert spark.sparkContext.getLocalProperty("spark.job.description") is None
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None
+
+
 def test_cli_reads_s3_with_aws_environment_variables(s3, tmp_path: Path) -> None:
     """``kafkalog spark validate s3://...`` in a fresh process: endpoint and credentials from AWS_* variables only
     (its own JVM and local workers inherit them)."""

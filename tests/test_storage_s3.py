@@ -285,6 +285,8 @@ def test_cli_verify_of_a_remote_partition_equals_the_local_verify(s3, case: str)
     here = _cli(["verify", "--json", str(local)])
     assert remote.exit_code == here.exit_code == (0 if case.startswith("logdir") else 1), remote.output
     assert _without_paths(remote.output) == _without_paths(here.output)
+    # the report names the objects asked about, never the scratch copy they were read from
+    assert remote.output == here.output.replace(str(local), f"s3://{BUCKET}/{case}")
 
 
 def test_cli_dump_of_a_remote_segment_equals_the_local_dump(s3) -> None:
@@ -294,6 +296,7 @@ def test_cli_dump_of_a_remote_segment_equals_the_local_dump(s3) -> None:
         here = _cli(["dump", "--deep-iteration", str(GOLDEN / "logdir" / f"{rel}{suffix}")])
         assert remote.exit_code == here.exit_code == 0, remote.output
         assert _without_paths(remote.output) == _without_paths(here.output) and len(here.output) > 200
+        assert remote.output == here.output.replace(str(GOLDEN / "logdir"), f"s3://{BUCKET}/logdir")
 
 
 def test_cli_remote_errors_are_one_line_naming_the_object(s3) -> None:

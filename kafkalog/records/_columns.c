@@ -1,8 +1,8 @@
 /* The compiled column builder behind kafkalog.records.read_record_columns (see columns.py and column_builder.py).
  *
  * ColumnBuilder collects records into growable columns (the arrays column_builder.py documents) and hands them
- * to Python in finish() as Blocks (buffer-protocol owners) without a copy. Its hot loop, run(), walks consecutive uncompressed magic 2 batches of a
- * buffer: header, CRC32C (the crc32c package's function, called once per batch), decompression (kafkalog's own
+ * to Python in finish() as Blocks (buffer-protocol owners) without a copy. Its hot loop, run(), walks consecutive
+ * magic 2 batches of a buffer: header, CRC32C (_columns_crc.h), decompression (kafkalog's own
  * decompress, called once per compressed batch), varints, record framing and headers. It only *accepts*: the
  * first batch that is not plainly well formed (other magic, unknown codec, bad CRC, payload that does not inflate,
  * truncated, a record that does not decode exactly as RecordBatch.records() would decode it) ends the run with
@@ -18,7 +18,9 @@
 #include <sys/mman.h>
 #endif
 
+#include "_columns_crc.h"
 #include "_columns_mem.h"
+#include "_columns_wire.h"
 
 enum {
     C_OFFSET, C_TS, C_KOFF, C_KVALID, C_KDATA, C_VOFF, C_VVALID, C_VDATA, C_HOFF, C_HKOFF, C_HKDATA, C_HVOFF,
@@ -39,6 +41,7 @@ static const char *col_names[NCOL] = {
 typedef struct {
     PyObject_HEAD
     Col c[NCOL];
+    Col scratch; /* decompressed records sections, one batch at a time */
     Py_ssize_t n_records;
     Py_ssize_t n_headers;
     long long n_bytes;
@@ -62,101 +65,37 @@ static inline int put_bytes(Col *c, const void *src, Py_ssize_t n) {
         if (put_bytes((col), &v_, sizeof(type)) < 0) return -1; \
     } while (0)
 
-static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
-static inline uint32_t be32(const uint8_t *p) {
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
-}
-static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
-
-/* Unsigned varint of at most maxb bytes read below lim; -1 when it is longer or runs past lim. */
-static inline int rd_uvarint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, int maxb, uint64_t *out) {
-    Py_ssize_t p = *pos;
-    if (p < lim && buf[p] < 0x80) { /* the common one-byte case */
-        *out = buf[p];
-        *pos = p + 1;
-        return 0;
-    }
-    uint64_t r = 0;
-    int shift = 0;
-    for (int i = 0; i < maxb; i++) {
-        if (p >= lim) return -1;
-        uint8_t b = buf[p++];
-        r |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) {
-            *out = r;
-            *pos = p;
-            return 0;
-        }
-        shift += 7;
-    }
-    return -1;
+/* n bytes from src to dst: short strings as one fixed-size copy (inlined moves, no libc call per field) when
+ * `room` bytes are readable at src and writable at dst; what lands past n is overwritten by the next field. */
+static inline void copy_field(char *dst, const uint8_t *src, Py_ssize_t n, Py_ssize_t room) {
+    if (n <= 16 && room >= 16)
+        memcpy(dst, src, 16);
+    else if (n <= 128 && room >= 128)
+        memcpy(dst, src, 128);
+    else
+        memcpy(dst, src, (size_t)n);
 }
 
-/* zig-zag int (5 bytes, masked to 32 bits as Kafka's readVarint) */
-static inline int rd_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, int64_t *out) {
-    uint64_t u;
-    if (rd_uvarint(buf, pos, lim, 5, &u) < 0) return -1;
-    u &= 0xFFFFFFFFu;
-    *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
-    return 0;
-}
-
-/* zig-zag long (10 bytes) */
-static inline int rd_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, int64_t *out) {
-    uint64_t u;
-    if (rd_uvarint(buf, pos, lim, 10, &u) < 0) return -1;
-    *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
-    return 0;
-}
-
-/* Strict UTF-8 as Python's bytes.decode("utf-8"): no overlongs, no surrogates, nothing above U+10FFFF. */
-static int utf8_valid(const uint8_t *s, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF) {
-            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return 0;
-            i += 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            if (i + 2 >= n) return 0;
-            uint8_t c1 = s[i + 1];
-            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
-            if (c == 0xE0 && c1 < 0xA0) return 0; /* overlong */
-            if (c == 0xED && c1 > 0x9F) return 0; /* surrogates */
-            i += 3;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            if (i + 3 >= n) return 0;
-            uint8_t c1 = s[i + 1];
-            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80) return 0;
-            if (c == 0xF0 && c1 < 0x90) return 0;
-            if (c == 0xF4 && c1 > 0x8F) return 0;
-            i += 4;
-        } else {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* A length-prefixed byte string (key, value, header value): n < 0 is null. -2 = decline. */
+/* A length-prefixed byte string (key, value, header value): n < 0 is null. The caller has reserved one entry of
+ * `valid` and `off`; buf[0:buf_end] is readable. -2 = decline. */
 static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim,
-                            long long *nbytes) {
+                            Py_ssize_t buf_end, long long *nbytes) {
     int64_t n;
     if (rd_varint(buf, pos, lim, &n) < 0) return -2;
     if (n < 0) {
-        PUT(valid, uint8_t, 0);
+        valid->p[valid->len++] = 0;
     } else {
         if (n > lim - *pos) return -2;
-        if (put_bytes(data, buf + *pos, (Py_ssize_t)n) < 0) return -1;
+        if (col_reserve(data, (Py_ssize_t)n + 128) < 0) return -1;
+        copy_field(data->p + data->len, buf + *pos, (Py_ssize_t)n, buf_end - *pos);
+        data->len += (Py_ssize_t)n;
         *pos += (Py_ssize_t)n;
         *nbytes += n;
-        PUT(valid, uint8_t, 1);
+        valid->p[valid->len++] = 1;
     }
-    PUT(off, int64_t, data->len);
+    int64_t o = (int64_t)data->len;
+    memcpy(off->p + off->len, &o, 8);
+    off->len += 8;
     return 0;
 }
 
@@ -170,7 +109,10 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
     Py_ssize_t pos = 0;
     int rc = 1;
     if (count < 0 || count > end / 7) goto decline; /* a record takes at least 7 bytes */
-    if (col_reserve(&b->c[C_OFFSET], count * 8) < 0 || col_reserve(&b->c[C_TS], count * 8) < 0) goto fail;
+    /* one reservation per batch for the fixed-size per-record entries, written below without checks */
+    static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
+    for (int k = 0; k < 7; k++)
+        if (col_reserve(&b->c[per_record[k]], count * (k < 5 ? 8 : 1)) < 0) goto fail;
     for (int64_t i = 0; i < count; i++) {
         int64_t size, ts_delta, off_delta, nh;
         if (rd_varint(buf, &pos, end, &size) < 0 || size < 0 || size > end - pos) goto decline;
@@ -178,8 +120,9 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
         pos += 1; /* attributes */
         if (pos > rec_end) goto decline;
         if (rd_varlong(buf, &pos, rec_end, &ts_delta) < 0 || rd_varint(buf, &pos, rec_end, &off_delta) < 0) goto decline;
-        int r = put_field(&b->c[C_KOFF], &b->c[C_KVALID], &b->c[C_KDATA], buf, &pos, rec_end, &b->n_bytes);
-        if (r == 0) r = put_field(&b->c[C_VOFF], &b->c[C_VVALID], &b->c[C_VDATA], buf, &pos, rec_end, &b->n_bytes);
+        int r = put_field(&b->c[C_KOFF], &b->c[C_KVALID], &b->c[C_KDATA], buf, &pos, rec_end, end, &b->n_bytes);
+        if (r == 0)
+            r = put_field(&b->c[C_VOFF], &b->c[C_VVALID], &b->c[C_VDATA], buf, &pos, rec_end, end, &b->n_bytes);
         if (r == -1) goto fail;
         if (r == -2) goto decline;
         if (rd_varint(buf, &pos, rec_end, &nh) < 0 || nh < 0 || nh > rec_end - pos) goto decline;
@@ -191,14 +134,16 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
             pos += (Py_ssize_t)kn;
             if (put_bytes(&b->c[C_HKOFF], &b->c[C_HKDATA].len, 8) < 0) goto fail;
             long long ignored = 0;
-            r = put_field(&b->c[C_HVOFF], &b->c[C_HVVALID], &b->c[C_HVDATA], buf, &pos, rec_end, &ignored);
+            if (col_reserve(&b->c[C_HVOFF], 8) < 0 || col_reserve(&b->c[C_HVVALID], 1) < 0) goto fail;
+            r = put_field(&b->c[C_HVOFF], &b->c[C_HVVALID], &b->c[C_HVDATA], buf, &pos, rec_end, end, &ignored);
             if (r == -1) goto fail;
             if (r == -2) goto decline;
         }
         if (pos != rec_end) goto decline;
         b->n_headers += (Py_ssize_t)nh;
         int64_t hoff = (int64_t)b->n_headers;
-        if (put_bytes(&b->c[C_HOFF], &hoff, 8) < 0) goto fail;
+        memcpy(b->c[C_HOFF].p + b->c[C_HOFF].len, &hoff, 8);
+        b->c[C_HOFF].len += 8;
         int64_t off = (int64_t)(base_offset + (uint64_t)off_delta);
         int64_t ts = has_lat ? lat : (int64_t)(base_ts + (uint64_t)ts_delta);
         memcpy(b->c[C_OFFSET].p + b->c[C_OFFSET].len, &off, 8);
@@ -219,8 +164,9 @@ decline:
     return rc;
 }
 
-/* crc_func(memoryview of p[0:n]) as a uint32 (the crc32c package's function: no copy, one call per batch) */
+/* CRC32C of p[0:n]: in C (SSE4.2), else crc_func(memoryview of p[0:n]) (the crc32c package's, one call a batch) */
 static int call_crc(PyObject *crc_func, const uint8_t *p, Py_ssize_t n, uint32_t *out) {
+    if (crc_compute(p, (size_t)n, out)) return 0;
     PyObject *mv = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
     if (!mv) return -1;
     PyObject *res = PyObject_CallOneArg(crc_func, mv);
@@ -368,18 +314,50 @@ static PyObject *Builder_decode_records(Builder *b, PyObject *args) {
     return PyBool_FromLong(r == 0);
 }
 
-/* The records section of a compressed batch through decompress(codec_id, memoryview) -> bytes, then decoded.
- * Any exception from decompress declines the batch (the Python path raises it with the batch's position). */
+/* The records section of a compressed batch through decompress(codec_id, memoryview, out) -> int | bytes, then
+ * decoded: an int is the length written into out (the builder's scratch buffer, reused batch after batch, so no
+ * output object and no fresh pages per batch), bytes a payload it made instead. Any exception from decompress
+ * declines the batch (the Python path raises it with the batch's position). */
 static int decode_compressed(Builder *b, PyObject *decompress, int codec, const uint8_t *h, Py_ssize_t body_len,
                              int32_t count, uint16_t attrs) {
+    Col *sc = &b->scratch;
+    Py_ssize_t room = body_len < ((Py_ssize_t)2 << 20) ? ((Py_ssize_t)1 << 20) + 32 * body_len : (Py_ssize_t)64 << 20;
+    if (col_reserve(sc, room) < 0) return -1;
     PyObject *mv = PyMemoryView_FromMemory((char *)(h + 61), body_len, PyBUF_READ);
-    if (!mv) return -1;
-    PyObject *payload = PyObject_CallFunction(decompress, "iO", codec, mv);
-    Py_DECREF(mv);
+    PyObject *out = mv ? PyMemoryView_FromMemory(sc->p, sc->cap, PyBUF_WRITE) : NULL;
+    PyObject *payload = out ? PyObject_CallFunction(decompress, "iOO", codec, mv, out) : NULL;
+    Py_XDECREF(mv);
+    if (out) { /* nothing may keep a view of the scratch memory past this call */
+        PyObject *et, *ev, *etb;
+        PyErr_Fetch(&et, &ev, &etb);
+        PyObject *r = PyObject_CallMethod(out, "release", NULL);
+        Py_DECREF(out);
+        if (!r) {
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(etb);
+            Py_XDECREF(payload);
+            return -1;
+        }
+        Py_DECREF(r);
+        PyErr_Restore(et, ev, etb);
+    }
     if (!payload) {
-        if (PyErr_ExceptionMatches(PyExc_MemoryError) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) return -1;
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_MemoryError) ||
+            PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
+            return -1;
         PyErr_Clear();
         return 1;
+    }
+    if (PyLong_Check(payload)) {
+        Py_ssize_t n = PyLong_AsSsize_t(payload);
+        Py_DECREF(payload);
+        if (n < 0 || n > sc->cap) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "decompress: length outside the buffer");
+            return -1;
+        }
+        return decode_records(b, (const uint8_t *)sc->p, n, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
+                              (int64_t)be64(h + 35));
     }
     Py_buffer pv;
     if (PyObject_GetBuffer(payload, &pv, PyBUF_SIMPLE) < 0) {
@@ -394,7 +372,8 @@ static int decode_compressed(Builder *b, PyObject *decompress, int codec, const 
 }
 
 /* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress, hint) -> position of the first batch
- * not taken. decompress(codec_id, memoryview) -> bytes handles codecs 1-4; None leaves compressed batches to Python.
+ * not taken. decompress(codec_id, memoryview, out) -> int | bytes (see decode_compressed) handles codecs 1-4; None
+ * leaves compressed batches to Python.
  * hint: the key/value bytes to reserve (default: end - pos), capped by max_bytes. */
 static PyObject *Builder_run(Builder *b, PyObject *args) {
     Py_buffer view;
@@ -457,6 +436,8 @@ static PyObject *Builder_finish(Builder *b, PyObject *Py_UNUSED(ignored)) {
     PyObject *out = PyDict_New();
     if (!out) return NULL;
     b->finished = 1;
+    mem_release(b->scratch.p, b->scratch.cap); /* to the pool, for the next chunk's builder */
+    b->scratch = (Col){0};
     for (int i = 0; i < NCOL; i++) {
         PyObject *blk = col_to_block(&b->c[i]);
         if (!blk || PyDict_SetItemString(out, col_names[i], blk) < 0) {
@@ -522,6 +503,8 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
         b->c[i].len = b->c[i].cap = 0;
         if (col_grow(&b->c[i], 64) < 0) return -1; /* never NULL: an empty column still has a buffer */
     }
+    mem_release(b->scratch.p, b->scratch.cap);
+    b->scratch = (Col){0};
     b->n_records = b->n_headers = 0;
     b->n_bytes = 0;
     b->finished = 0;
@@ -534,6 +517,7 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
 
 static void Builder_dealloc(Builder *b) {
     for (int i = 0; i < NCOL; i++) mem_release(b->c[i].p, b->c[i].cap);
+    mem_release(b->scratch.p, b->scratch.cap);
     Py_TYPE(b)->tp_free((PyObject *)b);
 }
 
@@ -573,6 +557,7 @@ static PyTypeObject BuilderType = {
 static PyMethodDef module_methods[] = {
     {"walk_chain", walk_chain, METH_VARARGS,
      "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, pos): the length-chain walk of scan.py in C"},
+    CRC_METHODS
     {NULL, NULL, 0, NULL},
 };
 
@@ -583,6 +568,7 @@ static struct PyModuleDef columns_module = {
 
 PyMODINIT_FUNC PyInit__columns(void) {
     if (PyType_Ready(&BuilderType) < 0 || PyType_Ready(&BlockType) < 0) return NULL;
+    crc_init();
     if (PyDict_SetItemString(BuilderType.tp_dict, "compiled", Py_True) < 0) return NULL;
     PyType_Modified(&BuilderType);
     PyObject *m = PyModule_Create(&columns_module);

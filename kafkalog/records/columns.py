@@ -29,7 +29,7 @@ from crc32c import crc32c
 from ..errors import CorruptRecordError, InvalidArgumentError
 from .batch import RecordBatch
 from .column_builder import BATCH_FIELDS, PyColumnBuilder
-from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress
+from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress, decompress_into
 from .native import available as compiled_available
 from .native import compiled as _compiled
 from .reader import BatchReader, SourceReader, open_source
@@ -272,9 +272,12 @@ class RecordColumnReader(SourceReader):
         yield self._finish(builder, chunk_start)
 
 
-def _decompress_payload(codec_id: int, body: memoryview) -> bytes:
-    """What ``RecordBatch.records_payload`` does for a compressed batch, for the compiled walker to call."""
-    return decompress(_CODECS[codec_id], body, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE)
+def _decompress_payload(codec_id: int, body: memoryview, out: memoryview) -> int | bytes:
+    """What ``RecordBatch.records_payload`` does for a compressed batch, for the compiled walker to call: written
+    into ``out`` (its reused buffer) when the codec allows, else returned."""
+    codec = _CODECS[codec_id]
+    n = decompress_into(codec, body, out, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE)
+    return decompress(codec, body, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE) if n is None else n
 
 
 def _add_batch(builder, batch, fast: bool) -> None:

@@ -14,14 +14,16 @@ Every decoder takes ``max_size``: output beyond it is a ``CorruptRecordError`` a
 from __future__ import annotations
 
 import enum
+import functools
 import struct
 import zlib
+from collections.abc import Iterator
 
 import cramjam
 
 from ..errors import CorruptRecordError, UnsupportedCompressionError
 
-__all__ = ["CompressionType", "compress", "decompress", "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxh32"]
+__all__ = ["CompressionType", "compress", "decompress", "decompress_into", "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxh32"]
 
 #: Default cap for one batch's decompressed records section. Kafka's own limit on a batch is
 #: ``message.max.bytes`` for the compressed size; 256 MiB of records is beyond anything a broker accepts.
@@ -215,7 +217,14 @@ def _lz4_compress(data: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_decompress(data: bytes | memoryview, max_size: int, ignore_header_checksum: bool) -> bytes:
+@functools.lru_cache(maxsize=64)
+def _lz4_header_checksum(descriptor: bytes) -> int:
+    """The HC byte of a frame descriptor: producers repeat a handful of descriptors, and xxh32 here is Python."""
+    return (xxh32(descriptor) >> 8) & 0xFF
+
+
+def _lz4_blocks(data: bytes | memoryview, ignore_header_checksum: bool) -> Iterator[tuple[memoryview, bool, int]]:
+    """The blocks of an lz4 frame as (bytes, stored uncompressed, the frame's block size), checked as they come."""
     mv = memoryview(data)
     end = len(mv)
     if end < 7:
@@ -238,13 +247,9 @@ def _lz4_decompress(data: bytes | memoryview, max_size: int, ignore_header_check
     if pos >= end:
         raise CorruptRecordError("lz4 frame header is truncated")
     if not ignore_header_checksum:
-        hc = (xxh32(bytes(mv[4:pos])) >> 8) & 0xFF
-        if mv[pos] != hc:
+        if mv[pos] != _lz4_header_checksum(bytes(mv[4:pos])):
             raise CorruptRecordError("lz4 frame descriptor checksum mismatch")
     pos += 1
-    out: list[bytes] = []
-    total = 0
-    scratch = bytearray(min(block_max, max_size + 1))
     while True:
         if pos + 4 > end:
             raise CorruptRecordError("lz4 frame is truncated")
@@ -256,7 +261,7 @@ def _lz4_decompress(data: bytes | memoryview, max_size: int, ignore_header_check
                     raise CorruptRecordError("lz4 content checksum is truncated")
                 # Content checksum needs xxh32 over the output; pure Python would dominate the cost, and the
                 # batch CRC already protects these bytes. Kafka's own writer never sets this flag.
-            break
+            return
         n = word & 0x7FFFFFFF
         if n > block_max or pos + n > end:
             raise CorruptRecordError(f"lz4 block of {n} bytes does not fit (max {block_max})")
@@ -266,19 +271,50 @@ def _lz4_decompress(data: bytes | memoryview, max_size: int, ignore_header_check
             if pos + 4 > end:
                 raise CorruptRecordError("lz4 block checksum is truncated")
             pos += 4
-        if word & _LZ4_UNCOMPRESSED:
+        yield block, bool(word & _LZ4_UNCOMPRESSED), block_max
+
+
+def _lz4_block_into(block: memoryview, out: bytearray | memoryview) -> int:
+    try:
+        return cramjam.lz4.decompress_block_into(block, out)
+    except Exception as exc:
+        raise CorruptRecordError(f"corrupt lz4 block: {exc}") from None
+
+
+def _lz4_decompress(data: bytes | memoryview, max_size: int, ignore_header_checksum: bool) -> bytes:
+    out: list[bytes] = []
+    total = 0
+    scratch = None
+    for block, stored, block_max in _lz4_blocks(data, ignore_header_checksum):
+        if stored:
             chunk = bytes(block)
         else:
-            try:
-                k = cramjam.lz4.decompress_block_into(block, scratch)
-            except Exception as exc:
-                raise CorruptRecordError(f"corrupt lz4 block: {exc}") from None
-            chunk = bytes(scratch[:k])
+            if scratch is None:
+                scratch = bytearray(min(block_max, max_size + 1))
+            chunk = bytes(scratch[: _lz4_block_into(block, scratch)])
         total += len(chunk)
         if total > max_size:
             raise CorruptRecordError(f"lz4 payload expands beyond {max_size} bytes")
         out.append(chunk)
     return b"".join(out)
+
+
+def _lz4_decompress_into(data: bytes | memoryview, out: memoryview, max_size: int) -> int | None:
+    """``_lz4_decompress`` (Kafka's v2 rules: header checksum checked) written into ``out``; None if it may not
+    fit. Each block gets the room ``_lz4_decompress`` gives it, so the same blocks succeed and fail."""
+    total = 0
+    for block, stored, block_max in _lz4_blocks(data, False):
+        room = len(block) if stored else min(block_max, max_size + 1)
+        if total + room > len(out):
+            return None
+        if stored:
+            out[total : total + room] = block
+            total += room
+        else:
+            total += _lz4_block_into(block, out[total : total + room])
+        if total > max_size:
+            raise CorruptRecordError(f"lz4 payload expands beyond {max_size} bytes")
+    return total
 
 
 # --- zstd ---------------------------------------------------------------------------------------------------------
@@ -382,6 +418,20 @@ def _zstd_decompress(data: bytes | memoryview, max_size: int) -> bytes:
         return bytes(out)
 
 
+def _zstd_decompress_into(data: bytes | memoryview, out: memoryview, max_size: int) -> int | None:
+    """``_zstd_decompress`` written into ``out``: decoded into exactly the room its last attempt has (the header
+    bound, capped by ``max_size``), so it succeeds on the same payloads. None if ``out`` is smaller than that room
+    or the payload does not decode (the caller then asks ``decompress``, which raises the precise error)."""
+    mv = memoryview(data)
+    bound = min(_zstd_bound(mv), max_size)
+    if bound > len(out):
+        return None
+    try:
+        return cramjam.zstd.decompress_into(mv, out[:bound])
+    except Exception:  # noqa: BLE001 -- decompress() gives the error its message
+        return None
+
+
 # --- entry points -------------------------------------------------------------------------------------------------
 
 
@@ -423,3 +473,17 @@ def decompress(
     if codec is CompressionType.LZ4:
         return _lz4_decompress(data, max_size, ignore_lz4_header_checksum)
     return _zstd_decompress(data, max_size)
+
+
+def decompress_into(codec: CompressionType | int, data: bytes | bytearray | memoryview, out: bytearray | memoryview,
+                    *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> int | None:  # fmt: skip
+    """Decompress a v2 records section into the front of ``out`` and return its length, sparing ``decompress``'s
+    new output object per batch (the columnar decoder reuses one buffer). None when this codec has no such path
+    (none, gzip, snappy), ``out`` may be too small, or (zstd) the payload does not decode: then ``decompress``
+    gives the answer. Whatever length is returned, the bytes are ``decompress``'s."""
+    codec = CompressionType.from_id(int(codec))
+    if codec is CompressionType.LZ4:
+        return _lz4_decompress_into(data, memoryview(out), max_size)
+    if codec is CompressionType.ZSTD:
+        return _zstd_decompress_into(data, memoryview(out), max_size)
+    return None

@@ -246,6 +246,7 @@ def run_validation(
         return 2
     finally:
         sc.setJobDescription(None)
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # PySpark has no clearJobGroup
         if not had_session:
             spark.stop()
 
