@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.errors import InvalidArgumentError
-from kafkalog.names import LOST_DIRECTORY_ID, MIGRATING_DIRECTORY_ID, UNASSIGNED_DIRECTORY_ID, TopicPartition
+from kafkalog.manager.registry import LogRegistry
+from kafkalog.names import (
+    LOST_DIRECTORY_ID,
+    MIGRATING_DIRECTORY_ID,
+    UNASSIGNED_DIRECTORY_ID,
+    TopicPartition,
+    base64url_to_uuid_bytes,
+    parse_partition_dir,
+)
 
 __all__ = [
     "AssignmentMismatch",
@@ -180,19 +188,17 @@ def compare_assignments(dirs: Iterable[DirState], expected: Mapping[TopicPartiti
     return out
 
 
-def dir_states_of(manager: Any) -> list[DirState]:
-    """The :class:`DirState` of each of a running LogManager's dirs (offline dirs list the partitions they held)."""
-    states = []
-    for path in manager.log_dirs:
-        d = manager._dir(path)
-        states.append(DirState(path, d.directory_id, d.online))
+def dir_states_of(registry: LogRegistry, offline: Mapping[str, Iterable[TopicPartition]]) -> list[DirState]:
+    """The :class:`DirState` of each dir of a registry; ``offline`` (``LogManager.offline_partitions()``) adds the
+    partitions each offline dir held."""
+    states = [DirState(d.path, d.directory_id, d.online) for d in registry.dirs.values()]
     by_path = {s.path: s for s in states}
-    with manager._state_lock:
-        for e in manager._logs.values():
+    with registry.lock:
+        for e in registry.current.values():
             by_path[e.dir.path].current.add(e.key)
-        for e in manager._future_logs.values():
+        for e in registry.future.values():
             by_path[e.dir.path].future.add(e.key)
-    for path, parts in manager.offline_partitions().items():
+    for path, parts in offline.items():
         by_path[path].current.update(parts)
     return states
 
@@ -203,8 +209,6 @@ def parse_expected(doc: Any) -> dict[TopicPartition, str]:
 
     Raises InvalidArgumentError (a ValueError) for a malformed document or directory id, and
     InvalidPartitionDirError (a ValueError) for a key that is not a ``<topic>-<partition>`` name."""
-    from kafkalog.names import base64url_to_uuid_bytes, parse_partition_dir
-
     if isinstance(doc, dict) and "partitions" in doc and isinstance(doc["partitions"], list):
         doc = doc["partitions"]
     out: dict[TopicPartition, str] = {}

@@ -1,0 +1,312 @@
+"""Opening the log dirs and loading every partition dir at startup (Kafka's ``LogManager.loadLogs``).
+
+Before loading, every dir is created or validated, locked, and all dirs agree on one ``meta.properties``.
+Per dir: read and delete the clean-shutdown marker (a crash while loading must count as unclean), read the offset
+checkpoints tolerantly, list the partition dirs, then load them on a pool of ``num.recovery.threads.per.data.dir``
+threads, all dirs at once. An ``OSError`` takes only its dir offline (through the failure funnel); any other
+failure aborts startup, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from kafkalog.checkpoint.clean_shutdown import CleanShutdownFile
+from kafkalog.checkpoint.offset_checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    read_offset_checkpoint,
+)
+from kafkalog.cpu_gate import CpuGate
+from kafkalog.errors import CorruptCheckpointError, InconsistentMetadataError, InvalidPartitionDirError, io_cause
+from kafkalog.log.log import Log
+from kafkalog.manager.broker_config import BrokerConfig
+from kafkalog.manager.log_dir import LogDir, reconcile_meta_properties, write_meta
+from kafkalog.manager.registry import LogEntry, LogRegistry
+from kafkalog.manager.sanity_checker import SanityChecker, release_segment
+from kafkalog.names import TopicPartition, TopicPartitionDir, parse_partition_dir
+
+__all__ = ["DirLoad", "DirLoader", "LoadProgress", "OpenLog"]
+
+# The manager's one logger: operators configure it by that name.
+_log = logging.getLogger("kafkalog.manager.log_manager")
+
+#: ``open_log(path, key, dir, *, clean, recovery_point, log_start_offset)``: the manager's way to open a log.
+OpenLog = Callable[..., Log]
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """Startup progress of one dir, sent after each partition it loads (Kafka's remainingLogsToRecover /
+    remainingSegmentsToRecover). ``segments_*`` count ``.log`` files; they are 0 unless a progress callback was
+    given (counting lists every partition dir once more)."""
+
+    log_dir: str
+    partitions_total: int
+    partitions_remaining: int
+    segments_total: int
+    segments_remaining: int
+    partition: TopicPartition | None = None
+
+
+@dataclass
+class DirLoad:
+    """Startup state of one dir (checkpoints read, counters for progress)."""
+
+    recovery_points: dict[TopicPartition, int] = field(default_factory=dict)
+    log_start_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    partitions_total: int = 0
+    partitions_remaining: int = 0
+    segments_total: int = 0
+    segments_remaining: int = 0
+    failed: bool = False
+    listed: list[TopicPartition] = field(default_factory=list)
+
+
+def segment_count(path: str) -> int:
+    try:
+        with os.scandir(path) as it:
+            return sum(1 for e in it if e.name.endswith(".log"))
+    except OSError:
+        return 0
+
+
+def read_checkpoint_tolerantly(d: LogDir, name: str) -> dict[TopicPartition, int]:
+    """Kafka reads checkpoints tolerantly: a malformed file is a warning and counts as empty (offset 0)."""
+    path = os.path.join(d.path, name)
+    try:
+        return read_offset_checkpoint(path)
+    except FileNotFoundError:
+        return {}
+    except CorruptCheckpointError as e:
+        _log.warning("error reading %s, resetting its offsets to 0: %s", path, e)
+        return {}
+
+
+class DirLoader:
+    """Loads the live dirs of a registry into it; ``load`` keeps each dir's :class:`DirLoad` for the metrics and
+    for the offline handler (the partitions a dir listed before it failed)."""
+
+    def __init__(
+        self,
+        registry: LogRegistry,
+        config: BrokerConfig,
+        load: dict[str, DirLoad],
+        *,
+        checker: SanityChecker,
+        recovery_gate: CpuGate,
+        open_log: OpenLog,
+        adopt_log: Callable[[Log], Log],
+        report_or_raise: Callable[[str, BaseException, str], None],
+        process_failures: Callable[..., None],
+        has_offline_dir: Callable[[str], bool],
+        clock: Callable[[], int],
+        progress: Callable[[LoadProgress], None] | None,
+    ) -> None:
+        self._reg = registry
+        self._config = config
+        self._checker = checker
+        self._gate = recovery_gate
+        self._open_log = open_log
+        self._adopt_log = adopt_log
+        self._report_or_raise = report_or_raise
+        self._process_failures = process_failures
+        self._has_offline_dir = has_offline_dir
+        self._clock = clock
+        self._progress = progress
+        self.load = load
+
+    def open_dirs(self, *, cluster_id: str | None, node_id: int | None) -> None:
+        """Kafka's ``createAndValidateLogDirs`` and ``lockLogDirs``, then one ``meta.properties`` for all dirs. A dir
+        failing with an OSError goes offline after each phase; no live dir left raises NoLiveLogDirsError."""
+        dirs = self._reg.dirs
+        for d in dirs.values():
+            try:
+                d.ensure_exists()
+            except OSError as e:
+                self._report_or_raise(d.path, e, "failed to create or validate data directory")
+        self._process_failures(raise_if_none_live=True)
+
+        for d in self._reg.live_dirs():
+            try:
+                d.take_lock()
+            except OSError as e:  # LogDirLockedError is not an OSError: it propagates
+                self._report_or_raise(d.path, e, "failed to lock the log dir")
+        self._process_failures(raise_if_none_live=True)
+
+        found = {}
+        for d in self._reg.live_dirs():
+            try:
+                found[d.path] = d.read_meta()
+            except OSError as e:
+                self._report_or_raise(d.path, e, "failed to read meta.properties")
+        self._process_failures(raise_if_none_live=True)
+        wanted = reconcile_meta_properties(
+            {p: m for p, m in found.items() if dirs[p].online}, cluster_id=cluster_id, node_id=node_id,
+        )
+        for p, meta in wanted.items():
+            d = dirs[p]
+            if found.get(p) != meta:
+                try:
+                    write_meta(d, meta)
+                except OSError as e:
+                    self._report_or_raise(p, e, "failed to write meta.properties")
+            else:
+                d.meta = meta
+        self._process_failures(raise_if_none_live=True)
+
+    def load_logs(self) -> None:
+        """Kafka's ``loadLogs``: marker, checkpoints and a pool of recovery threads per dir, all dirs at once."""
+        jobs: list[tuple[LogDir, Future[None]]] = []
+        pools: list[ThreadPoolExecutor] = []
+        errors: list[BaseException] = []
+        try:
+            for d in self._reg.live_dirs():
+                try:
+                    names = self._prepare_dir(d)
+                except OSError as e:
+                    self._report_or_raise(d.path, e, "failed to read the log dir at startup")
+                    self.load.setdefault(d.path, DirLoad()).failed = True
+                    continue
+                pool = ThreadPoolExecutor(
+                    max_workers=self._config.num_recovery_threads_per_data_dir,
+                    thread_name_prefix=f"kafkalog-recovery-{os.path.basename(d.path)}",
+                )
+                pools.append(pool)
+                for name in names:
+                    jobs.append((d, pool.submit(self._load_one, d, name)))
+            for _d, fut in jobs:
+                try:
+                    fut.result()
+                except BaseException as e:  # non-I/O failures abort startup, as in Kafka
+                    errors.append(e)
+        finally:
+            for pool in pools:
+                pool.shutdown(wait=True)
+        if errors:
+            raise errors[0]
+        for d in self._reg.live_dirs():
+            ld = self.load.get(d.path)
+            d.loaded_fully = d.online and ld is not None and not ld.failed
+
+    def _prepare_dir(self, d: LogDir) -> list[str]:
+        """Read + delete the marker, read checkpoints, list the partition dirs (OSError: the dir goes offline)."""
+        ld = self.load.setdefault(d.path, DirLoad())
+        marker = CleanShutdownFile(d.path)
+        d.had_clean_shutdown = marker.exists()
+        if d.had_clean_shutdown:
+            marker.read_state()  # logs a warning for an unreadable marker; existence alone decides
+            marker.delete()  # before loading: a crash while loading must count as unclean
+        ld.recovery_points = read_checkpoint_tolerantly(d, RECOVERY_POINT_CHECKPOINT)
+        ld.log_start_offsets = read_checkpoint_tolerantly(d, LOG_START_OFFSET_CHECKPOINT)
+        names = []
+        with os.scandir(d.path) as it:
+            for entry in it:
+                if not entry.is_dir(follow_symlinks=False):
+                    if entry.is_symlink() and entry.is_dir():
+                        # never followed: it may point outside the log dir (path safety), but say so
+                        _log.error("refusing %s: a partition directory must not be a symlink (points to %s)",
+                                   entry.path, os.path.realpath(entry.path))
+                    continue
+                try:
+                    parsed = parse_partition_dir(entry.name)
+                except InvalidPartitionDirError:
+                    _log.warning("skipping %s: not a partition directory", entry.path)
+                    continue
+                names.append(entry.name)
+                if parsed.kind == "":
+                    ld.listed.append((parsed.topic, parsed.partition))
+        names.sort()
+        ld.partitions_total = ld.partitions_remaining = len(names)
+        if self._progress is not None:
+            ld.segments_total = ld.segments_remaining = sum(segment_count(os.path.join(d.path, n)) for n in names)
+            self._notify_progress(d, ld, None)
+        return names
+
+    def _notify_progress(self, d: LogDir, ld: DirLoad, key: TopicPartition | None) -> None:
+        if self._progress is None:
+            return
+        try:
+            self._progress(
+                LoadProgress(d.path, ld.partitions_total, ld.partitions_remaining, ld.segments_total,
+                             ld.segments_remaining, key)
+            )
+        except Exception:
+            _log.exception("progress callback failed")
+
+    def _load_one(self, d: LogDir, name: str) -> None:
+        """One partition dir (runs on the dir's recovery pool)."""
+        ld = self.load[d.path]
+        path = os.path.join(d.path, name)
+        parsed = parse_partition_dir(name)
+        key = (parsed.topic, parsed.partition)
+        segments = segment_count(path) if self._progress is not None else 0
+        try:
+            with self._gate.held():
+                self._load_partition(d, ld, path, parsed, key)
+        finally:
+            with self._reg.lock:
+                ld.partitions_remaining -= 1
+                ld.segments_remaining = max(0, ld.segments_remaining - segments)
+            self._notify_progress(d, ld, key)
+
+    def _load_partition(self, d: LogDir, ld: DirLoad, path: str, parsed: TopicPartitionDir,
+                        key: TopicPartition) -> None:
+        reg = self._reg
+        try:
+            if not d.online or self._has_offline_dir(d.path):
+                return
+            if parsed.kind == "delete":
+                reg.queue_delete(d.path, path)
+                return
+            if parsed.kind == "stray":
+                _log.warning("stray partition dir %s left in place (not assigned to this node)", path)
+                with reg.lock:
+                    d.stray_dirs.append(path)
+                return
+            log = self._open_log(path, key, d, clean=d.had_clean_shutdown,
+                                 recovery_point=ld.recovery_points.get(key, 0),
+                                 log_start_offset=ld.log_start_offsets.get(key))
+            entry = LogEntry(key, log, d, is_future=parsed.kind == "future", last_flush_ms=self._clock())
+            self._adopt_log(log)
+            try:
+                # Lazy checking (KIP-263) is only for a clean shutdown: after a crash everything is checked.
+                # A future log (a move in progress) shares its key with the current log; the mover registers it
+                # when it is promoted, so only current logs are registered here.
+                if not entry.is_future:
+                    self._checker.register(key, log, entry.lock,
+                                           check_all=self._config.sanity_check_all_logs or not d.had_clean_shutdown,
+                                           rebuilt=log.recovered_at_load)
+            except BaseException:
+                entry.close_handles()
+                raise
+            # Recovery may have opened every segment; closed segments reopen lazily, so hand the descriptors
+            # back now (thousands of partitions x segments x 3 files would otherwise exhaust the fd limit). The
+            # active segment too, untrimmed: it reopens with its entries and room on the first append or read.
+            for seg in log.segments.inactive():
+                release_segment(seg)
+            active = log.segments.last
+            if active is not None:
+                active.suspend()
+            with reg.lock:
+                target = reg.future if entry.is_future else reg.current
+                previous = target.get(key)
+                if previous is not None:
+                    entry.close_handles()
+                    raise InconsistentMetadataError(
+                        f"duplicate log directories for {key[0]}-{key[1]}: {path} and {previous.log.dir}; a dir "
+                        "probably failed while a replica was being moved. Delete the copy in the dir known to "
+                        "have failed recently."
+                    )
+                target[key] = entry
+        except BaseException as e:
+            cause = io_cause(e)
+            if cause is None:
+                ld.failed = True
+                raise
+            ld.failed = True
+            self._report_or_raise(d.path, cause, f"error loading {path}")
