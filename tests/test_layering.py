@@ -15,21 +15,21 @@ from kafkalog.segment import LogSegment
 PKG = Path(__file__).resolve().parents[1] / "kafkalog"
 
 
-def _modules() -> dict[str, Path | None]:
+def _modules(pkg: Path) -> dict[str, Path | None]:
     mods: dict[str, Path | None] = {}
-    for f in PKG.rglob("*.py"):
-        parts = list(f.relative_to(PKG.parent).with_suffix("").parts)
+    for f in pkg.rglob("*.py"):
+        parts = list(f.relative_to(pkg.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         mods[".".join(parts)] = f
-    for f in PKG.rglob("*.c"):  # compiled extensions are leaves
-        mods.setdefault(".".join(f.relative_to(PKG.parent).with_suffix("").parts), None)
+    for f in pkg.rglob("*.c"):  # compiled extensions are leaves
+        mods.setdefault(".".join(f.relative_to(pkg.parent).with_suffix("").parts), None)
     return mods
 
 
-def _graph() -> tuple[dict[str, set[str]], set[tuple[str, str]]]:
+def _graph(pkg: Path = PKG) -> tuple[dict[str, set[str]], set[tuple[str, str]]]:
     """Module -> kafkalog modules it imports; and the (module, target) pairs imported inside a function."""
-    mods = _modules()
+    mods = _modules(pkg)
 
     def resolve(name: str) -> str | None:
         while name and name not in mods:
@@ -81,12 +81,17 @@ def _reaches(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def test_no_import_cycles_outside_the_manager() -> None:
-    """No module below the manager reaches itself through imports (the manager package is being split apart
-    separately; its own cycle is the one left)."""
+def test_no_import_cycles() -> None:
+    """No module of kafkalog reaches itself through imports."""
     graph, _ = _graph()
-    cyclic = sorted(m for m in graph if m in _reaches(graph, m) and not m.startswith("kafkalog.manager"))
-    assert cyclic == []
+    assert "kafkalog.manager.registry" in graph["kafkalog.manager.replica_mover"]
+    assert sorted(m for m in graph if m in _reaches(graph, m)) == []
+
+
+def test_the_mover_does_not_import_the_manager() -> None:
+    """Manager and mover share state only through ``manager/registry.py`` and the ``MoverHost`` protocol."""
+    graph, _ = _graph()
+    assert "kafkalog.manager.log_manager" not in _reaches(graph, "kafkalog.manager.replica_mover")
 
 
 def test_segment_and_index_layers_do_not_import_the_log_layer() -> None:
@@ -98,10 +103,21 @@ def test_segment_and_index_layers_do_not_import_the_log_layer() -> None:
         assert above == set(), mod
 
 
-def test_segment_index_and_log_layers_import_at_module_top() -> None:
+def test_segment_index_log_and_manager_layers_import_at_module_top() -> None:
     _, inner = _graph()
-    ours = sorted((m, t) for m, t in inner if m.startswith(("kafkalog.segment", "kafkalog.index", "kafkalog.log")))
-    assert ours == []
+    layers = ("kafkalog.segment", "kafkalog.index", "kafkalog.log", "kafkalog.manager")
+    assert sorted((m, t) for m, t in inner if m.startswith(layers)) == []
+
+
+def test_the_check_sees_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:
+    """The checker itself: a two-module cycle whose second edge is an import inside a function is found."""
+    pkg = tmp_path / "kafkalog"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("import kafkalog.b\n")
+    (pkg / "b.py").write_text("def f():\n    from kafkalog import a\n")
+    graph, inner = _graph(pkg)
+    assert inner == {("kafkalog.b", "kafkalog.a")}
+    assert sorted(m for m in graph if m in _reaches(graph, m)) == ["kafkalog.a", "kafkalog.b"]
 
 
 def _segment_with_batches(tmp_path: Path) -> LogSegment:
