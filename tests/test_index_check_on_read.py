@@ -137,3 +137,26 @@ def test_the_datasource_lookup_uses_indexes_only_after_their_check(tmp_path: Pat
     assert checked_start_position(log_o, seg_o["baseOffset"], target) == (0, target)
     assert checked_start_position(log_t, seg_t["baseOffset"], 0, ts) == (0, seg_t["baseOffset"])
     assert _expected(manifest, ts) >= seg_t["baseOffset"]
+
+
+def test_checked_range_bounds_and_the_remote_form(tmp_path: Path) -> None:
+    """``checked_range``: the end position is that of the entry after the first one above the upper bound (that
+    entry's batch ends above the bound, so the next entry's batch holds nothing wanted), and the
+    remote form (index files alone, ``log_size`` given, Kafka's sanity checks) answers as the strict form does
+    on good indexes; with no ``.log`` beside them the strict form falls back to the whole file."""
+    from kafkalog.log.index_check import checked_range
+
+    d, manifest, _config = _setup(tmp_path)
+    seg = manifest["segments"][2]
+    entries = seg["offsetIndex"]["entries"]
+    assert len(entries) >= 3
+    log = str(d / f"{seg['baseOffset']:020d}.log")
+    size = Path(log).stat().st_size
+    lo, hi = entries[0]["offset"], entries[0]["offset"]  # the bound is the first entry's offset
+    strict = checked_range(log, seg["baseOffset"], lo + 1, hi)
+    assert strict[1] == lo + 1 and strict[2] == entries[2]["position"] <= size
+    remote = checked_range(log, seg["baseOffset"], lo + 1, hi, log_size=size)
+    assert remote == strict
+    Path(log).rename(log + ".away")  # a remote segment: its index files were fetched alone
+    assert checked_range(log, seg["baseOffset"], lo + 1, hi, log_size=size) == strict
+    assert checked_range(log, seg["baseOffset"], lo + 1, hi) == (0, lo + 1, -1)

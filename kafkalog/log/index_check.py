@@ -57,27 +57,37 @@ def checked_start_position(log_path: str, base_offset: int, offset_lo: int, ts_l
 
 
 def checked_range(log_path: str, base_offset: int, offset_lo: int, offset_hi: int | None = None, *,
-                  ts_lo: int = LONG_MIN) -> tuple[int, int, int]:
+                  ts_lo: int = LONG_MIN, log_size: int | None = None) -> tuple[int, int, int]:
     """(start position, first offset wanted, end position) of the bytes of one segment file a reader wanting offsets
     in [``offset_lo``, ``offset_hi``] and timestamps >= ``ts_lo`` must read, found with the ``.timeindex`` and
     ``.index`` beside ``log_path`` only after they passed the strict checks against the ``.log``'s batch headers
     (the checks ``check_segment`` runs). Read-only: an archive is never written to. An index missing or failing
-    its check is not used and the answer is the whole file, which is always right (the reader filters by offset)."""
+    its check is not used and the answer is the whole file, which is always right (the reader filters by offset).
+
+    ``log_size`` given means the ``.log`` is not beside the indexes (a remote object whose index files were fetched
+    alone, so that only a range of the ``.log`` is read): the indexes then pass Kafka's own sanity checks only,
+    since the strict check needs every batch header of the ``.log``."""
     start_offset = max(offset_lo, base_offset)
-    whole = (0, start_offset, _size(log_path))
+    whole = (0, start_offset, _size(log_path) if log_size is None else log_size)
     stem = log_path[: -len(".log")]
     use_time = ts_lo > LONG_MIN and _size(stem + ".timeindex") > 0
     use_offsets = (start_offset > base_offset or offset_hi is not None) and _size(stem + ".index") > 0
     if not use_time and not use_offsets:
         return whole
     try:
-        starts, lasts, max_ts, size = _batch_columns(log_path)
-        whole = (0, start_offset, size)
-        next_offset = int(lasts[-1]) + 1 if len(lasts) else base_offset
+        if log_size is None:
+            starts, lasts, max_ts, size = _batch_columns(log_path)
+            whole = (0, start_offset, size)
+            next_offset = int(lasts[-1]) + 1 if len(lasts) else base_offset
+        else:
+            size = log_size
         if use_time:
             tidx = TimeIndex(stem + ".timeindex", base_offset, writable=False)
             try:
-                tidx.strict_check(next_offset=next_offset, batch_last_offsets=lasts, batch_max_timestamps=max_ts)
+                if log_size is None:
+                    tidx.strict_check(next_offset=next_offset, batch_last_offsets=lasts, batch_max_timestamps=max_ts)
+                else:
+                    tidx.sanity_check()
                 start_offset = max(start_offset, int(tidx.lookup(ts_lo)[1]))
             finally:
                 tidx.close()
@@ -85,7 +95,10 @@ def checked_range(log_path: str, base_offset: int, offset_lo: int, offset_hi: in
             return 0, start_offset, size
         oidx = OffsetIndex(stem + ".index", base_offset, writable=False)
         try:
-            oidx.strict_check(size, batch_starts=starts, batch_last_offsets=lasts)
+            if log_size is None:
+                oidx.strict_check(size, batch_starts=starts, batch_last_offsets=lasts)
+            else:
+                oidx.sanity_check()
             position = int(oidx.lookup(start_offset)[1]) if start_offset > base_offset else 0
             end = size
             if offset_hi is not None:

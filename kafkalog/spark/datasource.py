@@ -41,7 +41,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import numpy as np
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -59,7 +58,7 @@ from pyspark.sql.types import StructType
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import KafkaLogError
-from kafkalog.index import OffsetIndex, TimeIndex, TransactionIndex
+from kafkalog.index import TransactionIndex
 from kafkalog.log.index_check import checked_range
 from kafkalog.spark.scan import SCHEMA, ScanMetrics, ScanSpec, scan_range
 
@@ -309,65 +308,6 @@ def _indexes_of(item: SegmentItem, options: dict[str, str]) -> Iterator[SegmentI
         yield storage.stage_segment(item, root, options, with_log=False)
 
 
-def _start_position(item: SegmentItem, offset_lo: int, ts_lo: int) -> tuple[int, int]:
-    """(file position to start at, offset to start from) of a REMOTE segment given the lower bounds, via its
-    staged index files (Kafka's lookups: ``TimeIndex.lookup`` then ``OffsetIndex.lookup``) after Kafka's index
-    sanity check. The strict check against the ``.log`` (:func:`kafkalog.log.index_check.checked_range`, used for
-    local segments) would need the whole object, which is what pushdown avoids fetching.
-
-    Missing or unusable indexes just mean starting at 0.
-    """
-    start_offset = max(offset_lo, item.base_offset)
-    if ts_lo > -(1 << 63) and item.timeindex_size > 0:
-        try:
-            tidx = TimeIndex(item.sibling(".timeindex"), item.base_offset, writable=False)
-            try:
-                tidx.sanity_check()
-                _, ts_offset = tidx.lookup(ts_lo)
-            finally:
-                tidx.close()
-            start_offset = max(start_offset, int(ts_offset))
-        except (KafkaLogError, OSError, ImportError):
-            pass
-    if start_offset <= item.base_offset or item.index_size <= 0:
-        return 0, start_offset
-    try:
-        oidx = OffsetIndex(item.sibling(".index"), item.base_offset, writable=False)
-        try:
-            oidx.sanity_check()
-            _, position = oidx.lookup(start_offset)
-        finally:
-            oidx.close()
-    except (KafkaLogError, OSError):
-        return 0, start_offset
-    position = int(position)
-    return (position if 0 <= position < item.size_bytes else 0), start_offset
-
-
-def _end_position(item: SegmentItem, offset_hi: int) -> int:
-    """A file position no batch holding an offset <= ``offset_hi`` lies beyond (the segment size when unknown).
-
-    An ``.index`` entry (o, p) says the batch at p ends at offset o; so the entry after the first one with
-    o > offset_hi starts a batch whose offsets are all above the bound.
-    """
-    if offset_hi >= _NO_UPPER or item.index_size <= 0:
-        return item.size_bytes
-    try:
-        oidx = OffsetIndex(item.sibling(".index"), item.base_offset, writable=False)
-        try:
-            oidx.sanity_check()
-            entries = oidx.entries()
-        finally:
-            oidx.close()
-    except (KafkaLogError, OSError):
-        return item.size_bytes
-    above = np.flatnonzero(entries["offset"] > offset_hi)
-    if not len(above) or above[0] + 1 >= len(entries):
-        return item.size_bytes
-    position = int(entries["position"][above[0] + 1])
-    return position if 0 < position <= item.size_bytes else item.size_bytes
-
-
 @contextlib.contextmanager
 def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str]) -> Iterator[tuple[str, int]]:
     """(local path, position of ``start`` in it) for bytes [start, end) of the segment's ``.log``: the file
@@ -386,15 +326,15 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     (:func:`kafkalog.spark.scan.scan_range`)."""
     item, b = part.item, reader.bounds
     lo, hi = b.effective_offsets()
-    if storage.is_remote(item.path):
+    upper = None if hi >= _NO_UPPER else hi
+    if storage.is_remote(item.path):  # the index objects alone, then one range of the .log (see checked_range)
         with _indexes_of(item, reader.storage) as local:
-            position, start_offset = _start_position(local, lo, b.ts_lo)
-            end = _end_position(local, hi)
+            position, start_offset, end = checked_range(local.path, item.base_offset, lo, upper, ts_lo=b.ts_lo,
+                                                        log_size=item.size_bytes)
         m.log_bytes_fetched = max(0, end - position)
-    else:  # local: the indexes answer only after their strict checks against the .log (KIP-263 on first use)
-        position, start_offset, end = checked_range(item.path, item.base_offset, lo,
-                                                    None if hi >= _NO_UPPER else hi, ts_lo=b.ts_lo)
-        end = min(end, item.size_bytes) if end > position else item.size_bytes
+    else:  # the indexes answer only after their strict checks against the .log (KIP-263 on first use)
+        position, start_offset, end = checked_range(item.path, item.base_offset, lo, upper, ts_lo=b.ts_lo)
+    end = min(end, item.size_bytes) if end > position else item.size_bytes
     m.start_position = position
     aborted = part.aborted if reader.isolation == "read_committed" else None
     seek = start_offset if start_offset > item.base_offset else -(1 << 63)
