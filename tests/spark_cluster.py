@@ -28,11 +28,27 @@ def java_home() -> str:
     return os.environ.get("JAVA_HOME") or os.path.dirname(os.path.dirname(os.path.realpath(java)))
 
 
+#: Run at interpreter start in a clean venv (``sitecustomize`` comes after every ``.pth``): hides a kafkalog that
+#: the system site-packages hold (CI installs it there editable) while keeping its dependencies, so the venv's
+#: Python only gets kafkalog the way a cluster worker would, from a shipped zip put on ``sys.path`` at run time.
+_HIDE_KAFKALOG = """\
+import os
+import sys
+
+sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
+sys.path[:] = [p for p in sys.path if not os.path.isfile(os.path.join(p or ".", "kafkalog", "__init__.py"))]
+"""
+
+
 def clean_venv(path: Path) -> str:
-    """A venv (system site-packages, no kafkalog) at ``path``; returns its python."""
+    """A venv (system site-packages, kafkalog hidden) at ``path``; returns its python."""
     base = Path(sys.base_prefix) / "bin" / "python3"
     subprocess.run([str(base), "-m", "venv", "--system-site-packages", "--without-pip", str(path)], check=True)
-    return str(path / "bin" / "python")
+    python = str(path / "bin" / "python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    Path(site, "sitecustomize.py").write_text(_HIDE_KAFKALOG)
+    return python
 
 
 class StandaloneCluster:

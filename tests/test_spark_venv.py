@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GOLDEN, REPO_ROOT, needs_golden
+from tests.spark_cluster import clean_venv
 
 pytest.importorskip("pyspark")
 
@@ -30,7 +31,9 @@ def test_not_activated_venv_runs_the_validation_job(tmp_path: Path) -> None:
                    check=True, timeout=300, capture_output=True)  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith("/work/venvs"))
-    env["PATH"] = os.pathsep.join([str(base.parent), env["PATH"]])  # a python3 without kafkalog comes first
+    # a python3 without kafkalog comes first on PATH (the machine's own may have it: CI installs it there)
+    bare = Path(clean_venv(tmp_path / "bare")).parent
+    env["PATH"] = os.pathsep.join([str(bare), env["PATH"]])
     probe = subprocess.run(["python3", "-c", "import kafkalog"], env=env, capture_output=True, cwd=tmp_path)
     assert probe.returncode != 0  # the interpreter Spark would pick from PATH lacks kafkalog
     out = tmp_path / "report"
