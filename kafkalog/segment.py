@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kafkalog import file_access
 from kafkalog.cpu_gate import io_wait
 from kafkalog.errors import (
     CorruptRecordError,
@@ -25,7 +26,6 @@ from kafkalog.errors import (
 )
 from kafkalog.handle_cache import HandleCache, default_cache
 from kafkalog.index.base import READ_NOT_MAP_BYTES
-from kafkalog.index.index_file import _is_real_file, read_fully
 from kafkalog.index.lazy import LazyIndexes
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex, TimestampOffset
@@ -258,7 +258,7 @@ class LogSegment(LazyIndexes, SegmentReads):
     def batches(self, start: int = 0, end: int | None = None, *, validate: bool = False) -> Iterator:
         """Whole batches in ``[start, end)`` of the ``.log``, with absolute positions, stopping at bad bytes.
 
-        Uses an mmap when the filesystem allows it, else chunked reads (pyfakefs, some network filesystems).
+        Uses a map when :mod:`~kafkalog.file_access` can map the file, else one positional read per batch.
         The iterator's ``reader`` attribute is not exposed; callers that need the stop position use
         :meth:`scan`.
         """
@@ -274,9 +274,8 @@ class LogSegment(LazyIndexes, SegmentReads):
             state: dict = {"valid_end": start, "error": None}
             if end <= start:
                 return iter(()), state
-            try:
-                mm = mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):
+            mm = file_access.map_file(f, end)
+            if mm is None:
                 return self._scan_chunked(start, end, validate, state), state
         return self._scan_buffer(memoryview(mm), start, end, validate, state), state
 
@@ -312,14 +311,9 @@ class LogSegment(LazyIndexes, SegmentReads):
             state["error"] = CorruptRecordError(f"{end - pos} trailing bytes do not form a batch", position=pos)
 
     def _pread(self, position: int, size: int) -> bytes:
-        """Positional read; filesystems without ``pread`` (pyfakefs) get seek+read under the segment lock."""
+        """Positional read, under the segment lock (the file access layer may seek+read where there is no pread)."""
         with self._lock:
-            f = self._open_file()
-            try:
-                return os.pread(f.fileno(), size, position)
-            except OSError:
-                f.seek(position)
-                return f.read(size)
+            return file_access.pread(self._open_file(), position, size)
 
     # --- append --------------------------------------------------------------------------------------------------
 
@@ -456,7 +450,7 @@ class LogSegment(LazyIndexes, SegmentReads):
     @contextlib.contextmanager
     def _read_map(self, size: int) -> Iterator[memoryview | None]:
         """A read-only view of the ``.log``'s first ``size`` bytes (empty for 0), or None where the file cannot
-        be mapped (pyfakefs, some network filesystems): the caller then takes its batch-by-batch path. A file of
+        be mapped (:mod:`~kafkalog.file_access`'s non-mapping path): the caller then takes its batch-by-batch path. A file of
         up to ``READ_NOT_MAP_BYTES`` is read instead: every caller touches all of it, and a read costs a fraction
         of mmap + page faults + munmap. The map is
         closed on exit unless a view of it is still referenced (it then goes with the last one)."""
@@ -465,16 +459,13 @@ class LogSegment(LazyIndexes, SegmentReads):
             return
         with self._lock:  # the descriptor is used only here: the map holds its own
             f = self._open_file()
-            if not _is_real_file(f):  # pyfakefs: its descriptors may equal an unrelated real one; never map
-                data = mm = None
-            elif size <= READ_NOT_MAP_BYTES:
-                data, mm = memoryview(read_fully(f.fileno(), size)), None
+            data: memoryview | None = None
+            mm: mmap.mmap | None = None
+            if size <= READ_NOT_MAP_BYTES:
+                whole = file_access.read_whole(f, size)
+                data = None if whole is None else memoryview(whole)
             else:
-                data = None
-                try:
-                    mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-                except (OSError, ValueError):
-                    mm = None
+                mm = file_access.map_file(f, size)
         if mm is None:
             yield data
             return
