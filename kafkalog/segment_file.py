@@ -42,7 +42,7 @@ class SegmentLogFile:
 
     @property
     def _lock(self) -> threading.RLock:
-        """Guards the lazy open and the seek+read fallback. Made on first use: a lazily loaded partition's
+        """Guards the lazy open and every use of the descriptor (the non-mapping path seeks it). Made on first use: a lazily loaded partition's
         segments mostly never open, and an RLock made per segment up front would be a GC-tracked object each."""
         lock = self._lock_obj
         if lock is None:
@@ -180,10 +180,10 @@ class SegmentLogFile:
     @contextlib.contextmanager
     def _read_map(self, size: int, read_not_map_bytes: int) -> Iterator[memoryview | None]:
         """A read-only view of the ``.log``'s first ``size`` bytes (empty for 0), or None where the file cannot
-        be mapped (:mod:`~kafkalog.file_access`'s non-mapping path): the caller then takes its batch-by-batch path. A file of
-        up to ``read_not_map_bytes`` is read instead: every caller touches all of it, and a read costs a fraction
-        of mmap + page faults + munmap. The map is
-        closed on exit unless a view of it is still referenced (it then goes with the last one)."""
+        be mapped (:mod:`~kafkalog.file_access`'s non-mapping path): the caller then takes its batch-by-batch
+        path. A file of up to ``read_not_map_bytes`` is read instead: every caller touches all of it, and a read
+        costs a fraction of mmap + page faults + munmap. The map is closed on exit unless a view of it is still
+        referenced (it then goes with the last one)."""
         if size == 0:
             yield memoryview(b"")
             return
