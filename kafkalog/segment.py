@@ -8,11 +8,9 @@ handle and the index mmaps are made on first use, so a broker with many inactive
 
 from __future__ import annotations
 
-import contextlib
-import mmap
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +21,8 @@ from kafkalog.errors import (
     InvalidArgumentError,
     LogSegmentOffsetOverflowError,
 )
-from kafkalog.handle_cache import HandleCache, default_cache
+from kafkalog.handle_cache import HandleCache
 from kafkalog.index.base import READ_NOT_MAP_BYTES
-from kafkalog.index.index_file import _is_real_file, read_fully
 from kafkalog.index.lazy import LazyIndexes
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex, TimestampOffset
@@ -34,6 +31,7 @@ from kafkalog.limits import LONG_MAX, wall_clock_ms
 from kafkalog.names import offset_to_name
 from kafkalog.records.reader import read_batches
 from kafkalog.records.scan import scan_batches
+from kafkalog.segment_file import SegmentLogFile
 from kafkalog.segment_read import SegmentReads, TimestampAndOffset
 from kafkalog.segment_recovery import (
     I32_MAX,
@@ -49,23 +47,17 @@ from kafkalog.segment_recovery import (
 # TimestampAndOffset is the reads' answer type; the log layer imports it from here with LogSegment.
 __all__ = ["LogSegment", "TimestampAndOffset"]
 
-_LOCK_CREATION = threading.Lock()
 _DEFAULT_INDEX_INTERVAL = 4096
 _DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
-_FALLBACK_CHUNK = 1 << 20
 
 
-class LogSegment(LazyIndexes, SegmentReads):
+class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
     """A ``.log`` plus its three indexes. Not thread-safe by itself: the owning Log serialises writers.
 
     The ``.log`` descriptor and the index mappings are handles of a :class:`~kafkalog.handle_cache.HandleCache`
     (the Log's or LogManager's, else the process-wide one): the cache may close them whenever no thread is using
     them, and they reopen on the next use. Every use of the descriptor happens under ``_lock`` for that reason.
     """
-
-    _handles: HandleCache | None = None  # None: the process-wide default cache
-    _handle_used = False  # CLOCK bit for the handle cache
-    _unsynced = False  # bytes written or cut since the last fsync (a flush after eviction reopens to fsync)
 
     def __init__(
         self,
@@ -107,32 +99,6 @@ class LogSegment(LazyIndexes, SegmentReads):
         self._rolling_based_timestamp: int | None = None
         self._max_ts_and_offset: TimestampOffset | None = None  # None = not loaded from the time index yet
 
-    @property
-    def _lock(self) -> threading.RLock:
-        """Guards the lazy open and the seek+read fallback. Made on first use: a lazily loaded partition's
-        segments mostly never open, and an RLock made per segment up front would be a GC-tracked object each."""
-        lock = self._lock_obj
-        if lock is None:
-            with _LOCK_CREATION:
-                lock = self._lock_obj
-                if lock is None:
-                    lock = self._lock_obj = threading.RLock()
-        return lock
-
-    @property
-    def _log_path(self) -> Path:
-        p = self._log_path_obj
-        if p is None:
-            p = self._log_path_obj = Path(self._log_fspath)
-        return p
-
-    @_log_path.setter
-    def _log_path(self, value: str | os.PathLike) -> None:
-        if isinstance(value, Path):
-            self._log_path_obj, self._log_fspath = value, str(value)
-        else:
-            self._log_path_obj, self._log_fspath = None, os.fspath(value)
-
     # --- construction --------------------------------------------------------------------------------------------
 
     @classmethod
@@ -162,52 +128,12 @@ class LogSegment(LazyIndexes, SegmentReads):
             seg._open_file()
         return seg
 
-    def _cache(self) -> HandleCache:
-        return self._handles or default_cache()
-
     def set_handle_cache(self, cache: HandleCache | None) -> None:
         """Count this segment's descriptor and index mappings in ``cache`` (None: the process-wide default)."""
         self._handles = cache
         if self._indexes_made():
             for idx in (self._offset_index, self._time_index, self._txn_index):
                 idx.set_handle_cache(cache)
-
-    def _open_file(self):
-        """The ``.log`` file object, opened on first use. Callers use it under ``_lock`` (the handle cache closes
-        it whenever the lock is free)."""
-        self._handle_used = True
-        with self._lock:
-            if self._file is None:
-                # O_NOFOLLOW: a segment file that is a symlink may point outside the log dir, and recovery would
-                # truncate whatever it points at; refuse it (ELOOP) instead of following it.
-                mode = os.O_RDONLY if self._read_only else os.O_RDWR | os.O_CREAT
-                flags = mode | getattr(os, "O_NOFOLLOW", 0)
-                cache = self._cache()
-                fd = cache.call(lambda: os.open(self._log_fspath, flags, 0o644), f"opening {self._log_fspath}")
-                try:
-                    self._size = os.fstat(fd).st_size
-                    self._file = os.fdopen(fd, "rb" if self._read_only else "r+b", buffering=0)
-                except BaseException:
-                    os.close(fd)
-                    raise
-                cache.add(self)
-            return self._file
-
-    def _evict_handles(self) -> bool:
-        """The handle cache wants the descriptor back: close it unless a thread is using it."""
-        lock = self._lock
-        if not lock.acquire(blocking=False):
-            return False
-        try:
-            f, self._file, self._size = self._file, None, None
-            if f is not None:
-                try:
-                    f.close()
-                except OSError:
-                    pass  # close(2) errors on a read/written file are reported by the next fsync
-            return True
-        finally:
-            lock.release()
 
     # --- properties ----------------------------------------------------------------------------------------------
 
@@ -222,17 +148,6 @@ class LogSegment(LazyIndexes, SegmentReads):
     @property
     def log_path(self) -> Path:
         return self._log_path
-
-    @property
-    def size(self) -> int:
-        """Bytes in the ``.log`` (stat, not open, when the file is not open)."""
-        size = self._size
-        if size is not None:
-            return size
-        with self._lock:  # the handle cache may close the file between a check and a read of _size
-            if self._file is None:
-                return os.stat(self._log_fspath).st_size
-            return self._size  # type: ignore[return-value]
 
     @property
     def offset_index(self) -> OffsetIndex:
@@ -252,74 +167,6 @@ class LogSegment(LazyIndexes, SegmentReads):
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self._base_offset}, path={str(self._log_path)!r})"
-
-    # --- reading batches -----------------------------------------------------------------------------------------
-
-    def batches(self, start: int = 0, end: int | None = None, *, validate: bool = False) -> Iterator:
-        """Whole batches in ``[start, end)`` of the ``.log``, with absolute positions, stopping at bad bytes.
-
-        Uses an mmap when the filesystem allows it, else chunked reads (pyfakefs, some network filesystems).
-        The iterator's ``reader`` attribute is not exposed; callers that need the stop position use
-        :meth:`scan`.
-        """
-        yield from self.scan(start, end, validate=validate)[0]
-
-    def scan(self, start: int = 0, end: int | None = None, *, validate: bool = False):
-        """Return ``(iterator of batches, state)``; after iteration ``state['valid_end']`` is the end of the last
-        whole batch and ``state['error']`` why iteration stopped early (or None)."""
-        with self._lock:  # the map takes its own descriptor: after this the file may be closed
-            f = self._open_file()
-            size = self._size
-            end = size if end is None else min(end, size)  # type: ignore[type-var]
-            state: dict = {"valid_end": start, "error": None}
-            if end <= start:
-                return iter(()), state
-            try:
-                mm = mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):
-                return self._scan_chunked(start, end, validate, state), state
-        return self._scan_buffer(memoryview(mm), start, end, validate, state), state
-
-    @staticmethod
-    def _scan_buffer(buf, start, end, validate, state):
-        reader = read_batches(buf, position=start, end=end, validate=validate)
-        for batch in reader:
-            state["valid_end"] = batch.position + batch.size_in_bytes
-            yield batch
-        state["valid_end"] = reader.valid_bytes if reader.valid_bytes else state["valid_end"]
-        state["error"] = reader.error
-
-    def _scan_chunked(self, start, end, validate, state):
-        """Fallback without mmap: one pread per batch, never more than the bytes present in the file."""
-        pos = start
-        while pos + 12 <= end:
-            length = int.from_bytes(self._pread(pos, 12)[8:12], "big", signed=True)
-            total = 12 + length
-            if length <= 0 or pos + total > end:
-                break
-            reader = read_batches(self._pread(pos, total), validate=validate)
-            got = None
-            for batch in reader:
-                batch.position = pos  # the buffer starts at the batch; report the file position
-                got = batch
-            if got is None or got.size_in_bytes != total:
-                state["error"] = reader.error
-                return
-            state["valid_end"] = pos + total
-            yield got
-            pos += total
-        if pos < end and state["error"] is None:
-            state["error"] = CorruptRecordError(f"{end - pos} trailing bytes do not form a batch", position=pos)
-
-    def _pread(self, position: int, size: int) -> bytes:
-        """Positional read; filesystems without ``pread`` (pyfakefs) get seek+read under the segment lock."""
-        with self._lock:
-            f = self._open_file()
-            try:
-                return os.pread(f.fileno(), size, position)
-            except OSError:
-                f.seek(position)
-                return f.read(size)
 
     # --- append --------------------------------------------------------------------------------------------------
 
@@ -453,41 +300,6 @@ class LogSegment(LazyIndexes, SegmentReads):
 
     # --- recovery and checks -------------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _read_map(self, size: int) -> Iterator[memoryview | None]:
-        """A read-only view of the ``.log``'s first ``size`` bytes (empty for 0), or None where the file cannot
-        be mapped (pyfakefs, some network filesystems): the caller then takes its batch-by-batch path. A file of
-        up to ``READ_NOT_MAP_BYTES`` is read instead: every caller touches all of it, and a read costs a fraction
-        of mmap + page faults + munmap. The map is
-        closed on exit unless a view of it is still referenced (it then goes with the last one)."""
-        if size == 0:
-            yield memoryview(b"")
-            return
-        with self._lock:  # the descriptor is used only here: the map holds its own
-            f = self._open_file()
-            if not _is_real_file(f):  # pyfakefs: its descriptors may equal an unrelated real one; never map
-                data = mm = None
-            elif size <= READ_NOT_MAP_BYTES:
-                data, mm = memoryview(read_fully(f.fileno(), size)), None
-            else:
-                data = None
-                try:
-                    mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-                except (OSError, ValueError):
-                    mm = None
-        if mm is None:
-            yield data
-            return
-        buf = memoryview(mm)
-        try:
-            yield buf
-        finally:
-            try:
-                buf.release()
-                mm.close()
-            except BufferError:
-                pass
-
     def recover(self, producer_state: ProducerStateRecovery | None = None,
                 leader_epoch_cache: EpochRecovery | None = None) -> int:
         """Rebuild every index from the batches and cut the ``.log`` at the first invalid byte.
@@ -504,7 +316,7 @@ class LogSegment(LazyIndexes, SegmentReads):
         index that would fill up).
         """
         size = self.size
-        with self._read_map(size) as buf:
+        with self._read_map(size, READ_NOT_MAP_BYTES) as buf:
             plan = None if buf is None else one_pass_plan(buf, size, self._base_offset, self.index_interval_bytes,
                                                           self.max_index_size)
             if plan is not None:
@@ -557,13 +369,6 @@ class LogSegment(LazyIndexes, SegmentReads):
         it, state = self.scan(0, size, validate=True)
         return valid_prefix(it, state, self._base_offset)
 
-    def _truncate_file(self, size: int) -> None:
-        with self._lock:
-            f = self._open_file()
-            self._unsynced = True
-            f.truncate(size)
-            self._size = size
-
     def sanity_check(self, *, strict: bool = False, whole_batches: bool = False) -> None:
         """Kafka's checks: the offset index must exist (else the segment needs recovery, FileNotFoundError);
         txn index sane; offset and time index sane. With ``strict`` also kafkalog's stricter index checks against
@@ -601,7 +406,7 @@ class LogSegment(LazyIndexes, SegmentReads):
         read-only map when the file can be mapped, else the batch-by-batch scan."""
         self._open_file()
         size = self.size
-        with self._read_map(size) as buf:
+        with self._read_map(size, READ_NOT_MAP_BYTES) as buf:
             scan = None if buf is None else scan_batches(buf, position=0, end=size, check_crc=False)
         if scan is not None:
             h = scan.headers
@@ -714,20 +519,6 @@ class LogSegment(LazyIndexes, SegmentReads):
         self._time_index.suspend()
         self._txn_index.close()
         self._close_log_file()
-
-    def _close_log_file(self, *, ignore_errors: bool = False) -> None:
-        """Close the ``.log`` descriptor (it reopens on first use); ``ignore_errors`` for a dir that may be gone."""
-        if self._file is None:
-            return  # never opened (or closed already): nothing to close, and no lock to make for it
-        with self._lock:
-            f, self._file, self._size = self._file, None, None
-            if f is not None:
-                self._cache().discard(self)
-                try:
-                    f.close()
-                except OSError:
-                    if not ignore_errors:
-                        raise
 
     def release_indexes(self) -> None:
         """Unmap the indexes (they reopen lazily), keeping the segment usable."""

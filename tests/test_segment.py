@@ -563,8 +563,8 @@ def _closed_segment(tmp_path, n: int = 30) -> None:
 def test_checking_a_small_closed_segment_maps_no_file(tmp_path, monkeypatch):
     """A one-shot check reads small files whole instead of mapping them (mmap + faults + munmap cost several
     times a read); it must still see every entry and batch, and leave the indexes unloaded."""
+    import kafkalog.file_access as file_access
     import kafkalog.index.base as base
-    import kafkalog.segment as segment_mod
 
     _closed_segment(tmp_path)
     seg = LogSegment.open(tmp_path, 0)
@@ -573,7 +573,7 @@ def test_checking_a_small_closed_segment_maps_no_file(tmp_path, monkeypatch):
         raise AssertionError("mapped a small file for a one-shot check")
 
     monkeypatch.setattr(base.mmap, "mmap", no_map)
-    monkeypatch.setattr(segment_mod.mmap, "mmap", no_map)
+    monkeypatch.setattr(file_access.mmap, "mmap", no_map)
     seg.sanity_check(strict=True, whole_batches=True)
     assert not seg.offset_index.is_loaded and not seg.time_index.is_loaded
     monkeypatch.undo()

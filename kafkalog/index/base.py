@@ -6,15 +6,15 @@ while a segment is active, trims them to the used size on roll/close, and takes 
 
 * **Lazy** (Kafka's ``LazyIndex``, KIP-263): the constructor touches no file; the file is opened, created or mapped
   on first use, so loading thousands of segments costs nothing until an index is needed.
-* **Fallback**: where ``mmap`` is impossible (pyfakefs, some network filesystems) the file is read into a
-  ``bytearray`` and entries are written through ordinary file writes, with identical results on disk.
+* **Fallback**: where :mod:`kafkalog.file_access` says the file cannot be mapped, it is read into a
+  ``bytearray`` and entries are written through that layer's positional writes, with identical results on disk.
 * **Disk full**: a preallocated index is a sparse file, and a store into a mapped page with no block behind it on
   a full filesystem kills the process with SIGBUS. Before an entry lands past the blocks known to back the file,
   ``posix_fallocate`` reserves the next chunk (64 KiB, doubling up to 1 MiB; page aligned and inside the file, so
   its size and bytes do not change; on a nearly full disk just the pages the entry needs). A full disk is then an
   ``OSError`` (ENOSPC, EDQUOT, EROFS, EIO ...) from the append, with the index as it was. One call per chunk, one
-  integer compare per entry. Where the filesystem cannot fallocate (EOPNOTSUPP / EINVAL, pyfakefs, no
-  ``os.posix_fallocate``) or the mapped file is no longer at its path, entries are written unguarded (without a reserve).
+  integer compare per entry. Where the file access layer cannot fallocate (EOPNOTSUPP / EINVAL, no
+  real descriptor, no ``os.posix_fallocate``) or the mapped file is no longer at its path, entries are written unguarded (without a reserve).
   (glibc emulates ``posix_fallocate`` where the filesystem lacks ``fallocate`` by writing a zero byte per block,
   only where a zero is already read: the content stays the same.) Copy-on-write filesystems (btrfs, ZFS) may
   still need new blocks when a reserved page is written, so there the guard narrows the window rather than
@@ -37,14 +37,16 @@ from typing import ClassVar
 
 import numpy as np
 
+from kafkalog import file_access
 from kafkalog.errors import ConfigError, IndexOffsetOverflowError, IndexStateError
+from kafkalog.file_access import read_fully
 from kafkalog.handle_cache import HandleCache
-from kafkalog.index.index_file import IndexFile, _is_real_file, read_fully
+from kafkalog.index.index_file import IndexFile
 from kafkalog.index.search import KEY, VALUE, IndexSearch, first_true
-from kafkalog.oserrors import is_resource_exhaustion
 from kafkalog.rewrite import rewrite_in_place
 
-# IndexFile, KEY, VALUE, first_true and read_fully stay importable from here (their homes: index_file, search).
+# IndexFile, KEY, VALUE, first_true and read_fully stay importable from here (their homes: index_file, search,
+# file_access).
 __all__ = ["DEFAULT_MAX_INDEX_SIZE", "KEY", "READ_NOT_MAP_BYTES", "VALUE", "WARM_SECTION_BYTES", "AbstractIndex",
            "IndexFile", "first_true", "read_fully"]
 
@@ -57,11 +59,6 @@ _PAGE = mmap.PAGESIZE
 # a quiet index holds little unused disk and a busy one pays ~14 fallocate calls per 10 MiB of entries.
 _RESERVE_MIN = max(64 * 1024, 4 * _PAGE)
 _RESERVE_MAX = max(1024 * 1024, _RESERVE_MIN)
-# posix_fallocate errors meaning "this filesystem (or file) cannot preallocate": write unguarded (no reserve).
-_FALLOCATE_UNSUPPORTED = frozenset(
-    getattr(errno, name) for name in ("EOPNOTSUPP", "ENOTSUP", "EINVAL", "ENOSYS", "ENODEV", "ESPIPE")
-    if hasattr(errno, name)
-)
 
 
 # Files up to this size are read rather than mapped when they will be read whole, once (a check, a recovery):
@@ -116,7 +113,7 @@ class AbstractIndex(IndexFile, IndexSearch):
         # go through a new descriptor, and only into that file.
         self._reserved_end = 0
         self._reserve_bytes = _RESERVE_MIN
-        self._fallocate_ok = hasattr(os, "posix_fallocate")
+        self._fallocate_ok = file_access.can_fallocate()
         self._file_id: tuple[int, int] | None = None
         if handles is not None:
             self._handles = handles
@@ -273,25 +270,14 @@ class AbstractIndex(IndexFile, IndexSearch):
 
         ``st`` is ``fh``'s stat when the caller has it (saves a syscall per lazy load).
         """
-        if length == 0 and self._use_mmap and _is_real_file(fh):
+        mappable = self._use_mmap and file_access.is_real_file(fh)
+        if length == 0 and mappable:
             # Nothing to map (a trimmed empty index); a later resize maps the grown file.
             fh.close()
             self._install(bytearray(), None, None, 0, entries)
             return
-        if length > 0 and self._use_mmap and _is_real_file(fh):
-            access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-            try:
-                mm = mmap.mmap(fh.fileno(), length, access=access)
-            except OSError as exc:
-                mm = None
-                if is_resource_exhaustion(exc):  # out of descriptors or map space: free some, try once more
-                    self._cache().relieve()
-                    try:
-                        mm = mmap.mmap(fh.fileno(), length, access=access)
-                    except (OSError, ValueError):
-                        mm = None
-            except ValueError:
-                mm = None
+        if length > 0 and mappable:
+            mm = file_access.map_file(fh, length, writable=self._writable, relieve=self._cache().relieve)
             if mm is not None:
                 if self._writable:
                     if st is None:
@@ -397,21 +383,8 @@ class AbstractIndex(IndexFile, IndexSearch):
         fh = self._fh
         if fh is not None:
             # Written through before anything changes, so a write error is this entry's and leaves the index as it
-            # was. A real file takes pwrite, past the buffer: a failed buffered write stays in the buffer and fails
-            # every later flush, trim and close of the handle.
-            if _is_real_file(fh):
-                fd = fh.fileno()
-                view = memoryview(packed)
-                done = 0
-                while done < len(view):
-                    n = os.pwrite(fd, view[done:], pos + done)
-                    if n <= 0:
-                        raise OSError(errno.EIO, "short write to the index file", self._fspath)
-                    done += n
-            else:
-                fh.seek(pos)
-                fh.write(packed)
-                fh.flush()
+            # was.
+            file_access.pwrite_all(fh, packed, pos, self._fspath)
         self._buf[pos:end] = packed
         self._dirty = True
         self._entries += 1
@@ -429,9 +402,8 @@ class AbstractIndex(IndexFile, IndexSearch):
         stop = min(length, start + self._reserve_bytes)
         fh = self._fh
         if fh is not None:
-            if not _is_real_file(fh):
-                # pyfakefs: its descriptor may equal a real, unrelated one; never hand it to the OS.
-                self._reserved_end = length
+            if not file_access.can_fallocate(fh):
+                self._reserved_end = length  # no descriptor the layer can reserve through
                 return
             self._fallocate(fh.fileno(), start, stop, end, length)
             return
@@ -458,25 +430,25 @@ class AbstractIndex(IndexFile, IndexSearch):
         """Reserve [start, stop) (``end``: where the pending entry ends); ENOSPC / EDQUOT on the whole chunk falls
         back to just the pages up to ``end``. Raises ``OSError`` naming the file; marks unsupported filesystems."""
         try:
-            os.posix_fallocate(fd, start, stop - start)
+            supported = file_access.fallocate(fd, start, stop - start)
         except OSError as exc:
             code = exc.errno
-            if code in _FALLOCATE_UNSUPPORTED:
-                self._fallocate_ok = False  # remembered for this index, across remaps
-                self._reserved_end = length
-                return
             need = min(length, -(-end // _PAGE) * _PAGE)
             if code not in (errno.ENOSPC, errno.EDQUOT) or need >= stop:
                 raise OSError(code, exc.strerror, self._fspath) from exc
             # Not a whole chunk left: the pages this entry needs may still fit.
             try:
-                os.posix_fallocate(fd, start, need - start)
+                supported = file_access.fallocate(fd, start, need - start)
             except OSError as exc2:
                 raise OSError(exc2.errno, exc2.strerror, self._fspath) from exc2
             stop = need
         else:
-            if self._reserve_bytes < _RESERVE_MAX:
+            if supported and self._reserve_bytes < _RESERVE_MAX:
                 self._reserve_bytes *= 2
+        if not supported:
+            self._fallocate_ok = False  # remembered for this index, across remaps
+            self._reserved_end = length
+            return
         self._reserved_end = stop
 
     def _truncate_to_entries(self, entries: int) -> None:

@@ -1,38 +1,14 @@
 """The file side every index kind shares: its path (kept as a string, made a ``Path`` only when asked), base
-offset, handle-cache bookkeeping, delete/rename, and the plain-read helpers used where a file is read whole
-rather than mapped.
+offset, handle-cache bookkeeping and delete/rename (OS file access itself is :mod:`kafkalog.file_access`'s).
 """
 
 from __future__ import annotations
 
-import io
 import os
 import threading
 from pathlib import Path
 
 from kafkalog.handle_cache import HandleCache, default_cache
-
-
-def read_fully(fd: int, size: int) -> bytes:
-    """The first ``size`` bytes of ``fd`` (fewer if the file is shorter), by positional reads."""
-    chunks = []
-    got = 0
-    while got < size:
-        chunk = os.pread(fd, size - got, got)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        got += len(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _is_real_file(fh: object) -> bool:
-    """True for a file object backed by a real OS descriptor.
-
-    pyfakefs hands out fake descriptors that can equal a real, unrelated descriptor of this process; calling
-    ``mmap.mmap`` on one could map the wrong file. Only real ``io`` objects are ever mapped.
-    """
-    return isinstance(fh, (io.BufferedRandom, io.BufferedReader, io.FileIO))
 
 
 class IndexFile:

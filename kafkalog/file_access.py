@@ -1,0 +1,132 @@
+"""The one place segment and index code reach the operating system for file access.
+
+Segments and indexes ask this module to open their files, read at a position, map a file (or learn that it
+cannot be mapped), write at a position and reserve blocks. Each answer has two paths:
+
+* **Descriptor path**: a real OS file: ``pread``/``pwrite``, ``mmap`` and ``posix_fallocate``.
+* **Non-mapping path**: for filesystems that cannot map, ``pread`` or ``fallocate`` (some network filesystems,
+  pyfakefs, which is one of them): whole-file reads, seek+read / seek+write through the file object (callers hold
+  their own lock around it), and no block reservation. The bytes on disk are the same either way.
+
+Which path a file takes is decided here (:func:`is_real_file`) and nowhere in the format code. Tests swap the
+layer by patching this module's functions (or ``mmap.mmap`` / ``os.posix_fallocate`` underneath it).
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import mmap
+import os
+from collections.abc import Callable
+from typing import IO
+
+from kafkalog.oserrors import is_resource_exhaustion
+
+__all__ = ["fallocate", "is_real_file", "map_file", "pread", "pwrite_all", "read_fully", "read_whole"]
+
+# posix_fallocate errors meaning "this filesystem (or file) cannot preallocate": callers write unguarded.
+FALLOCATE_UNSUPPORTED = frozenset(
+    getattr(errno, name) for name in ("EOPNOTSUPP", "ENOTSUP", "EINVAL", "ENOSYS", "ENODEV", "ESPIPE")
+    if hasattr(errno, name)
+)
+
+
+def is_real_file(fh: object) -> bool:
+    """True for a file object backed by a real OS descriptor.
+
+    pyfakefs hands out fake descriptors that can equal a real, unrelated descriptor of this process; handing one
+    to ``mmap``, ``pread`` or ``fallocate`` could reach the wrong file. Only real ``io`` objects take the
+    descriptor path.
+    """
+    return isinstance(fh, (io.BufferedRandom, io.BufferedReader, io.FileIO))
+
+
+def read_fully(fd: int, size: int) -> bytes:
+    """The first ``size`` bytes of ``fd`` (fewer if the file is shorter), by positional reads."""
+    chunks = []
+    got = 0
+    while got < size:
+        chunk = os.pread(fd, size - got, got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def read_whole(fh: IO[bytes], size: int) -> bytes | None:
+    """The first ``size`` bytes of ``fh`` by positional reads, or None where the file has no real descriptor (the
+    caller then takes its non-mapping path)."""
+    if not is_real_file(fh):
+        return None
+    return read_fully(fh.fileno(), size)
+
+
+def pread(fh: IO[bytes], position: int, size: int) -> bytes:
+    """``size`` bytes at ``position``; where ``pread`` fails (no real descriptor) seek+read, so the caller holds
+    the lock that guards ``fh``'s position."""
+    try:
+        return os.pread(fh.fileno(), size, position)
+    except OSError:
+        fh.seek(position)
+        return fh.read(size)
+
+
+def pwrite_all(fh: IO[bytes], data: bytes | memoryview, position: int, name: str) -> None:
+    """Write all of ``data`` at ``position``. A real file takes ``pwrite``, past Python's buffer (a failed buffered
+    write stays in the buffer and fails every later flush, trim and close); others seek+write+flush."""
+    if is_real_file(fh):
+        fd = fh.fileno()
+        view = memoryview(data)
+        done = 0
+        while done < len(view):
+            n = os.pwrite(fd, view[done:], position + done)
+            if n <= 0:
+                raise OSError(errno.EIO, "short write to the index file", name)
+            done += n
+    else:
+        fh.seek(position)
+        fh.write(data)
+        fh.flush()
+
+
+def map_file(
+    fh: IO[bytes], length: int, *, writable: bool = False, relieve: Callable[[], None] | None = None
+) -> mmap.mmap | None:
+    """Map ``fh``'s first ``length`` bytes, or None where the file cannot be mapped (no real descriptor, the
+    filesystem refuses). ``relieve`` frees descriptors or map space when the process is out of them; the map is
+    then tried once more."""
+    if not is_real_file(fh):
+        return None
+    access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+    try:
+        return mmap.mmap(fh.fileno(), length, access=access)
+    except OSError as exc:
+        if relieve is None or not is_resource_exhaustion(exc):
+            return None
+    except ValueError:
+        return None
+    relieve()
+    try:
+        return mmap.mmap(fh.fileno(), length, access=access)
+    except (OSError, ValueError):
+        return None
+
+
+def can_fallocate(fh: object | None = None) -> bool:
+    """Whether blocks can be reserved at all (for ``fh``, when given): no ``os.posix_fallocate`` or no real
+    descriptor means no."""
+    return hasattr(os, "posix_fallocate") and (fh is None or is_real_file(fh))
+
+
+def fallocate(fd: int, start: int, length: int) -> bool:
+    """Reserve blocks for ``[start, start + length)`` of ``fd``; False where the filesystem cannot preallocate.
+    Other failures (ENOSPC, EDQUOT, EIO ...) raise ``OSError``."""
+    try:
+        os.posix_fallocate(fd, start, length)
+    except OSError as exc:
+        if exc.errno in FALLOCATE_UNSUPPORTED:
+            return False
+        raise
+    return True
