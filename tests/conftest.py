@@ -68,3 +68,14 @@ def golden_copy(tmp_path: Path, golden: Path):
         return dst
 
     return _copy
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local[2] session with the kafkalog DataSource registered, one per test module (stopped after it)."""
+    from kafkalog.spark import get_session, register
+
+    session = get_session("local[2]", "kafkalog-tests")
+    register(session)
+    yield session
+    session.stop()

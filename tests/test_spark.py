@@ -19,15 +19,6 @@ pytest.importorskip("pyarrow")
 pytestmark = [pytest.mark.spark, needs_golden]
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from kafkalog.spark import get_session, register
-
-    session = get_session("local[2]", "kafkalog-tests")
-    register(session)
-    yield session
-    session.stop()
-
 
 def _copy_logdir(dst: Path, cases: list[str] | None = None) -> Path:
     """A writable copy of golden/logdir (root checkpoint files + the chosen partition dirs)."""

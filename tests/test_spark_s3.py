@@ -32,15 +32,6 @@ CASES = ["golden-none-0", "golden-zstd-0", "golden-txn-0", "golden-segments-0"]
 s3 = pytest.fixture(scope="module", name="s3")(golden_archive_fixture)
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from kafkalog.spark import get_session, register
-
-    session = get_session("local[2]", "kafkalog-s3-tests")
-    register(session)
-    yield session
-    session.stop()
-
 
 def _rel(path: str, root: str) -> str:
     assert path.startswith(root), (path, root)
