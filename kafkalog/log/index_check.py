@@ -7,7 +7,6 @@ ahead of reads. A segment failing it is rebuilt from its ``.log`` (``Log.recover
 
 from __future__ import annotations
 
-import mmap
 import os
 
 import numpy as np
@@ -124,22 +123,11 @@ def _size(path: str) -> int:
 
 
 def _batch_columns(log_path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Start positions, last offsets and max timestamps of the whole batches of a ``.log`` (shallow scan over a
-    read-only map, no CRC), and the file size."""
-    with open(log_path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            empty = np.empty(0, dtype=np.int64)
-            return empty, empty, empty, 0
-        with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
-            view = memoryview(mm)
-            try:
-                scan = scan_batches(view, position=0, end=size, check_crc=False)
-                h = scan.headers
-                out = (np.array(scan.positions, dtype=np.int64),
-                       h["base_offset"].astype(np.int64) + h["last_offset_delta"].astype(np.int64),
-                       h["max_timestamp"].astype(np.int64), size)
-                del scan, h
-            finally:
-                view.release()
-    return out
+    """Start positions, last offsets and max timestamps of the whole batches of a ``.log`` (shallow scan of the
+    path through ``scan_batches``, no CRC), and the file size."""
+    size = os.stat(log_path).st_size
+    scan = scan_batches(log_path, check_crc=False)
+    h = scan.headers
+    return (np.asarray(scan.positions, dtype=np.int64),
+            h["base_offset"].astype(np.int64) + h["last_offset_delta"].astype(np.int64),
+            h["max_timestamp"].astype(np.int64), size)
