@@ -30,7 +30,6 @@ import bisect
 import datetime
 import hashlib
 import json
-import mmap
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +46,7 @@ from kafkalog.log.log import PARTITION_METADATA_FILE, Log
 from kafkalog.log.producer_state import snapshot_offset
 from kafkalog.log.salvage_scan import Kept, Removed, SegmentScan, choose_batches, epoch_entries, scan_segment
 from kafkalog.names import CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
+from kafkalog.records.reader import open_source
 
 __all__ = ["REPORT_FILE", "SalvageReport", "SalvagedRange", "default_quarantine_dir", "salvage_partition"]
 
@@ -160,19 +160,16 @@ def _log_files(d: Path) -> list[tuple[int, Path]]:
 
 
 def _scan_file(path: Path, base: int) -> SegmentScan:
-    """``scan_segment`` over a read-only map of the ``.log`` (no copy of the file in memory)."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return scan_segment(memoryview(b""), base)
-        mm = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-    view = memoryview(mm)
+    """``scan_segment`` over a read-only map of the ``.log`` (``open_source``: no copy of the file in memory where
+    the filesystem can map, pages not prefaulted since salvage walks each file once)."""
+    view, mm = open_source(path, populate=False)
     try:
         return scan_segment(view, base)
     finally:
         try:
             view.release()
-            mm.close()
+            if mm is not None:
+                mm.close()
         except BufferError:  # a batch view still alive: the map goes with the last one
             pass
 
