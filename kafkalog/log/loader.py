@@ -16,6 +16,7 @@ Files Kafka would delete "asynchronously" during load are deleted at once: nobod
 from __future__ import annotations
 
 import errno
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,7 +44,25 @@ from kafkalog.names import (
 from kafkalog.segment import LogSegment
 
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 _KRAFT_SNAPSHOT_DELETED = ".checkpoint.deleted"
+_SNAPSHOT_SUFFIX = ".snapshot"
+
+
+def _segment_maker(config, clock, handles, dir: Path, base: int) -> LogSegment:
+    """What ``LogLoader._existing_segment`` builds, for ``LogSegments.add_lazy`` (bound with ``functools.partial``:
+    one object per partition, not per segment)."""
+    if config is None:
+        return LogSegment(dir, base, clock=clock, handles=handles)
+    return LogSegment(
+        dir, base, clock=clock, handles=handles, index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes, roll_jitter_ms=config.random_segment_jitter(),
+    )
+
+
+def _canonical_stem(stem: str) -> bool:
+    """``stem`` is a base offset exactly as Kafka formats it: 20 ASCII digits."""
+    return len(stem) == 20 and stem.isdigit() and stem.isascii()
 
 
 def offset_prefix(name: str) -> int | None:
@@ -208,13 +227,7 @@ class LogLoader:
     def _existing_segment(self, base: int) -> LogSegment:
         """``LogSegment.open`` for a ``.log`` the listing shows as a plain file: no stat to find out it exists
         (nothing is opened either; the segment opens its files on first use)."""
-        config = self.config
-        if config is None:
-            return LogSegment(self.dir, base, clock=self.clock, handles=self.handles)
-        return LogSegment(
-            self.dir, base, clock=self.clock, handles=self.handles, index_interval_bytes=config.index_interval_bytes,
-            max_index_size=config.segment_index_bytes, roll_jitter_ms=config.random_segment_jitter(),
-        )
+        return _segment_maker(self.config, self.clock, self.handles, self.dir, base)
 
     def _delete(self, path: Path, why: str) -> None:
         self._listing = None
@@ -255,7 +268,7 @@ class LogLoader:
         them (``<20 digits>.snapshot``, regular files with symlinks followed)."""
         d = self._dir_str
         found = {}
-        for name in self._scan()[0]:
+        for name in [n for n in self._scan()[0] if n.endswith(_SNAPSHOT_SUFFIX)]:
             off = snapshot_offset(name)
             if off is not None:
                 found[off] = os.path.join(d, name)
@@ -300,7 +313,10 @@ class LogLoader:
         return LoadedLogOffsets(new_log_start, offsets.recovery_point, offsets.next_offset)
 
     def _remove_temp_files_and_collect_swaps(self) -> list[Path]:
-        doomed, swaps = classify_leftovers(self._scan()[0])
+        names = self._scan()[0]
+        if not any([n.endswith(_LEFTOVER_SUFFIXES) for n in names]):
+            return []  # the usual case: nothing to delete, no swap (one C-level suffix test a name)
+        doomed, swaps = classify_leftovers(names)
         for why, name in doomed:
             self._delete(self.dir / name, why)
         return [self.dir / name for name in swaps]
@@ -340,6 +356,8 @@ class LogLoader:
     def _load_segment_files(self) -> None:
         names, plain = self._scan()
         links = self._listing[2]  # type: ignore[index]
+        if self.clean_shutdown and not links and self._add_plain_segments(names, plain):
+            return
         # Entries listed here exist unless deleted below, and only orphan indexes are (never a .log, nor an index
         # of a segment that has its .log); a name not listed does not exist; a symlink is checked on disk.
 
@@ -383,6 +401,52 @@ class LogLoader:
                 if truncated > 0 and self._load_truncation is None:
                     self._load_truncation = base
                 self.segments.add(seg)
+
+    def _add_plain_segments(self, names: list[str], plain: set[str]) -> bool:
+        """The clean-shutdown case without a single exception, decided before anything is touched: every
+        ``.log``, ``.index``, ``.timeindex`` and ``.txnindex`` name is a 20-digit offset plus its suffix, no
+        index lacks its ``.log``, and every inactive segment has its offset and time index and no txn index.
+        Then those inactive segments are added by base offset alone (``LogSegments.add_lazy``: an object is made
+        on first use), which is all the general path does for them: its light check finds nothing to do without
+        a txn index, and opens nothing. The active segment takes the general path's steps. False (nothing done)
+        otherwise: the general path then handles the dir."""
+        logs = [n[:-4] for n in names if n.endswith(LOG_SUFFIX)]
+        if not logs:
+            return False
+        indexes = 0
+        for n in names:
+            if n.endswith(_INDEX_SUFFIXES):
+                if not _canonical_stem(n[: n.index(".")]):
+                    return False
+                indexes += 1
+        bases: list[int] = []
+        for stem in logs[:-1]:
+            if not (_canonical_stem(stem) and stem + INDEX_SUFFIX in plain and stem + TIME_INDEX_SUFFIX in plain
+                    and stem + TXN_INDEX_SUFFIX not in plain):
+                return False
+            bases.append(int(stem))
+        active = logs[-1]
+        if not _canonical_stem(active):
+            return False
+        active_indexes = sum(active + suffix in plain for suffix in _INDEX_SUFFIXES)
+        if indexes != 2 * len(bases) + active_indexes:
+            return False  # an orphan index somewhere: the general path deletes it
+        self.segments.add_lazy(
+            bases, self.dir, functools.partial(_segment_maker, self.config, self.clock, self.handles)
+        )
+        base = int(active)
+        seg = self._existing_segment(base)
+        try:
+            self._light_sanity_check(seg, active + TIME_INDEX_SUFFIX not in plain, active + INDEX_SUFFIX in plain,
+                                     txn_index_exists=active + TXN_INDEX_SUFFIX in plain)
+        except FileNotFoundError:
+            self.actions.append(("recover: missing offset index", active + LOG_SUFFIX))
+            self._recover_segment(seg)
+        except CorruptIndexError:
+            self.actions.append(("recover: corrupt index", active + LOG_SUFFIX))
+            self._recover_segment(seg)
+        self.segments.add(seg)
+        return True
 
     @staticmethod
     def _light_sanity_check(seg: LogSegment, time_index_new: bool, offset_index_exists: bool | None = None,

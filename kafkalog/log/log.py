@@ -214,10 +214,8 @@ class Log(LogAppend, LogRetention):
         self.recovered_at_load: frozenset[int] = frozenset(loader.recovered_bases)
         # Inactive segments whose indexes no check has passed yet (KIP-263): checked on first use by a read or a
         # lookup (``_index_checked``), or marked by the manager's background checker (``mark_index_checked``).
-        active = self._segments.last
-        self._index_pending: set[int] = {
-            s.base_offset for s in self._segments if s is not active and s.base_offset not in self.recovered_at_load
-        }
+        self._index_pending: set[int] = set(self._segments.base_offsets()[:-1])  # base offsets: builds no segment
+        self._index_pending.difference_update(self.recovered_at_load)
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = max(loaded.recovery_point, loaded.log_start_offset)
         self._log_end_offset = loaded.next_offset

@@ -3,13 +3,17 @@
 A sorted list of base offsets plus a dict, searched with ``bisect``: floor/lower/higher lookups are O(log n) and
 iteration is in offset order. Mutations take a lock; readers work on snapshots so a concurrent roll never breaks
 an iteration in progress.
+
+A clean lazy load (KIP-263) adds its inactive segments as base offsets only (``add_lazy``): the dict holds None
+for them and the ``LogSegment`` object is made, once, by whichever accessor first returns that segment. A
+partition whose old segments nobody reads never builds them; ``base_offsets``, ``len`` and ``in`` never do.
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from kafkalog.segment import LogSegment
@@ -20,8 +24,17 @@ class LogSegments:
 
     def __init__(self) -> None:
         self._offsets: list[int] = []
-        self._segments: dict[int, LogSegment] = {}
+        self._segments: dict[int, LogSegment | None] = {}  # None: added lazily, not made yet
         self._lock = threading.Lock()
+        self._dir: Path | None = None  # where the lazily added segments live (add_lazy)
+        self._make: Callable[[Path, int], LogSegment] | None = None
+
+    def _at(self, base: int) -> LogSegment:
+        """The segment at ``base``, made now if it was added lazily (caller holds the lock)."""
+        seg = self._segments[base]
+        if seg is None:
+            seg = self._segments[base] = self._make(self._dir, base)  # type: ignore[misc,arg-type]
+        return seg
 
     # --- mutation ------------------------------------------------------------------------------------------------
 
@@ -35,16 +48,32 @@ class LogSegments:
             self._segments[base] = segment
             return previous
 
+    def add_lazy(self, bases: Iterable[int], dir: Path, make: Callable[[Path, int], LogSegment]) -> None:
+        """Add segments by base offset alone; ``make(dir, base)`` builds one when it is first returned. For a
+        loader that knows the files are there and need nothing done (a clean lazy load's inactive segments).
+        A base already present keeps its segment."""
+        with self._lock:
+            self._dir, self._make = Path(dir), make
+            segments = self._segments
+            new = [b for b in bases if b not in segments]
+            if not new:
+                return
+            segments.update(dict.fromkeys(new))
+            self._offsets.extend(new)
+            self._offsets.sort()
+
     def remove(self, base_offset: int) -> LogSegment | None:
         with self._lock:
-            seg = self._segments.pop(base_offset, None)
-            if seg is not None:
-                del self._offsets[bisect.bisect_left(self._offsets, base_offset)]
+            if base_offset not in self._segments:
+                return None
+            seg = self._at(base_offset)  # the caller deletes its files or keeps using it
+            del self._segments[base_offset]
+            del self._offsets[bisect.bisect_left(self._offsets, base_offset)]
             return seg
 
     def clear(self) -> list[LogSegment]:
         with self._lock:
-            segs = [self._segments[o] for o in self._offsets]
+            segs = [self._at(o) for o in self._offsets]
             self._offsets.clear()
             self._segments.clear()
             return segs
@@ -64,7 +93,11 @@ class LogSegments:
         return base_offset in self._segments
 
     def get(self, base_offset: int) -> LogSegment | None:
-        return self._segments.get(base_offset)
+        seg = self._segments.get(base_offset)
+        if seg is not None or base_offset not in self._segments:
+            return seg
+        with self._lock:
+            return self._at(base_offset) if base_offset in self._segments else None
 
     def base_offsets(self) -> list[int]:
         with self._lock:
@@ -79,18 +112,18 @@ class LogSegments:
             if from_offset is not None:
                 lo = max(0, bisect.bisect_right(offsets, from_offset) - 1)
             hi = len(offsets) if to_offset is None else bisect.bisect_left(offsets, to_offset)
-            return [self._segments[o] for o in offsets[lo:hi]]
+            return [self._at(o) for o in offsets[lo:hi]]
 
     @property
     def first(self) -> LogSegment | None:
         with self._lock:
-            return self._segments[self._offsets[0]] if self._offsets else None
+            return self._at(self._offsets[0]) if self._offsets else None
 
     @property
     def last(self) -> LogSegment | None:
         """The active segment."""
         with self._lock:
-            return self._segments[self._offsets[-1]] if self._offsets else None
+            return self._at(self._offsets[-1]) if self._offsets else None
 
     active = last
 
@@ -98,19 +131,19 @@ class LogSegments:
         """The segment with the largest base offset <= ``offset``."""
         with self._lock:
             i = bisect.bisect_right(self._offsets, offset)
-            return self._segments[self._offsets[i - 1]] if i else None
+            return self._at(self._offsets[i - 1]) if i else None
 
     def lower(self, offset: int) -> LogSegment | None:
         """The segment with the largest base offset < ``offset``."""
         with self._lock:
             i = bisect.bisect_left(self._offsets, offset)
-            return self._segments[self._offsets[i - 1]] if i else None
+            return self._at(self._offsets[i - 1]) if i else None
 
     def higher(self, offset: int) -> LogSegment | None:
         """The segment with the smallest base offset > ``offset``."""
         with self._lock:
             i = bisect.bisect_right(self._offsets, offset)
-            return self._segments[self._offsets[i]] if i < len(self._offsets) else None
+            return self._at(self._offsets[i]) if i < len(self._offsets) else None
 
     def higher_segments(self, offset: int) -> list[LogSegment]:
         """Every segment whose base offset > the base of the segment holding ``offset``."""
@@ -118,12 +151,19 @@ class LogSegments:
             i = bisect.bisect_right(self._offsets, offset)
             floor_base = self._offsets[i - 1] if i else None
             start = bisect.bisect_right(self._offsets, floor_base) if floor_base is not None else 0
-            return [self._segments[o] for o in self._offsets[start:]]
+            return [self._at(o) for o in self._offsets[start:]]
 
     def inactive(self) -> list[LogSegment]:
         """Every segment but the active one."""
         with self._lock:
-            return [self._segments[o] for o in self._offsets[:-1]]
+            return [self._at(o) for o in self._offsets[:-1]]
+
+    def made(self) -> list[LogSegment]:
+        """The segments that exist as objects, in order; lazily added ones nobody used are skipped (they hold no
+        descriptor, mapping or state to close)."""
+        with self._lock:
+            segments = self._segments
+            return [s for s in (segments[o] for o in self._offsets) if s is not None]
 
     def size_in_bytes(self) -> int:
         return sum(seg.size for seg in self.values())
@@ -131,13 +171,16 @@ class LogSegments:
     # --- bulk lifecycle ------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        for seg in self.values():
+        for seg in self.made():
             seg.close()
 
     def close_handlers(self) -> None:
-        for seg in self.values():
+        for seg in self.made():
             seg.close_handlers()
 
     def update_parent_dir(self, new_dir: str | Path) -> None:
-        for seg in self.values():
+        with self._lock:
+            if self._make is not None:
+                self._dir = Path(new_dir)
+        for seg in self.made():
             seg.update_parent_dir(new_dir)

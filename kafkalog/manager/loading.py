@@ -287,9 +287,10 @@ class DirLoader:
             # Recovery may have opened every segment; closed segments reopen lazily, so hand the descriptors
             # back now (thousands of partitions x segments x 3 files would otherwise exhaust the fd limit). The
             # active segment too, untrimmed: it reopens with its entries and room on the first append or read.
-            for seg in log.segments.inactive():
-                release_segment(seg)
             active = log.segments.last
+            for seg in log.segments.made():  # segments a lazy load added by offset alone hold nothing
+                if seg is not active:
+                    release_segment(seg)
             if active is not None:
                 active.suspend()
             with reg.lock:

@@ -153,8 +153,8 @@ class SanityChecker:
         the rest stay pending. ``rebuilt`` names segments the load just recovered (indexes rewritten from the
         batches, the log cut after its last valid one): they count as checked without being read again.
         OSError propagates to the caller (the loader marks the dir offline)."""
-        segments = list(log.segments)  # type: ignore[attr-defined]
-        pending = {s.base_offset for s in segments}
+        bases = log.segments.base_offsets()  # type: ignore[attr-defined]  # a lazy load's segments stay unmade
+        pending = set(bases)
         done = pending.intersection(rebuilt)
         tracker = _Tracker(key, log, lock, pending=pending - done, checked=len(done))
         with self._lock:
@@ -162,8 +162,8 @@ class SanityChecker:
         with lock:
             if check_all:
                 self._check_upto(tracker, None, raise_io=True)
-            elif segments:
-                self._check_bases(tracker, [segments[-1].base_offset], raise_io=True)
+            elif bases:
+                self._check_bases(tracker, [bases[-1]], raise_io=True)
 
     def register_new(self, key: TopicPartition, log: object, lock: PartitionLock) -> None:
         """A log created by this process has nothing to check."""
