@@ -24,6 +24,9 @@ from kafkalog.records.reader import read_batches
 __all__ = ["SegmentLogFile"]
 
 _LOCK_CREATION = threading.Lock()
+#: ``scan`` reads a ``.log`` of up to this many bytes instead of mapping it (the reads before ``start`` included:
+#: below this size they cost less than a map's page faults and munmap).
+SCAN_READ_NOT_MAP_BYTES = 64 * 1024
 
 
 class SegmentLogFile:
@@ -136,6 +139,10 @@ class SegmentLogFile:
             state: dict = {"valid_end": start, "error": None}
             if end <= start:
                 return iter(()), state
+            if end <= SCAN_READ_NOT_MAP_BYTES:  # a small file: one read costs less than map + faults + unmap
+                data = file_access.read_whole(f, end)
+                if data is not None:
+                    return self._scan_buffer(memoryview(data), start, end, validate, state), state
             mm = file_access.map_file(f, end)
             if mm is None:
                 return self._scan_chunked(start, end, validate, state), state

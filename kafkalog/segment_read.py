@@ -186,8 +186,12 @@ class SegmentReads:
         return None
 
     def read_next_offset(self) -> int:
-        """The offset after the last batch (reads from the last offset-index entry onward)."""
-        start = self._offset_index.lookup(self._offset_index.last_offset)[1] if self._offset_index.entry_count else 0
+        """The offset after the last batch (reads from the last offset-index entry onward). An index nobody has
+        mapped is read, not mapped, for its one lookup (``read_for_check``): a load asks this of every active
+        segment, whose index is mapped by its first append."""
+        index = self._offset_index
+        with index.read_for_check():
+            start = index.lookup(index.last_offset)[1] if index.entry_count else 0
         last = None
         it, _ = self.scan(start)
         for batch in it:

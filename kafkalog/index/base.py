@@ -228,9 +228,10 @@ class AbstractIndex(IndexFile, IndexSearch):
         """Serve the body from a copy of the file's bytes instead of a mapping, when the index is not loaded.
 
         A one-shot check of a closed segment reads every entry once; mapping the file for that costs several
-        times a read (see ``READ_NOT_MAP_BYTES``). The copy is dropped on exit, leaving the index unloaded as
-        before. The index lock is held throughout, so no writer sees the copy. Loaded, suspended, fallback-mode,
-        missing or large files take the normal path inside the body.
+        times a read (see ``READ_NOT_MAP_BYTES``). A suspended (preallocated) index copies just its entries.
+        The copy is dropped on exit, leaving the index unloaded (or suspended) as before. The index lock is held
+        throughout, so no writer sees the copy. Loaded, fallback-mode, missing or large files take the normal
+        path inside the body.
         """
         with self._lock:
             self._busy += 1  # the body uses this index while it opens others: the cache must not close it
@@ -243,7 +244,7 @@ class AbstractIndex(IndexFile, IndexSearch):
     @contextmanager
     def _copy_for_check(self) -> Iterator[None]:
         """``read_for_check``'s body (caller holds the lock)."""
-        if self._loaded or self._suspended_entries is not None or not self._use_mmap:
+        if self._loaded or not self._use_mmap:
             yield
             return
         try:
@@ -251,15 +252,19 @@ class AbstractIndex(IndexFile, IndexSearch):
         except FileNotFoundError:
             yield
             return
+        suspended = self._suspended_entries
         try:
             length = os.fstat(fd).st_size
-            data = read_fully(fd, length) if length <= READ_NOT_MAP_BYTES else None
+            # A suspended (preallocated) index: only its entries are read; the length stays the file's.
+            entries = length // self.ENTRY_SIZE if suspended is None else min(length // self.ENTRY_SIZE, suspended)
+            used = entries * self.ENTRY_SIZE if suspended is not None else length
+            data = read_fully(fd, used) if used <= READ_NOT_MAP_BYTES else None
         finally:
             os.close(fd)
         if data is None:
             yield
             return
-        self._install(bytearray(data), None, None, len(data), len(data) // self.ENTRY_SIZE)
+        self._install(bytearray(data), None, None, length, entries)
         try:
             yield
         finally:
@@ -469,7 +474,8 @@ class AbstractIndex(IndexFile, IndexSearch):
             es = self.ENTRY_SIZE
             rounded = es * (max(0, int(new_size)) // es)
             if not self._loaded:
-                return self._load(resize_to=rounded)
+                changed = self._resize_unloaded(rounded) if self._use_mmap else None
+                return self._load(resize_to=rounded) if changed is None else changed
             if rounded == self._length:
                 return False
             if rounded < self._entries * es:
@@ -501,6 +507,32 @@ class AbstractIndex(IndexFile, IndexSearch):
                 fh.close()
                 raise
             return True
+
+    def _resize_unloaded(self, rounded: int) -> bool | None:
+        """``resize`` of an index nobody has mapped: set the file's size through a bare descriptor and leave the
+        index suspended with its entry count (as ``_load(resize_to=...)`` then ``suspend`` would, without the
+        map and unmap: a loaded partition's active index is mapped by its first append, not by the load). None
+        when the file does not exist (``_load`` creates it). Caller holds the lock."""
+        try:
+            fd = self._cache().call(lambda: os.open(self._fspath, os.O_RDWR), f"opening {self._fspath}")
+        except FileNotFoundError:
+            return None
+        try:
+            length = os.fstat(fd).st_size
+            entries = length // self.ENTRY_SIZE
+            if self._suspended_entries is not None:
+                entries = min(entries, self._suspended_entries)
+            changed = rounded != length
+            if changed:
+                if rounded < entries * self.ENTRY_SIZE:
+                    raise IndexStateError(
+                        f"Cannot resize {self._path} to {rounded} bytes: it holds {entries} entries"
+                    )
+                os.ftruncate(fd, rounded)
+        finally:
+            os.close(fd)
+        self._suspended_entries = entries
+        return changed
 
     def trim_to_valid_size(self) -> None:
         """Cut the file to the bytes in use (on roll and close). A never-loaded index is left untouched; a

@@ -284,8 +284,8 @@ class LogLoader:
         try:
             self._load_segment_files()  # may recover segments whose index is missing or corrupt
             if self.clean_shutdown and self.segments:
-                # Grown back to full size before anything reads them, the active indexes are mapped once (resizing
-                # a loaded index unmaps, truncates and maps again); after a crash recovery rewrites them first.
+                # Grown back to full size before anything reads them (not mapped: the files' sizes are set through
+                # a descriptor, the entries are read when needed); after a crash recovery rewrites them first.
                 self.segments.last.resize_indexes(self.config.segment_index_bytes)  # type: ignore[union-attr]
             offsets = self._recover_log()
         finally:
