@@ -30,7 +30,7 @@ from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.limits import LONG_MAX, wall_clock_ms
 from kafkalog.names import offset_to_name
 from kafkalog.records.reader import read_batches
-from kafkalog.records.scan import scan_batches
+from kafkalog.records.scan import scan_batches, small_batch_table
 from kafkalog.segment_file import SegmentLogFile
 from kafkalog.segment_read import SegmentReads, TimestampAndOffset
 from kafkalog.segment_recovery import (
@@ -375,7 +375,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
         the batches in the ``.log`` (entries strictly increasing, positions inside the file, each offset entry
         at a batch start whose last offset matches); with ``whole_batches`` too, the ``.log`` must end on a whole
         batch (CorruptRecordError otherwise). One shallow scan serves both."""
-        if not self._offset_index.file.exists():
+        if not self._offset_index.exists():
             raise FileNotFoundError(f"offset index file {self._offset_index.file} does not exist")
         with self._offset_index.read_for_check(), self._time_index.read_for_check():
             self._sanity_check(strict, whole_batches)
@@ -399,14 +399,23 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
     def batch_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Start positions, last offsets, max timestamps and is-magic-2 flags of every whole batch (shallow scan,
         no CRC): what the strict index checks compare entries against."""
-        return self._batch_columns()[:4]  # type: ignore[return-value]
+        starts, lasts, max_ts, v2, _ = self._batch_columns()
+        if isinstance(starts, list):
+            return (np.asarray(starts, dtype=np.int64), np.asarray(lasts, dtype=np.int64),
+                    np.asarray(max_ts, dtype=np.int64), np.asarray(v2, dtype=bool))
+        return starts, lasts, max_ts, v2
 
-    def _batch_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    def _batch_columns(self) -> tuple:
         """``batch_table`` plus the end of the last whole batch: the header columns of ``scan_batches`` over a
-        read-only map when the file can be mapped, else the batch-by-batch scan."""
+        read-only map when the file can be mapped, else the batch-by-batch scan. A small file of whole v2 batches
+        (the usual active segment) gives Python lists instead (``small_batch_table``), which the indexes' strict
+        checks take without numpy."""
         self._open_file()
         size = self.size
         with self._read_map(size, READ_NOT_MAP_BYTES) as buf:
+            small = None if buf is None else small_batch_table(buf, size)
+            if small is not None:
+                return small[0], small[1], small[2], [True] * len(small[0]), size
             scan = None if buf is None else scan_batches(buf, position=0, end=size, check_crc=False)
         if scan is not None:
             h = scan.headers

@@ -67,6 +67,15 @@ _RESERVE_MAX = max(1024 * 1024, _RESERVE_MIN)
 # files are mapped: no allocation grows with a file.
 READ_NOT_MAP_BYTES = 1 << 20
 
+#: Up to this many entries, the strict checks given Python lists of batches (``small_batch_table``: a small
+#: ``.log``) run as plain loops: numpy's fixed cost per call is most of a vectorised check of a few entries.
+SMALL_CHECK_ENTRIES = 256
+
+
+def _is_list_or_none(value: object) -> bool:
+    """The strict checks' test for the lists ``small_batch_table`` gives (arrays take the vectorised path)."""
+    return value is None or type(value) is list
+
 
 class AbstractIndex(IndexFile, IndexSearch):
     """A file of fixed-size big-endian entries, searched by Kafka's rules. Subclasses define the entry layout."""

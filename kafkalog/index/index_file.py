@@ -4,11 +4,16 @@ offset, handle-cache bookkeeping and delete/rename (OS file access itself is :mo
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from pathlib import Path
 
 from kafkalog.handle_cache import HandleCache, default_cache
+
+
+#: The errors ``Path.exists`` answers False for (pathlib's ``_IGNORED_ERRNOS``).
+_MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 class IndexFile:
@@ -62,6 +67,17 @@ class IndexFile:
     @property
     def file(self) -> Path:
         return self._path
+
+    def exists(self) -> bool:
+        """``self.file.exists()`` without building the Path: False for the errors ``Path.exists`` answers False
+        for, any other error raised."""
+        try:
+            os.stat(self._fspath)
+        except OSError as exc:
+            if exc.errno in _MISSING_ERRNOS:
+                return False
+            raise
+        return True
 
     path = file
 

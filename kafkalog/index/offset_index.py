@@ -6,13 +6,14 @@ largest indexed offset <= the target, or (base offset, 0) below the first entry,
 
 from __future__ import annotations
 
+import bisect
 import struct
 from typing import NamedTuple
 
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, IndexStateError, InvalidOffsetError
-from kafkalog.index.base import AbstractIndex
+from kafkalog.index.base import SMALL_CHECK_ENTRIES, AbstractIndex, _is_list_or_none
 from kafkalog.index.search import KEY, VALUE, first_true
 
 _ENTRY = struct.Struct(">ii")
@@ -151,6 +152,51 @@ class OffsetIndex(AbstractIndex):
             rel, pos = _ENTRY.unpack_from(self._buf, n * 8)
             return OffsetPosition(self._base_offset + rel, pos)
 
+    def _strict_check_small(self, rel: tuple, pos: tuple, log_size: int, starts: list | None,
+                            lasts: list | None) -> None:
+        """``strict_check`` for a few entries and the Python lists of ``small_batch_table`` (sorted): the same
+        checks in the same order, so the first failure and its message are the vectorised path's."""
+        n = len(rel)
+        if n == 0:
+            return
+        base = self._base_offset
+
+        def fail(i: int, why: str) -> None:
+            raise CorruptIndexError(f"Index file {self._path}: entry {i} (offset {base + rel[i]}, position {pos[i]}) {why}")
+
+        for i in range(n):
+            if rel[i] < 0:
+                fail(i, f"is below the base offset {base}")
+        for i in range(1, n):
+            if rel[i] <= rel[i - 1]:
+                fail(i, "does not increase the offset")
+        for i in range(n):
+            if pos[i] < 0 or pos[i] >= log_size:
+                fail(i, f"points outside the log (size {log_size})")
+        for i in range(1, n):
+            if pos[i] <= pos[i - 1]:
+                fail(i, "does not increase the position")
+        if starts is None:
+            return
+        top = max(len(starts) - 1, 0)
+        at_c = []
+        for i in range(n):
+            at = bisect.bisect_left(starts, pos[i])
+            c = min(at, top)
+            if not (at < len(starts) and starts[c] == pos[i]):
+                fail(i, "does not point at a batch start")
+            at_c.append(c)
+        if lasts is None:
+            return
+        for i in range(n):
+            before = lasts[at_c[i] - 1] if at_c[i] > 0 else base - 1
+            if before >= base + rel[i]:
+                fail(i, f"names an offset the batch before its position already holds (last offset {before})")
+        if lasts:
+            for i in range(n):
+                if base + rel[i] > lasts[-1]:
+                    fail(i, f"is past the log's last offset {lasts[-1]}")
+
     def entries_array(self) -> np.ndarray:
         """Every entry as a native structured array (``offset`` absolute, ``position``): a copy."""
         with self._lock:
@@ -190,12 +236,21 @@ class OffsetIndex(AbstractIndex):
         with an offset no batch before that position holds and no later than the log's last offset.
         """
         self.sanity_check()
+        small = _is_list_or_none(batch_starts) and _is_list_or_none(batch_last_offsets)
         with self._lock:
             self._ensure_loaded()
-            view = self._view()
-            rel = view["relative_offset"].astype(np.int64)
-            pos = view["position"].astype(np.int64)
-            del view
+            n = self._entries
+            if small and n <= SMALL_CHECK_ENTRIES:
+                values = struct.unpack_from(f">{2 * n}i", self._buf, 0) if n else ()
+            else:
+                small = False
+                view = self._view()
+                rel = view["relative_offset"].astype(np.int64)
+                pos = view["position"].astype(np.int64)
+                del view
+        if small:
+            self._strict_check_small(values[0::2], values[1::2], log_size, batch_starts, batch_last_offsets)
+            return
         if rel.size == 0:
             return
         base = self._base_offset

@@ -7,13 +7,15 @@ entry a segment writes when it is rolled or closed.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import struct
 from typing import NamedTuple
 
 import numpy as np
 
 from kafkalog.errors import CorruptIndexError, IndexFullError, IndexStateError, InvalidOffsetError
-from kafkalog.index.base import AbstractIndex
+from kafkalog.index.base import SMALL_CHECK_ENTRIES, AbstractIndex, _is_list_or_none
 from kafkalog.index.search import VALUE, first_true
 from kafkalog.limits import NO_TIMESTAMP
 
@@ -196,12 +198,23 @@ class TimeIndex(AbstractIndex):
         timestamps, offsets inside the log and no earlier batch with a larger timestamp than the entry.
         """
         self.sanity_check()
+        small = _is_list_or_none(batch_last_offsets) and _is_list_or_none(batch_max_timestamps)
         with self._lock:
             self._ensure_loaded()
-            view = self._view()
-            ts = view["timestamp"].astype(np.int64)
-            off = view["relative_offset"].astype(np.int64) + self._base_offset
-            del view
+            n = self._entries
+            if small and n <= SMALL_CHECK_ENTRIES:
+                values = struct.unpack_from(">" + "qi" * n, self._buf, 0) if n else ()
+            else:
+                small = False
+                view = self._view()
+                ts = view["timestamp"].astype(np.int64)
+                off = view["relative_offset"].astype(np.int64) + self._base_offset
+                del view
+        if small:
+            base = self._base_offset
+            self._strict_check_small(values[0::2], [base + r for r in values[1::2]], next_offset,
+                                     batch_last_offsets, batch_max_timestamps)
+            return
         if ts.size == 0:
             return
 
@@ -240,3 +253,42 @@ class TimeIndex(AbstractIndex):
             if bad >= 0:
                 i = bad
                 fail(i, f"is below the max timestamp {int(before[i])} of the batches before its offset")
+
+    def _strict_check_small(self, ts: tuple, off: list, next_offset: int | None, lasts: list | None,
+                            max_ts: list | None) -> None:
+        """``strict_check`` for a few entries and the Python lists of ``small_batch_table`` (sorted): the same
+        checks in the same order, so the first failure and its message are the vectorised path's."""
+        n = len(ts)
+        if n == 0:
+            return
+        base = self._base_offset
+
+        def fail(i: int, why: str) -> None:
+            raise CorruptIndexError(f"Time index file {self._path}: entry {i} (timestamp {ts[i]}, offset {off[i]}) {why}")
+
+        for i in range(1, n):
+            if ts[i] <= ts[i - 1]:
+                fail(i, "does not increase the timestamp")
+        for i in range(n):
+            if off[i] < base:
+                fail(i, f"is below the base offset {base}")
+        for i in range(1, n):
+            if off[i] < off[i - 1]:
+                fail(i, "moves the offset backwards")
+        if next_offset is not None:
+            for i in range(n):
+                if off[i] >= next_offset:
+                    fail(i, f"is at or past the segment's next offset {next_offset}")
+        if lasts is None:
+            return
+        if lasts:
+            for i in range(n):
+                if off[i] > lasts[-1]:
+                    fail(i, f"is past the log's last offset {lasts[-1]}")
+        if max_ts is not None and lasts:
+            prefix_max = list(itertools.accumulate(max_ts, max))
+            for i in range(n):
+                k = bisect.bisect_left(lasts, off[i])  # the batch holding the entry's offset
+                before = prefix_max[k - 1] if k > 0 else -1
+                if before > ts[i]:
+                    fail(i, f"is below the max timestamp {before} of the batches before its offset")

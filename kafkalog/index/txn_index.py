@@ -130,6 +130,16 @@ class TransactionIndex(IndexFile):
             self._loaded = True
             self._refresh_last_offset()
 
+    def note_absent(self) -> None:
+        """The caller listed the dir a moment ago and found no file: take the state a load reaches when the open
+        fails (no entries), without the failed open (a lookup of a name not in the dentry cache costs a
+        directory search)."""
+        with self._lock:
+            if not self._loaded:
+                self._data = bytearray()
+                self._loaded = True
+                self._last_offset = None
+
     def _refresh_last_offset(self) -> None:
         # Kafka forgets the last offset when it reopens a file; kafkalog reads it back, so appends after a reopen
         # are checked against what is already on disk.

@@ -436,15 +436,19 @@ class LogLoader:
         )
         base = int(active)
         seg = self._existing_segment(base)
+        txn_index_exists = active + TXN_INDEX_SUFFIX in plain
         try:
             self._light_sanity_check(seg, active + TIME_INDEX_SUFFIX not in plain, active + INDEX_SUFFIX in plain,
-                                     txn_index_exists=active + TXN_INDEX_SUFFIX in plain)
+                                     txn_index_exists=txn_index_exists)
         except FileNotFoundError:
             self.actions.append(("recover: missing offset index", active + LOG_SUFFIX))
             self._recover_segment(seg)
         except CorruptIndexError:
             self.actions.append(("recover: corrupt index", active + LOG_SUFFIX))
             self._recover_segment(seg)
+        else:
+            if not txn_index_exists:
+                seg.txn_index.note_absent()  # the active segment's check reads it next: no failed open there
         self.segments.add(seg)
         return True
 
