@@ -23,7 +23,7 @@ from typing import IO
 
 from kafkalog.oserrors import is_resource_exhaustion
 
-__all__ = ["fallocate", "is_real_file", "map_file", "pread", "pwrite_all", "read_fully", "read_whole"]
+__all__ = ["fallocate", "is_real_file", "map_file", "pread", "pwrite_all", "read_file", "read_fully", "read_whole"]
 
 # posix_fallocate errors meaning "this filesystem (or file) cannot preallocate": callers write unguarded.
 FALLOCATE_UNSUPPORTED = frozenset(
@@ -52,6 +52,23 @@ def read_fully(fd: int, size: int) -> bytes:
             break
         chunks.append(chunk)
         got += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def read_file(path: str | os.PathLike[str]) -> bytes:
+    """Every byte of the file at ``path``: ``open(path, "rb").read()`` through a bare descriptor (four syscalls
+    instead of a buffered file object's nine), for the small files a partition load reads whole. The errors are
+    ``open``'s (a directory fails at the read instead of the open, with the same IsADirectoryError)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 

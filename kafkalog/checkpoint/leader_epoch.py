@@ -22,6 +22,7 @@ from kafkalog.checkpoint._format import (
 )
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import InvalidArgumentError
+from kafkalog.file_access import read_file
 
 LEADER_EPOCH_CHECKPOINT_VERSION = 0
 LEADER_EPOCH_CHECKPOINT_FILENAME = "leader-epoch-checkpoint"
@@ -50,8 +51,7 @@ def parse_leader_epoch_checkpoint(data: bytes, *, path: object = None) -> list[E
 
 def read_leader_epoch_checkpoint(path: str | os.PathLike[str]) -> list[EpochEntry]:
     """Read the entries in file order; CorruptCheckpointError for malformed content."""
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_file(path)
     return parse_leader_epoch_checkpoint(data, path=path)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kafkalog.checkpoint._format import INT32_MAX, parse_java_int, split_lines
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
+from kafkalog.file_access import read_file
 from kafkalog.names import ZERO_UUID, base64url_to_uuid_bytes
 
 PARTITION_METADATA_FILENAME = "partition.metadata"
@@ -61,8 +62,7 @@ def parse_partition_metadata(data: bytes, *, path: object = None) -> PartitionMe
 
 
 def read_partition_metadata_file(path: str | os.PathLike[str]) -> PartitionMetadata:
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_file(path)
     return parse_partition_metadata(data, path=path)
 
 

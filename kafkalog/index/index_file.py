@@ -11,7 +11,6 @@ from pathlib import Path
 
 from kafkalog.handle_cache import HandleCache, default_cache
 
-
 #: The errors ``Path.exists`` answers False for (pathlib's ``_IGNORED_ERRNOS``).
 _MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 

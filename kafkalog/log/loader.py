@@ -29,7 +29,7 @@ from kafkalog.errors import (
 )
 from kafkalog.handle_cache import HandleCache
 from kafkalog.log.epoch_cache import LeaderEpochFileCache
-from kafkalog.log.producer_state import ProducerStateManager, snapshot_offset
+from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.segments import LogSegments
 from kafkalog.names import (
     CLEANED_SUFFIX,
@@ -79,6 +79,31 @@ def _is_file(entry: os.DirEntry) -> bool:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
             return False
         raise
+
+
+def list_dir(path: str) -> tuple[list[str], set[str], set[str]]:
+    """One scandir of a partition dir: the regular files (symlinks followed, as ``Path.is_file``) in name order,
+    the names of the entries that are not symlinks (known to exist without a stat), and the symlinks' names."""
+    files: list[str] = []
+    plain: set[str] = set()
+    links: set[str] = set()
+    with os.scandir(path) as it:
+        for e in it:
+            name = e.name
+            if e.is_symlink():
+                links.add(name)
+                if _is_file(e):
+                    files.append(name)
+                continue
+            plain.add(name)
+            try:
+                regular = e.is_file()  # the entry's type from the listing: no stat
+            except OSError:
+                regular = _is_file(e)
+            if regular:
+                files.append(name)
+    files.sort()
+    return files, plain, links
 
 
 def classify_leftovers(names: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -133,13 +158,8 @@ def rebuild_producer_state(
     Snapshots are (re)written at the base offsets of the last two segments and at ``last_offset``, exactly where
     Kafka writes them, so the set of ``.snapshot`` files matches Kafka's.
     """
-    to_snapshot: list[int] = []
-    last_seg = segments.last
-    if last_seg is not None:
-        lower = segments.lower(last_seg.base_offset)
-        if lower is not None:
-            to_snapshot.append(lower.base_offset)
-        to_snapshot.append(last_seg.base_offset)
+    # The base offsets of the last two segments (read as offsets: a lazily loaded segment is not built for this).
+    to_snapshot: list[int] = segments.base_offsets()[-2:]
     to_snapshot.append(last_offset)
 
     if psm.latest_snapshot_offset is None and reload_from_clean_shutdown:
@@ -187,6 +207,7 @@ class LogLoader:
         clock: Callable[[], int],
         new_psm: Callable[..., ProducerStateManager],
         handles: HandleCache | None = None,
+        listing: tuple[list[str], set[str], set[str]] | None = None,
     ) -> None:
         self.dir = Path(dir)
         self.handles = handles  # the Log's handle cache, handed to every segment
@@ -214,7 +235,8 @@ class LogLoader:
         self._snapshot_listing: dict | None = None
         # One listing of the partition dir shared by every step (temp files, swaps, segments, producer snapshots);
         # dropped whenever the loader deletes or renames a file, so the next step lists again.
-        self._listing: tuple[list[str], set[str], set[str]] | None = None  # files, plain, symlinks
+        # (``listing``: the caller's ``list_dir`` of this dir, when nothing changed in it since.)
+        self._listing: tuple[list[str], set[str], set[str]] | None = listing  # files, plain, symlinks
         self._dir_str = str(self.dir)
         self._recovered = False  # a recovery-time producer-state manager wrote snapshots the main one does not know
 
@@ -246,32 +268,19 @@ class LogLoader:
         the entries that are not symlinks (known to exist without a stat). One scandir, no stat per file unless
         it is a symlink, no Path objects (building and sorting those cost more than the listing). The result is
         kept until the loader changes a file name (``_delete``, swaps, recovery)."""
-        if self._listing is not None:
-            return self._listing[0], self._listing[1]
-        files: list[str] = []
-        plain: set[str] = set()
-        links: set[str] = set()
-        with os.scandir(self.dir) as it:
-            for e in it:
-                if e.is_symlink():
-                    links.add(e.name)
-                else:
-                    plain.add(e.name)
-                if _is_file(e):
-                    files.append(e.name)
-        files.sort()
-        self._listing = (files, plain, links)
-        return files, plain
+        if self._listing is None:
+            self._listing = list_dir(self._dir_str)
+        return self._listing[0], self._listing[1]
 
     def _snapshot_files(self) -> dict[int, str]:
         """The producer snapshots in the listing (offset -> path, ascending), as ``ProducerStateManager`` lists
         them (``<20 digits>.snapshot``, regular files with symlinks followed)."""
         d = self._dir_str
         found = {}
-        for name in [n for n in self._scan()[0] if n.endswith(_SNAPSHOT_SUFFIX)]:
-            off = snapshot_offset(name)
-            if off is not None:
-                found[off] = os.path.join(d, name)
+        for name in self._scan()[0]:
+            # snapshot_offset's rule (``\d{20}\.snapshot``) without a regex match per file
+            if name.endswith(_SNAPSHOT_SUFFIX) and len(name) == 29 and name[:20].isdecimal():
+                found[int(name[:20])] = os.path.join(d, name)
         return found  # names are sorted, so are the offsets (20 digits each)
 
     # ------------------------------------------------------------------ load
@@ -281,23 +290,25 @@ class LogLoader:
         self._complete_swaps(swaps)
         # The producer-state manager learns its snapshot files from the loader's listing, not by listing again.
         self.psm.reset_snapshot_listing(self._snapshot_files())
+        resized = None
         try:
             self._load_segment_files()  # may recover segments whose index is missing or corrupt
             if self.clean_shutdown and self.segments:
                 # Grown back to full size before anything reads them (not mapped: the files' sizes are set through
                 # a descriptor, the entries are read when needed); after a crash recovery rewrites them first.
-                self.segments.last.resize_indexes(self.config.segment_index_bytes)  # type: ignore[union-attr]
+                resized = self.segments.last
+                resized.resize_indexes(self.config.segment_index_bytes)  # type: ignore[union-attr]
             offsets = self._recover_log()
         finally:
             self._sweep_retired()  # snapshots recovery dropped and did not write again go, as Kafka deletes them
         active = self.segments.last
         assert active is not None
-        active.resize_indexes(self.config.segment_index_bytes)
+        if active is not resized:  # recovery rewrote it, or it is a new segment
+            active.resize_indexes(self.config.segment_index_bytes)
 
         self.epoch_cache.truncate_from_end(offsets.next_offset)
-        first = self.segments.first
-        assert first is not None
-        new_log_start = max(self.log_start_ckpt, first.base_offset)
+        bases = self.segments.base_offsets()  # the first segment's offset, without building it
+        new_log_start = max(self.log_start_ckpt, bases[0])
         self.epoch_cache.truncate_from_start(self.log_start_ckpt)
 
         if not self.psm.is_empty():

@@ -40,7 +40,7 @@ from kafkalog.limits import DEFAULT_PRODUCER_ID_EXPIRATION_MS, wall_clock_ms
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE, EpochEntry, LeaderEpochFileCache
 from kafkalog.log.index_check import check_segment, is_corruption
-from kafkalog.log.loader import LogLoader, rebuild_producer_state
+from kafkalog.log.loader import LogLoader, list_dir, rebuild_producer_state
 from kafkalog.log.log_append import LogAppend, LogAppendInfo
 from kafkalog.log.log_retention import LogRetention
 from kafkalog.log.producer_state import ProducerStateManager
@@ -170,18 +170,31 @@ class Log(LogAppend, LogRetention):
         self._high_watermark: int | None = None  # None: follows the log end offset
         self._hooks: StorageHooks | None = None  # set by a LogManager (attach_storage_hooks)
         self._topic, self._partition = _topic_partition(path)
+        # One listing of the dir serves the metadata files below and the loader (an existing dir needs no mkdir).
+        listing: tuple[list[str], set[str], set[str]] | None
         try:
-            os.mkdir(path)  # Path.mkdir(parents=True, exist_ok=True) without pathlib's overhead
-        except FileExistsError:
-            if not os.path.isdir(path):
-                raise
-        except FileNotFoundError:
-            path.mkdir(parents=True, exist_ok=True)
+            listing = list_dir(str(path))
+        except (FileNotFoundError, NotADirectoryError):
+            listing = None
+            try:
+                os.mkdir(path)  # Path.mkdir(parents=True, exist_ok=True) without pathlib's overhead
+            except FileExistsError:
+                if not os.path.isdir(path):
+                    raise
+            except FileNotFoundError:
+                path.mkdir(parents=True, exist_ok=True)
 
-        self._topic_id = self._init_topic_id(topic_id)
+        def listed(name: str) -> bool:
+            return listing is None or name in listing[1] or name in listing[2]
+
+        self._topic_id = self._init_topic_id(topic_id, listed(PARTITION_METADATA_FILE))
+        if self._topic_id is not None and not listed(PARTITION_METADATA_FILE):
+            listing = None  # written just now
 
         epoch_path = path / CHECKPOINT_FILE
         self.epoch_cache_rebuilt = False
+        if not listed(CHECKPOINT_FILE):
+            listing = None  # the reader creates it
         try:
             self._epoch_cache = LeaderEpochFileCache(epoch_path, reader=_epoch_reader(config))
         except CorruptCheckpointError as exc:
@@ -206,7 +219,7 @@ class Log(LogAppend, LogRetention):
             log_start_offset_checkpoint=log_start_offset or 0,
             recovery_point_checkpoint=recovery_point or 0,
             epoch_cache=self._epoch_cache, producer_state=self._psm, clock=clock, new_psm=new_psm,
-            handles=self._handles,
+            handles=self._handles, listing=listing,
         )
         loaded = loader.load()
         self.load_actions = loader.actions
@@ -222,14 +235,17 @@ class Log(LogAppend, LogRetention):
         if self.epoch_cache_rebuilt:
             self._rebuild_epoch_cache()
 
-    def _init_topic_id(self, topic_id: str | None) -> str | None:
+    def _init_topic_id(self, topic_id: str | None, listed: bool = True) -> str | None:
+        """The stored topic id, checked against (or written from) ``topic_id``. ``listed`` False: the dir's
+        listing, taken a moment ago, has no such file, so there is nothing to open."""
         meta = self._dir / PARTITION_METADATA_FILE
+        stored = None
         try:
-            stored = read_partition_metadata(meta)
+            if listed:
+                stored = read_partition_metadata(meta)
         except OSError as exc:  # no stat first: one failed open is the whole cost of a missing file
             if exc.errno not in _MISSING_ERRNOS:
                 raise
-            stored = None
         if topic_id is not None:
             if stored is not None and stored != topic_id:
                 raise InconsistentMetadataError(

@@ -20,6 +20,7 @@ import crc32c
 
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import CorruptSnapshotError, InvalidArgumentError
+from kafkalog.file_access import read_file
 from kafkalog.limits import NO_SEQUENCE
 
 PRODUCER_SNAPSHOT_VERSION = 1
@@ -123,8 +124,7 @@ def parse_producer_snapshot(
 
 def read_producer_snapshot(path: str | os.PathLike[str]) -> list[ProducerSnapshotEntry]:
     """Read a ``.snapshot`` file; OSError for I/O trouble, CorruptSnapshotError for bad content."""
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_file(path)
     return parse_producer_snapshot(data, path=path)
 
 
