@@ -73,7 +73,7 @@ class LeaderEpochFileCache:
         reader: Callable[[Path], list[EpochEntry]] | None = None,
         writer: Callable[[Path, list[EpochEntry]], None] | None = None,
     ) -> None:
-        self._path = Path(path) if path is not None else None
+        self._path = None if path is None else path if isinstance(path, Path) else Path(path)
         self._writer = writer or _default_writer
         self._lock = threading.RLock()
         self._epochs: list[int] = []  # sorted epochs

@@ -209,7 +209,7 @@ class LogLoader:
         handles: HandleCache | None = None,
         listing: tuple[list[str], set[str], set[str]] | None = None,
     ) -> None:
-        self.dir = Path(dir)
+        self.dir = dir if isinstance(dir, Path) else Path(dir)
         self.handles = handles  # the Log's handle cache, handed to every segment
         self.config = config
         self.segments = segments
@@ -275,12 +275,12 @@ class LogLoader:
     def _snapshot_files(self) -> dict[int, str]:
         """The producer snapshots in the listing (offset -> path, ascending), as ``ProducerStateManager`` lists
         them (``<20 digits>.snapshot``, regular files with symlinks followed)."""
-        d = self._dir_str
+        prefix = os.path.join(self._dir_str, "")
         found = {}
         for name in self._scan()[0]:
             # snapshot_offset's rule (``\d{20}\.snapshot``) without a regex match per file
             if name.endswith(_SNAPSHOT_SUFFIX) and len(name) == 29 and name[:20].isdecimal():
-                found[int(name[:20])] = os.path.join(d, name)
+                found[int(name[:20])] = prefix + name  # os.path.join(dir, name)
         return found  # names are sorted, so are the offsets (20 digits each)
 
     # ------------------------------------------------------------------ load
@@ -421,15 +421,13 @@ class LogLoader:
         on first use), which is all the general path does for them: its light check finds nothing to do without
         a txn index, and opens nothing. The active segment takes the general path's steps. False (nothing done)
         otherwise: the general path then handles the dir."""
+        if len(plain) != len(names):
+            return False  # a directory or other non-file entry: the counting below needs files only
         logs = [n[:-4] for n in names if n.endswith(LOG_SUFFIX)]
         if not logs:
             return False
-        indexes = 0
-        for n in names:
-            if n.endswith(_INDEX_SUFFIXES):
-                if not _canonical_stem(n[: n.index(".")]):
-                    return False
-                indexes += 1
+        # Every index file name is one the segments below account for iff the counts agree (names are unique).
+        indexes = sum(1 for n in names if n.endswith(_INDEX_SUFFIXES))
         bases: list[int] = []
         for stem in logs[:-1]:
             if not (_canonical_stem(stem) and stem + INDEX_SUFFIX in plain and stem + TIME_INDEX_SUFFIX in plain

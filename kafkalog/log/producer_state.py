@@ -155,7 +155,7 @@ class ProducerStateManager:
         snapshots: dict[int, Any] | None = None,
         retired: dict[int, Any] | None = None,
     ) -> None:
-        self.log_dir = Path(log_dir)
+        self.log_dir = log_dir if isinstance(log_dir, Path) else Path(log_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self._clock = clock or wall_clock_ms

@@ -53,7 +53,7 @@ class LogSegments:
         loader that knows the files are there and need nothing done (a clean lazy load's inactive segments).
         A base already present keeps its segment."""
         with self._lock:
-            self._dir, self._make = Path(dir), make
+            self._dir, self._make = dir if isinstance(dir, Path) else Path(dir), make
             segments = self._segments
             new = [b for b in bases if b not in segments]
             if not new:
