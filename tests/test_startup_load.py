@@ -160,9 +160,9 @@ def test_small_batch_table_answers_as_scan_batches(tmp_path: Path) -> None:
     assert answered > 20  # the clean file and the damage that keeps whole batches (a flipped value byte)
 
 
-def _outcome(fn) -> str:
+def _outcome(fn, *args: object) -> str:
     try:
-        fn()
+        fn(*args)
     except CorruptIndexError as e:
         return str(e)
     return "ok"
@@ -179,7 +179,10 @@ def test_loop_strict_checks_answer_as_the_vectorised_ones(tmp_path: Path) -> Non
         max_ts = [rng.randint(0, 40) for _ in range(nb)]
         size = (starts[-1] + 50) if starts else rng.randint(0, 100)
         n = rng.randint(0, 7)
-        pick = (lambda seq, lo, hi: rng.choice(seq) if seq and rng.random() < 0.8 else rng.randint(lo, hi))
+
+        def pick(seq: list[int], lo: int, hi: int) -> int:
+            return rng.choice(seq) if seq and rng.random() < 0.8 else rng.randint(lo, hi)
+
         offs = sorted(pick(lasts, base - 3, base + 70) - base for _ in range(n))
         poss = sorted(pick(starts, -2, 4100) for _ in range(n))
         if rng.random() < 0.3 and n > 1:
@@ -187,8 +190,8 @@ def test_loop_strict_checks_answer_as_the_vectorised_ones(tmp_path: Path) -> Non
         p = tmp_path / f"{case}.index"
         p.write_bytes(b"".join(struct.pack(">ii", o, q) for o, q in zip(offs, poss, strict=True)))
         idx = OffsetIndex(p, base, writable=False)
-        vec = _outcome(lambda: idx.strict_check(size, np.asarray(starts, np.int64), np.asarray(lasts, np.int64)))
-        loop = _outcome(lambda: idx.strict_check(size, list(starts), list(lasts)))
+        vec = _outcome(idx.strict_check, size, np.asarray(starts, np.int64), np.asarray(lasts, np.int64))
+        loop = _outcome(idx.strict_check, size, list(starts), list(lasts))
         assert loop == vec, (case, offs, poss, starts, lasts)
         seen.add(vec.split(") ", 1)[-1][:20])
 
@@ -200,8 +203,8 @@ def test_loop_strict_checks_answer_as_the_vectorised_ones(tmp_path: Path) -> Non
         tp.write_bytes(b"".join(struct.pack(">qi", t, o) for t, o in zip(tss, toffs, strict=True)))
         tidx = TimeIndex(tp, base, writable=False)
         nxt = (lasts[-1] + 1) if lasts else base
-        vec = _outcome(lambda: tidx.strict_check(nxt, np.asarray(lasts, np.int64), np.asarray(max_ts, np.int64)))
-        loop = _outcome(lambda: tidx.strict_check(nxt, list(lasts), list(max_ts)))
+        vec = _outcome(tidx.strict_check, nxt, np.asarray(lasts, np.int64), np.asarray(max_ts, np.int64))
+        loop = _outcome(tidx.strict_check, nxt, list(lasts), list(max_ts))
         assert loop == vec, (case, tss, toffs, lasts, max_ts)
         seen.add(vec.split(") ", 1)[-1][:20])
     assert len(seen) >= 8  # both checks passed and most of their failure branches were reached
