@@ -66,7 +66,7 @@ def test_clean_load_builds_only_the_active_segment(tmp_path: Path) -> None:
         log.close()
 
 
-@pytest.mark.parametrize("extra", ["orphan-index", "txnindex", "subdir"])
+@pytest.mark.parametrize("extra", ["orphan-index", "txnindex", "subdir", "newline-name", "short-index-name"])
 def test_a_listing_with_exceptions_takes_the_general_path(tmp_path: Path, extra: str) -> None:
     d = tmp_path / "t-0"
     end = _write_log(d, 4)
@@ -74,12 +74,18 @@ def test_a_listing_with_exceptions_takes_the_general_path(tmp_path: Path, extra:
         (d / "00000000000000099999.index").write_bytes(b"")
     elif extra == "txnindex":
         (d / "00000000000000000018.txnindex").write_bytes(b"")
+    elif extra == "newline-name":
+        (d / "junk\n00000000000000000005.snapshot").write_bytes(b"")
+    elif extra == "short-index-name":
+        (d / "18.index").write_bytes(b"")  # the general path keeps it: offset 18 has its .log
     else:
         (d / "somedir").mkdir()
     log = Log.open(d, CFG, clean_shutdown=True, recovery_point=end)
     try:
         assert len(log.segments.made()) == 4  # every segment built at load, as before the fast path
         assert log.log_end_offset == end
+        if extra == "newline-name":  # not a snapshot name: the producer state does not list it
+            assert sorted(log._psm.snapshot_listing) == [18, 36, 54, 72]
         if extra == "orphan-index":
             assert ("orphan index", "00000000000000099999.index") in log.load_actions
             assert not (d / "00000000000000099999.index").exists()

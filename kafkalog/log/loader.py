@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,12 @@ _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 _KRAFT_SNAPSHOT_DELETED = ".checkpoint.deleted"
 _SNAPSHOT_SUFFIX = ".snapshot"
+# Over the listing joined one name a line (``_joined``): each a whole-name match, as the per-name rules are.
+_SNAPSHOT_LINES = re.compile(r"^(\d{20})\.snapshot$", re.M)  # snapshot_offset's rule
+_LOG_LINES = re.compile(r"^([0-9]{20})\.log$", re.M)
+_INDEX_LINES = re.compile(r"^([0-9]{20})\.index$", re.M)
+_TIME_INDEX_LINES = re.compile(r"^([0-9]{20})\.timeindex$", re.M)
+_TXN_INDEX_LINES = re.compile(r"^([0-9]{20})\.txnindex$", re.M)
 
 
 def _segment_maker(config, clock, handles, dir: Path, base: int) -> LogSegment:
@@ -58,11 +65,6 @@ def _segment_maker(config, clock, handles, dir: Path, base: int) -> LogSegment:
         dir, base, clock=clock, handles=handles, index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes, roll_jitter_ms=config.random_segment_jitter(),
     )
-
-
-def _canonical_stem(stem: str) -> bool:
-    """``stem`` is a base offset exactly as Kafka formats it: 20 ASCII digits."""
-    return len(stem) == 20 and stem.isdigit() and stem.isascii()
 
 
 def offset_prefix(name: str) -> int | None:
@@ -237,6 +239,7 @@ class LogLoader:
         # dropped whenever the loader deletes or renames a file, so the next step lists again.
         # (``listing``: the caller's ``list_dir`` of this dir, when nothing changed in it since.)
         self._listing: tuple[list[str], set[str], set[str]] | None = listing  # files, plain, symlinks
+        self._joined_cache: tuple[list[str], str | None] | None = None  # (the listing's names, _joined's answer)
         self._dir_str = str(self.dir)
         self._recovered = False  # a recovery-time producer-state manager wrote snapshots the main one does not know
 
@@ -272,10 +275,26 @@ class LogLoader:
             self._listing = list_dir(self._dir_str)
         return self._listing[0], self._listing[1]
 
+    def _joined(self) -> str | None:
+        """The listing's file names one a line (each followed by a newline), for whole-name regex and suffix
+        searches done in C over the lot; None when a name holds a newline (the per-name paths then decide)."""
+        names = self._scan()[0]
+        cached = self._joined_cache
+        if cached is not None and cached[0] is names:
+            return cached[1]
+        joined: str | None = "\n".join(names) + "\n"
+        if joined.count("\n") != len(names):  # type: ignore[union-attr]
+            joined = None
+        self._joined_cache = (names, joined)
+        return joined
+
     def _snapshot_files(self) -> dict[int, str]:
         """The producer snapshots in the listing (offset -> path, ascending), as ``ProducerStateManager`` lists
         them (``<20 digits>.snapshot``, regular files with symlinks followed)."""
         prefix = os.path.join(self._dir_str, "")
+        joined = self._joined()
+        if joined is not None:  # names are sorted, so are the offsets (20 digits each)
+            return {int(stem): f"{prefix}{stem}{_SNAPSHOT_SUFFIX}" for stem in _SNAPSHOT_LINES.findall(joined)}
         found = {}
         for name in self._scan()[0]:
             # snapshot_offset's rule (``\d{20}\.snapshot``) without a regex match per file
@@ -325,8 +344,9 @@ class LogLoader:
 
     def _remove_temp_files_and_collect_swaps(self) -> list[Path]:
         names = self._scan()[0]
-        if not any([n.endswith(_LEFTOVER_SUFFIXES) for n in names]):
-            return []  # the usual case: nothing to delete, no swap (one C-level suffix test a name)
+        joined = self._joined()
+        if joined is not None and not any(suffix + "\n" in joined for suffix in _LEFTOVER_SUFFIXES):
+            return []  # the usual case: no name ends with a leftover suffix, so nothing to delete and no swap
         doomed, swaps = classify_leftovers(names)
         for why, name in doomed:
             self._delete(self.dir / name, why)
@@ -421,25 +441,30 @@ class LogLoader:
         on first use), which is all the general path does for them: its light check finds nothing to do without
         a txn index, and opens nothing. The active segment takes the general path's steps. False (nothing done)
         otherwise: the general path then handles the dir."""
-        if len(plain) != len(names):
-            return False  # a directory or other non-file entry: the counting below needs files only
-        logs = [n[:-4] for n in names if n.endswith(LOG_SUFFIX)]
-        if not logs:
+        joined = self._joined()
+        if joined is None or len(plain) != len(names):
+            return False  # a name with a newline, or a directory or other non-file entry
+        # Whole-name matches over the joined listing; each count of a suffix ("<suffix>\n") must equal its
+        # canonical matches, else some name with that suffix is not a 20-digit offset (the general path's case).
+        logs = _LOG_LINES.findall(joined)
+        if not logs or len(logs) != joined.count(LOG_SUFFIX + "\n"):
             return False
-        # Every index file name is one the segments below account for iff the counts agree (names are unique).
-        indexes = sum(1 for n in names if n.endswith(_INDEX_SUFFIXES))
-        bases: list[int] = []
-        for stem in logs[:-1]:
-            if not (_canonical_stem(stem) and stem + INDEX_SUFFIX in plain and stem + TIME_INDEX_SUFFIX in plain
-                    and stem + TXN_INDEX_SUFFIX not in plain):
+        found = []
+        for pattern, suffix in ((_INDEX_LINES, INDEX_SUFFIX), (_TIME_INDEX_LINES, TIME_INDEX_SUFFIX),
+                                (_TXN_INDEX_LINES, TXN_INDEX_SUFFIX)):
+            stems = set(pattern.findall(joined))
+            if len(stems) != joined.count(suffix + "\n"):
                 return False
-            bases.append(int(stem))
-        active = logs[-1]
-        if not _canonical_stem(active):
-            return False
-        active_indexes = sum(active + suffix in plain for suffix in _INDEX_SUFFIXES)
-        if indexes != 2 * len(bases) + active_indexes:
+            found.append(stems)
+        offset_stems, time_stems, txn_stems = found
+        inactive = set(logs[:-1])
+        with_log = set(logs)
+        if not (offset_stems <= with_log and time_stems <= with_log and txn_stems <= with_log):
             return False  # an orphan index somewhere: the general path deletes it
+        if not (inactive <= offset_stems and inactive <= time_stems) or not inactive.isdisjoint(txn_stems):
+            return False  # an inactive segment the light check has something to do for
+        bases = [int(stem) for stem in logs[:-1]]
+        active = logs[-1]
         self.segments.add_lazy(
             bases, self.dir, functools.partial(_segment_maker, self.config, self.clock, self.handles)
         )
