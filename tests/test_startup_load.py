@@ -66,7 +66,7 @@ def test_clean_load_builds_only_the_active_segment(tmp_path: Path) -> None:
         log.close()
 
 
-@pytest.mark.parametrize("extra", ["orphan-index", "txnindex", "subdir", "newline-name", "short-index-name"])
+@pytest.mark.parametrize("extra", ["orphan-index", "txnindex", "subdir", "newline-log-name", "short-index-name"])
 def test_a_listing_with_exceptions_takes_the_general_path(tmp_path: Path, extra: str) -> None:
     d = tmp_path / "t-0"
     end = _write_log(d, 4)
@@ -74,8 +74,8 @@ def test_a_listing_with_exceptions_takes_the_general_path(tmp_path: Path, extra:
         (d / "00000000000000099999.index").write_bytes(b"")
     elif extra == "txnindex":
         (d / "00000000000000000018.txnindex").write_bytes(b"")
-    elif extra == "newline-name":
-        (d / "junk\n00000000000000000005.snapshot").write_bytes(b"")
+    elif extra == "newline-log-name":  # two offsets in one name: no segment for the general path either
+        (d / "00000000000000000001\n00000000000000000002.log").write_bytes(b"")
     elif extra == "short-index-name":
         (d / "18.index").write_bytes(b"")  # the general path keeps it: offset 18 has its .log
     else:
@@ -84,12 +84,22 @@ def test_a_listing_with_exceptions_takes_the_general_path(tmp_path: Path, extra:
     try:
         assert len(log.segments.made()) == 4  # every segment built at load, as before the fast path
         assert log.log_end_offset == end
-        if extra == "newline-name":  # not a snapshot name: the producer state does not list it
-            assert sorted(log._psm.snapshot_listing) == [18, 36, 54, 72]
         if extra == "orphan-index":
             assert ("orphan index", "00000000000000099999.index") in log.load_actions
             assert not (d / "00000000000000099999.index").exists()
         assert _offsets(log) == list(range(end))
+    finally:
+        log.close()
+
+
+def test_a_name_with_a_newline_is_no_snapshot(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    end = _write_log(d, 4)
+    (d / "junk\n00000000000000000005.snapshot").write_bytes(b"")
+    log = Log.open(d, CFG, clean_shutdown=True, recovery_point=end)
+    try:
+        assert sorted(log._psm.snapshot_listing) == [18, 36, 54, 72]
+        assert len(log.segments.made()) == 1  # nothing the segments depend on: the fast path holds
     finally:
         log.close()
 

@@ -48,12 +48,8 @@ _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 _KRAFT_SNAPSHOT_DELETED = ".checkpoint.deleted"
 _SNAPSHOT_SUFFIX = ".snapshot"
-# Over the listing joined one name a line (``_joined``): each a whole-name match, as the per-name rules are.
-_SNAPSHOT_LINES = re.compile(r"^(\d{20})\.snapshot$", re.M)  # snapshot_offset's rule
-_LOG_LINES = re.compile(r"^([0-9]{20})\.log$", re.M)
-_INDEX_LINES = re.compile(r"^([0-9]{20})\.index$", re.M)
-_TIME_INDEX_LINES = re.compile(r"^([0-9]{20})\.timeindex$", re.M)
-_TXN_INDEX_LINES = re.compile(r"^([0-9]{20})\.txnindex$", re.M)
+# Offsets as Kafka formats them (20 ASCII digits), one a line: checks a whole list of stems in one C call.
+_CANONICAL_LINES = re.compile(r"(?:[0-9]{20}\n)+")
 
 
 def _segment_maker(config, clock, handles, dir: Path, base: int) -> LogSegment:
@@ -276,8 +272,8 @@ class LogLoader:
         return self._listing[0], self._listing[1]
 
     def _joined(self) -> str | None:
-        """The listing's file names one a line (each followed by a newline), for whole-name regex and suffix
-        searches done in C over the lot; None when a name holds a newline (the per-name paths then decide)."""
+        """The listing's file names one a line (each followed by a newline), for suffix searches done in C over
+        the lot; None when a name holds a newline (the per-name path then decides)."""
         names = self._scan()[0]
         cached = self._joined_cache
         if cached is not None and cached[0] is names:
@@ -292,15 +288,10 @@ class LogLoader:
         """The producer snapshots in the listing (offset -> path, ascending), as ``ProducerStateManager`` lists
         them (``<20 digits>.snapshot``, regular files with symlinks followed)."""
         prefix = os.path.join(self._dir_str, "")
-        joined = self._joined()
-        if joined is not None:  # names are sorted, so are the offsets (20 digits each)
-            return {int(stem): f"{prefix}{stem}{_SNAPSHOT_SUFFIX}" for stem in _SNAPSHOT_LINES.findall(joined)}
-        found = {}
-        for name in self._scan()[0]:
-            # snapshot_offset's rule (``\d{20}\.snapshot``) without a regex match per file
-            if name.endswith(_SNAPSHOT_SUFFIX) and len(name) == 29 and name[:20].isdecimal():
-                found[int(name[:20])] = prefix + name  # os.path.join(dir, name)
-        return found  # names are sorted, so are the offsets (20 digits each)
+        # snapshot_offset's rule (``\d{20}\.snapshot``) without a regex match per file; names are sorted, so
+        # are the offsets (20 digits each); prefix + name is os.path.join(dir, name)
+        return {int(n[:20]): prefix + n for n in [n for n in self._scan()[0] if n.endswith(_SNAPSHOT_SUFFIX)]
+                if len(n) == 29 and n[:20].isdecimal()}
 
     # ------------------------------------------------------------------ load
 
@@ -441,26 +432,19 @@ class LogLoader:
         on first use), which is all the general path does for them: its light check finds nothing to do without
         a txn index, and opens nothing. The active segment takes the general path's steps. False (nothing done)
         otherwise: the general path then handles the dir."""
-        joined = self._joined()
-        if joined is None or len(plain) != len(names):
-            return False  # a name with a newline, or a directory or other non-file entry
-        # Whole-name matches over the joined listing; each count of a suffix ("<suffix>\n") must equal its
-        # canonical matches, else some name with that suffix is not a 20-digit offset (the general path's case).
-        logs = _LOG_LINES.findall(joined)
-        if not logs or len(logs) != joined.count(LOG_SUFFIX + "\n"):
-            return False
-        found = []
-        for pattern, suffix in ((_INDEX_LINES, INDEX_SUFFIX), (_TIME_INDEX_LINES, TIME_INDEX_SUFFIX),
-                                (_TXN_INDEX_LINES, TXN_INDEX_SUFFIX)):
-            stems = set(pattern.findall(joined))
-            if len(stems) != joined.count(suffix + "\n"):
-                return False
-            found.append(stems)
-        offset_stems, time_stems, txn_stems = found
-        inactive = set(logs[:-1])
+        if len(plain) != len(names):
+            return False  # a directory or other non-file entry
+        logs = [n[:-4] for n in names if n.endswith(LOG_SUFFIX)]
+        joined = "\n".join(logs) + "\n"
+        if not logs or len(joined) != 21 * len(logs) or not _CANONICAL_LINES.fullmatch(joined):
+            return False  # some .log name is not a 20-digit offset (the general path's case)
         with_log = set(logs)
+        offset_stems = {n[:-6] for n in names if n.endswith(INDEX_SUFFIX)}
+        time_stems = {n[:-10] for n in names if n.endswith(TIME_INDEX_SUFFIX)}
+        txn_stems = {n[:-9] for n in names if n.endswith(TXN_INDEX_SUFFIX)}
         if not (offset_stems <= with_log and time_stems <= with_log and txn_stems <= with_log):
-            return False  # an orphan index somewhere: the general path deletes it
+            return False  # an orphan (or oddly named) index somewhere: the general path deletes it
+        inactive = set(logs[:-1])
         if not (inactive <= offset_stems and inactive <= time_stems) or not inactive.isdisjoint(txn_stems):
             return False  # an inactive segment the light check has something to do for
         bases = [int(stem) for stem in logs[:-1]]
