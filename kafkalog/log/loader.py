@@ -439,9 +439,10 @@ class LogLoader:
         if not logs or len(joined) != 21 * len(logs) or not _CANONICAL_LINES.fullmatch(joined):
             return False  # some .log name is not a 20-digit offset (the general path's case)
         with_log = set(logs)
-        offset_stems = {n[:-6] for n in names if n.endswith(INDEX_SUFFIX)}
-        time_stems = {n[:-10] for n in names if n.endswith(TIME_INDEX_SUFFIX)}
-        txn_stems = {n[:-9] for n in names if n.endswith(TXN_INDEX_SUFFIX)}
+        index_names = [n for n in names if n.endswith(_INDEX_SUFFIXES)]  # one pass over the whole listing
+        offset_stems = {n[:-6] for n in index_names if n.endswith(INDEX_SUFFIX)}
+        time_stems = {n[:-10] for n in index_names if n.endswith(TIME_INDEX_SUFFIX)}
+        txn_stems = {n[:-9] for n in index_names if n.endswith(TXN_INDEX_SUFFIX)}
         if not (offset_stems <= with_log and time_stems <= with_log and txn_stems <= with_log):
             return False  # an orphan (or oddly named) index somewhere: the general path deletes it
         inactive = set(logs[:-1])
