@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.checkpoint.meta_properties import read_meta_properties
 from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
 from kafkalog.checkpoint.partition_metadata import read_partition_metadata_file
+from kafkalog.discovery import kafka_files
 from kafkalog.errors import CorruptCheckpointError, CorruptIndexError, CorruptSnapshotError, KafkaLogError
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex
@@ -52,8 +54,8 @@ from .dump_events import (
     Simple,
     optional_long,
 )
-from .errors import EXIT_CORRUPT, EXIT_OK, CliState, report_error
-from .output import Event, Line, Output, make_output
+from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError, report_error
+from .output import Event, Line, Output, Progress, make_output
 from .storage_opts import storage_option
 
 # --- the command ------------------------------------------------------------------------------------------------
@@ -96,7 +98,7 @@ class DumpState:
 
 
 @click.command()
-@click.argument("files", nargs=-1, type=click.Path(path_type=str))
+@click.argument("files", nargs=-1, type=click.Path(path_type=str), metavar="FILE_OR_DIR...")
 @click.option("--files", "files_opt", multiple=True, help="Comma separated files (kafka-dump-log.sh spelling).")
 @click.option("--deep-iteration", is_flag=True, help="Print every record, not only batch headers.")
 @click.option("--print-data-log", is_flag=True, help="Print keys and values (implies --deep-iteration).")
@@ -136,13 +138,16 @@ def dump(
 ) -> None:
     """Dump .log, .index, .timeindex, .txnindex, .snapshot, checkpoint and metadata files, like kafka-dump-log.sh.
 
+    A DIR (partition dir, log dir, or a tree of them) stands for the Kafka files below it, in the order
+    ``--files DIR/*`` would give them; other files there (.lock, notes) are passed over.
+
     Exit code 1 when anything dumped is corrupt (bad CRC, trailing bytes, index entries that do not match the
     log, a failed sanity check, an unreadable checkpoint).
     """
     state = state or CliState()
     paths = list(files) + [p for opt in files_opt for p in opt.split(",") if p]
     if not paths:
-        raise click.UsageError("give at least one FILE (or --files a,b,...)")
+        raise click.UsageError("give at least one FILE or DIR (or --files a,b,...)")
     # Kafka: a decoder implies --print-data-log, which implies --deep-iteration.
     print_data = print_data_log or key_decoder is not None or value_decoder is not None
     opts = DumpOptions(
@@ -159,12 +164,29 @@ def dump(
     st = DumpState(make_output(json_mode=json_mode, quiet=state.quiet), opts)
     with localized_paths(paths, storage_opts) as local:  # a remote file: a scratch copy with its siblings
         st.out.show_as(dict(zip(local, paths, strict=True)))
-        _dump_all(local, st, state)
+        files = _expand_dirs(local)
+        with st.out.progress("dumping", total=len(files)) if len(files) > 1 else nullcontext(Progress()) as bar:
+            _dump_all(files, st, state, bar)
     _print_findings(st)
     click.get_current_context().exit(st.code)
 
 
-def _dump_all(paths: list[str], st: DumpState, state: CliState) -> None:
+def _expand_dirs(paths: list[str]) -> list[str]:
+    """Each local dir replaced by the Kafka files below it (a partition dir, a log dir, a tree of them), in the
+    order ``--files dir/*`` takes them. A dir holding none stays in the list, and so does a dir named like a Kafka
+    file (``00000000000000000000.log/``): :func:`dump_file` reports either at its place in the order."""
+    files: list[str] = []
+    for path in paths:
+        found = list(kafka_files(path)) if _walkable(path) else []
+        files.extend(found or [path])
+    return files
+
+
+def _walkable(path: str) -> bool:
+    return os.path.isdir(path) and file_kind(os.path.basename(os.path.normpath(path)))[0] == "unknown"
+
+
+def _dump_all(paths: list[str], st: DumpState, state: CliState, bar: Progress) -> None:
     for path in paths:
         try:
             dump_file(path, st)
@@ -173,6 +195,7 @@ def _dump_all(paths: list[str], st: DumpState, state: CliState) -> None:
         except Exception as exc:  # noqa: BLE001 - keep going with the next file; same line/code as the group
             st.out.stdout.flush()
             st.code = max(st.code, report_error(exc, debug=state.debug))
+        bar.advance()
 
 
 def _base_offset(base_name: str) -> int:
@@ -187,7 +210,9 @@ def dump_file(path: str, st: DumpState) -> None:
     name = os.path.basename(path)
     kind, base = file_kind(name)
     if os.path.isdir(path):
-        raise IsADirectoryError(21, "Is a directory (dump takes files; use 'kafkalog verify' for dirs)", path)
+        if _walkable(path):
+            raise CommandError(f"{path}: no Kafka log files under it")
+        raise IsADirectoryError(21, "Is a directory", path)
     if kind == "unknown":
         st.emit(FileHeader(path, kind))
         st.problem(f"Ignoring unknown file {path}", "ignored", file=path)

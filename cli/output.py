@@ -154,7 +154,11 @@ class Output(ABC):
 
         console = Console(file=self.stderr)
         columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())
-        with RichProgress(*columns, console=console, transient=True) as bar:
+        # stdout is taken over only when it is this terminal too: redirected output (`dump DIR > out.txt`) must
+        # reach its file, not the bar's console
+        with RichProgress(
+            *columns, console=console, transient=True, redirect_stdout=_isatty(self.stdout)
+        ) as bar:
             task = bar.add_task(description, total=total)
             yield _RichProgress(bar, task)
 
