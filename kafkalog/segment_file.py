@@ -150,6 +150,27 @@ class SegmentLogFile:
         state["valid_end"] = reader.valid_bytes if reader.valid_bytes else state["valid_end"]
         state["error"] = reader.error
 
+    def read_owned(self, start: int, end: int) -> list:
+        """The whole batches in ``[start, end)`` from one positional read, stopping at bad bytes: the batches own
+        their bytes, so a caller may keep them without keeping a descriptor or a map of the ``.log`` (a map holds
+        a duplicate descriptor outside the handle cache's bound for as long as any view of it lives)."""
+        size = self.size
+        end = min(end, size)
+        if end <= start:
+            return []
+        batches = []
+        for batch in read_batches(self._pread(start, end - start)):
+            batch.position += start  # the buffer starts at ``start``; report file positions
+            batches.append(batch)
+        return batches
+
+    def batch_at(self, position: int, end: int | None = None):
+        """The whole batch at ``position`` (ending by ``end``, default the file's end), read on its own; None when
+        its length field is impossible or runs past ``end``."""
+        end = self.size if end is None else min(end, self.size)
+        state: dict = {"valid_end": position, "error": None}
+        return next(self._scan_chunked(position, end, False, state), None)
+
     def _scan_chunked(self, start, end, validate, state):
         """Fallback without mmap: one pread per batch, never more than the bytes present in the file."""
         pos = start

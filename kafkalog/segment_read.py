@@ -115,9 +115,7 @@ class SegmentReads:
         _, start, first_size, _ = found
         limit = self.size if max_position is None else max_position
         budget = max(max_bytes, first_size) if min_one_batch else max_bytes
-        end = min(limit, start + budget)
-        it, _ = self.scan(start, end)
-        return list(it)
+        return self.read_owned(start, min(limit, start + budget))
 
     def read_valid(self, offset: int, max_bytes: int, *, limit: int, max_position: int | None = None):
         """:meth:`read` (at least one batch) for a reader that decodes what it gets: the batches up to the first
@@ -140,15 +138,13 @@ class SegmentReads:
             return None
         _, start, first_size, floor = found
         end = self.size if max_position is None else min(self.size, max_position)
-        budget_end = start + max(max_bytes, first_size)
-        batches: list[RecordBatch] = []
-        following = None  # the batch after the last one returned: evidence only, looked at when there is a gap
-        it, _ = self.scan(start, end)
-        for batch in it:
-            if batch.position + batch.size_in_bytes > budget_end:
-                following = batch
-                break
-            batches.append(batch)
+        batches: list[RecordBatch] = self.read_owned(start, min(end, start + max(max_bytes, first_size)))
+
+        def following() -> RecordBatch | None:
+            """The batch after the last one read: evidence only, read when the last batch leaves a gap."""
+            after = batches[-1].position + batches[-1].size_in_bytes
+            return self.batch_at(after, end) if after < end else None
+
         for i, batch in enumerate(batches):
             try:
                 batch.ensure_valid()
@@ -160,7 +156,7 @@ class SegmentReads:
                     problem = (f"batch offsets {first}..{last} go backwards (after offset {floor}), reach offset "
                                f"{limit} or lie beyond what a segment based at {self._base_offset} can hold")
                 elif first > floor + 1 and floor < (nxt := _successor_first(
-                        batches[i + 1] if i + 1 < len(batches) else following)) <= last:
+                        batches[i + 1] if i + 1 < len(batches) else following())) <= last:
                     problem = (f"batch offsets {first}..{last} jumped ahead: the batch after it starts at {nxt}, "
                                f"right after offset {floor}")
                 else:

@@ -95,6 +95,24 @@ def test_log_alone_stays_under_max_open_files(tmp_path: Path) -> None:
     again.close()
 
 
+def test_read_results_held_by_the_caller_hold_no_descriptor(tmp_path: Path) -> None:
+    """A consumer may keep what ``Log.read`` returned for as long as it likes: the batches own their bytes, so
+    holding the answers of every segment does not hold a descriptor or map per segment past the cache's bound."""
+    log = Log.open(tmp_path / "t-0", CFG, max_open_files=4)
+    end = _fill(log, 30)
+    held = []
+    offset = 0
+    while offset < end:
+        batches = log.read(offset, 1 << 16)
+        held.append(batches)
+        offset = batches[-1].last_offset + 1
+    assert len(held) == 30
+    assert fds_under(tmp_path) <= 4
+    assert [r.offset for batches in held for b in batches for r in b.records()] == list(range(end))
+    assert all(b.is_valid() for batches in held for b in batches)
+    log.close()
+
+
 def test_evicted_active_segment_keeps_its_entries(tmp_path: Path) -> None:
     """Evicting the active segment (index unmapped untrimmed, .log closed) loses no entry and no byte."""
     log = Log.open(tmp_path / "t-0", CFG, max_open_files=3)
