@@ -16,13 +16,25 @@ from collections.abc import Iterator
 from crc32c import crc32c
 
 from ..errors import CorruptRecordError, InvalidArgumentError, InvalidArgumentTypeError, UnsupportedMagicError
+from ..file_access import drop_pages, map_file
 from .batch import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
+from .legacy import LegacyBatch
 
 __all__ = ["BatchReader", "SourceReader", "read_batches", "open_source", "HEADER_SIZE_UP_TO_MAGIC"]
 
 HEADER_SIZE_UP_TO_MAGIC = 17  # baseOffset, length, partitionLeaderEpoch/crc, magic
 LEGACY_RECORD_OVERHEAD_V0 = 14  # crc, magic, attributes, key length, value length
 LEGACY_RECORD_OVERHEAD_V1 = 22  # + timestamp
+
+#: per magic: the smallest size field, and the messages for a smaller one and for a batch the source cuts short
+_FRAMING = {
+    2: (RECORD_BATCH_OVERHEAD - LOG_OVERHEAD, "batch length {size} is smaller than the v2 header",
+        "truncated batch: length says {need} bytes, {have} present"),
+    1: (LEGACY_RECORD_OVERHEAD_V1, "message size {size} is smaller than the minimum {minimum}",
+        "truncated message: size says {need} bytes, {have} present"),
+    0: (LEGACY_RECORD_OVERHEAD_V0, "message size {size} is smaller than the minimum {minimum}",
+        "truncated message: size says {need} bytes, {have} present"),
+}
 
 _PREFIX = struct.Struct(">qiib")
 _unpack_prefix = _PREFIX.unpack_from
@@ -39,16 +51,8 @@ def open_source(source, *, populate: bool = True) -> tuple[memoryview, object | 
         return memoryview(source), None
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                return memoryview(b""), None
-            try:
-                populate = getattr(mmap, "MAP_POPULATE", 0) if populate else 0
-                if populate:  # prefault the pages: one kernel call instead of a fault per page
-                    mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
-                else:
-                    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):  # e.g. a filesystem without mmap: fall back to reading
+            mm = map_file(f, 0, populate=populate)
+            if mm is None:  # empty, or a filesystem that cannot map: read it
                 return memoryview(f.read()), None
         return memoryview(mm), mm
     raise InvalidArgumentTypeError(f"cannot read record batches from {type(source).__name__}")
@@ -75,11 +79,8 @@ class SourceReader:
         if not isinstance(mm, mmap.mmap) or position - self._released < self.RELEASE_EVERY:
             return
         end = position - position % mmap.PAGESIZE
-        try:
-            mm.madvise(mmap.MADV_DONTNEED, self._released, end - self._released)
-        except (OSError, ValueError, AttributeError):
-            return
-        self._released = end
+        if drop_pages(mm, self._released, end - self._released):
+            self._released = end
 
     def close(self) -> None:
         """Release the mmap when no view of it is still alive (otherwise the GC releases it later)."""
@@ -149,18 +150,19 @@ class BatchReader(SourceReader):
                 return
             _, size, _, magic = _unpack_prefix(buf, pos)
             stop = pos + LOG_OVERHEAD + size
+            framing = _FRAMING.get(magic)
+            if framing is None:
+                self._stop(pos, UnsupportedMagicError(f"unknown magic byte {magic}", position=pos))
+                return
+            minimum, too_small, truncated = framing
+            if size < minimum:
+                self._stop(pos, CorruptRecordError(too_small.format(size=size, minimum=minimum), position=pos))
+                return
+            if stop > end:
+                message = truncated.format(need=size + LOG_OVERHEAD, have=end - pos)
+                self._stop(pos, CorruptRecordError(message, position=pos))
+                return
             if magic == 2:
-                if size < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
-                    self._stop(pos, CorruptRecordError(f"batch length {size} is smaller than the v2 header", position=pos))
-                    return
-                if stop > end:
-                    self._stop(
-                        pos,
-                        CorruptRecordError(
-                            f"truncated batch: length says {size + LOG_OVERHEAD} bytes, {end - pos} present", position=pos
-                        ),
-                    )
-                    return
                 raw = buf[pos:stop]
                 if validate:
                     h = _unpack_header(buf, pos)
@@ -170,21 +172,7 @@ class BatchReader(SourceReader):
                     batch = from_header(raw, pos, h)
                 else:
                     batch = from_header(raw, pos, _unpack_header(buf, pos))
-            elif magic == 0 or magic == 1:
-                minimum = LEGACY_RECORD_OVERHEAD_V0 if magic == 0 else LEGACY_RECORD_OVERHEAD_V1
-                if size < minimum:
-                    self._stop(pos, CorruptRecordError(f"message size {size} is smaller than the minimum {minimum}", position=pos))
-                    return
-                if stop > end:
-                    self._stop(
-                        pos,
-                        CorruptRecordError(
-                            f"truncated message: size says {size + LOG_OVERHEAD} bytes, {end - pos} present", position=pos
-                        ),
-                    )
-                    return
-                from .legacy import LegacyBatch
-
+            else:
                 try:
                     batch = LegacyBatch(buf[pos:stop], pos)
                 except CorruptRecordError as exc:
@@ -193,9 +181,6 @@ class BatchReader(SourceReader):
                 if validate and not batch.is_valid():
                     self._stop(pos, CorruptRecordError("message CRC mismatch", position=pos))
                     return
-            else:
-                self._stop(pos, UnsupportedMagicError(f"unknown magic byte {magic}", position=pos))
-                return
             pos = stop
             self.valid_bytes = pos
             yield batch
