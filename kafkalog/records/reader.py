@@ -26,15 +26,22 @@ HEADER_SIZE_UP_TO_MAGIC = 17  # baseOffset, length, partitionLeaderEpoch/crc, ma
 LEGACY_RECORD_OVERHEAD_V0 = 14  # crc, magic, attributes, key length, value length
 LEGACY_RECORD_OVERHEAD_V1 = 22  # + timestamp
 
-#: per magic: the smallest size field, and the messages for a smaller one and for a batch the source cuts short
-_FRAMING = {
-    2: (RECORD_BATCH_OVERHEAD - LOG_OVERHEAD, "batch length {size} is smaller than the v2 header",
-        "truncated batch: length says {need} bytes, {have} present"),
-    1: (LEGACY_RECORD_OVERHEAD_V1, "message size {size} is smaller than the minimum {minimum}",
-        "truncated message: size says {need} bytes, {have} present"),
-    0: (LEGACY_RECORD_OVERHEAD_V0, "message size {size} is smaller than the minimum {minimum}",
-        "truncated message: size says {need} bytes, {have} present"),
-}
+_V2_MINIMUM = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # the smallest length field of a v2 batch
+_LEGACY_MINIMUM = (LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1)  # the smallest size of a message, by magic
+
+
+def _framing_error(magic: int, size: int, minimum: int, left: int, pos: int) -> CorruptRecordError:
+    """Why a batch (magic 2) or message (0, 1) whose size field is below ``minimum`` or past the ``left`` bytes of
+    the source cannot be read."""
+    if size < minimum:
+        if magic == 2:
+            return CorruptRecordError(f"batch length {size} is smaller than the v2 header", position=pos)
+        return CorruptRecordError(f"message size {size} is smaller than the minimum {minimum}", position=pos)
+    unit, field = ("batch", "length") if magic == 2 else ("message", "size")
+    return CorruptRecordError(
+        f"truncated {unit}: {field} says {size + LOG_OVERHEAD} bytes, {left} present", position=pos
+    )
+
 
 _PREFIX = struct.Struct(">qiib")
 _unpack_prefix = _PREFIX.unpack_from
@@ -150,17 +157,15 @@ class BatchReader(SourceReader):
                 return
             _, size, _, magic = _unpack_prefix(buf, pos)
             stop = pos + LOG_OVERHEAD + size
-            framing = _FRAMING.get(magic)
-            if framing is None:
+            if magic == 2:
+                minimum = _V2_MINIMUM
+            elif magic == 0 or magic == 1:
+                minimum = _LEGACY_MINIMUM[magic]
+            else:
                 self._stop(pos, UnsupportedMagicError(f"unknown magic byte {magic}", position=pos))
                 return
-            minimum, too_small, truncated = framing
-            if size < minimum:
-                self._stop(pos, CorruptRecordError(too_small.format(size=size, minimum=minimum), position=pos))
-                return
-            if stop > end:
-                message = truncated.format(need=size + LOG_OVERHEAD, have=end - pos)
-                self._stop(pos, CorruptRecordError(message, position=pos))
+            if size < minimum or stop > end:
+                self._stop(pos, _framing_error(magic, size, minimum, end - pos, pos))
                 return
             if magic == 2:
                 raw = buf[pos:stop]
