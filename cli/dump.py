@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,20 +28,9 @@ from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
 from kafkalog.checkpoint.partition_metadata import read_partition_metadata_file
 from kafkalog.discovery import kafka_files
 from kafkalog.errors import CorruptCheckpointError, CorruptIndexError, CorruptSnapshotError, KafkaLogError
-from kafkalog.index.offset_index import OffsetIndex
-from kafkalog.index.time_index import TimeIndex
-from kafkalog.index.txn_index import TransactionIndex
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.names import base_offset_prefix, file_kind
 from kafkalog.records import read_batches
-from kafkalog.remote import localized_paths
-from kafkalog.verify.index_match import (
-    LogBatches,
-    live_entry_count,
-    match_offset_index,
-    match_time_index,
-    scan_log_batches,
-)
 
 from .dump_events import (
     DECODERS,
@@ -51,12 +40,17 @@ from .dump_events import (
     InvalidBytes,
     RecordEvent,
     Report,
-    Simple,
     optional_long,
 )
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError, report_error
-from .output import Event, Line, Output, Progress, make_output
+from .output import Event, Line, Output, Progress, Simple, make_output
 from .storage_opts import storage_option
+
+if TYPE_CHECKING:
+    from kafkalog.verify.index_match import LogBatches
+
+# The index classes, the index checks and remote storage import numpy (or pyarrow): the functions that use them
+# import them, so that ``kafkalog --help`` and the other commands do not load them (tests/test_layering.py).
 
 # --- the command ------------------------------------------------------------------------------------------------
 
@@ -161,6 +155,8 @@ def dump(
         key_decoder=key_decoder or "string",
         value_decoder=value_decoder or "string",
     )
+    from kafkalog.remote import localized_paths
+
     st = DumpState(make_output(json_mode=json_mode, quiet=state.quiet), opts)
     with localized_paths(paths, storage_opts) as local:  # a remote file: a scratch copy with its siblings
         st.out.show_as(dict(zip(local, paths, strict=True)))
@@ -288,6 +284,8 @@ def _sibling(path: str, base: str, suffix: str) -> str:
 def _open_log_for(path: str, base: str, st: DumpState) -> tuple[memoryview, LogBatches] | None:
     """The segment's ``.log`` (mapped once, without prefaulting) and its batch columns, for checking index entries
     against it; the scan gives pages back behind it, so a large segment does not stay resident."""
+    from kafkalog.verify.index_match import scan_log_batches
+
     log_path = _sibling(path, base, ".log")
     if not os.path.exists(log_path):
         st.out.note(f"{log_path} not found: entries of {path} are not checked against the log")
@@ -297,6 +295,9 @@ def _open_log_for(path: str, base: str, st: DumpState) -> tuple[memoryview, LogB
 
 
 def _dump_index(path: str, base: str, st: DumpState) -> None:
+    from kafkalog.index.offset_index import OffsetIndex
+    from kafkalog.verify.index_match import live_entry_count, match_offset_index
+
     start = _base_offset(base)
     index = OffsetIndex(path, start, writable=False)
     try:
@@ -317,12 +318,17 @@ def _dump_index(path: str, base: str, st: DumpState) -> None:
             if match.mismatches:
                 st.corrupt()
                 st.index_mismatches.setdefault(os.path.abspath(path), []).extend(match.mismatches)
-        if not st.opts.verify_only:
-            for offset, position in zip(entries["offset"].tolist(), entries["position"].tolist(), strict=True):
-                data = {"offset": offset, "position": position}
-                st.emit(Simple(f"offset: {offset} position: {position}", data, type="index"))
+        _print_entries(entries, "offset", "position", "index", st)
     finally:
         index.close()
+
+
+def _print_entries(entries: Any, first: str, second: str, kind: str, st: DumpState) -> None:
+    """Each index entry as Kafka prints it, ``<first>: A <second>: B`` (nothing with --verify-index-only)."""
+    if st.opts.verify_only:
+        return
+    for a, b in zip(entries[first].tolist(), entries[second].tolist(), strict=True):
+        st.emit(Simple(f"{first}: {a} {second}: {b}", {first: a, second: b}, type=kind))
 
 
 def _sanity(index: Any, path: str, st: DumpState, error_type: type[Exception]) -> None:
@@ -337,6 +343,9 @@ def _sanity(index: Any, path: str, st: DumpState, error_type: type[Exception]) -
 
 def _dump_time_index(path: str, base: str, st: DumpState) -> None:
     """Time index entries, checked against the log from one scan of it (Kafka re-scans the log per entry)."""
+    from kafkalog.index.time_index import TimeIndex
+    from kafkalog.verify.index_match import live_entry_count, match_time_index
+
     start = _base_offset(base)
     index = TimeIndex(path, start, writable=False)
     try:
@@ -361,10 +370,7 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
                     target.setdefault(key, []).extend(found)
             if match.not_found or match.mismatch or match.out_of_order:
                 st.corrupt()
-        if not st.opts.verify_only:
-            for ts, offset in zip(entries["timestamp"].tolist(), entries["offset"].tolist(), strict=True):
-                data = {"timestamp": ts, "offset": offset}
-                st.emit(Simple(f"timestamp: {ts} offset: {offset}", data, type="timeindex"))
+        _print_entries(entries, "timestamp", "offset", "timeindex", st)
     finally:
         index.close()
 
@@ -373,6 +379,8 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
 
 
 def _dump_txn_index(path: str, base: str, st: DumpState) -> None:
+    from kafkalog.index.txn_index import TransactionIndex
+
     index = TransactionIndex(path, _base_offset(base), writable=False)
     try:
         for txn in index.all_entries():

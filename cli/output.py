@@ -23,6 +23,7 @@ __all__ = [
     "JsonOutput",
     "Output",
     "Progress",
+    "Simple",
     "TextOutput",
     "make_output",
 ]
@@ -65,6 +66,24 @@ class Line(Event):
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.kind, **self.fields()}
+
+
+@dataclass(slots=True)
+class Simple(Event):
+    """A result line with a fixed text and JSON shape (index entries, checkpoint entries, snapshot entries...)."""
+
+    line: str
+    data: dict[str, Any]
+    type: str = "entry"  # type: ignore[misc]
+
+    def text(self) -> str:
+        return self.line
+
+    def fields(self) -> dict[str, Any]:
+        return self.data
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, **self.data}
 
 
 class Progress:

@@ -19,6 +19,7 @@ from typing import BinaryIO
 from kafkalog import file_access
 from kafkalog.errors import CorruptRecordError
 from kafkalog.handle_cache import HandleCache, default_cache
+from kafkalog.names import LazyPath
 from kafkalog.records.reader import read_batches
 
 __all__ = ["SegmentLogFile"]
@@ -52,19 +53,7 @@ class SegmentLogFile:
                     lock = self._lock_obj = threading.RLock()
         return lock
 
-    @property
-    def _log_path(self) -> Path:
-        p = self._log_path_obj
-        if p is None:
-            p = self._log_path_obj = Path(self._log_fspath)
-        return p
-
-    @_log_path.setter
-    def _log_path(self, value: str | os.PathLike) -> None:
-        if isinstance(value, Path):
-            self._log_path_obj, self._log_fspath = value, str(value)
-        else:
-            self._log_path_obj, self._log_fspath = None, os.fspath(value)
+    _log_path = LazyPath("_log_fspath", "_log_path_obj")
 
     def _cache(self) -> HandleCache:
         return self._handles or default_cache()

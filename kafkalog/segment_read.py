@@ -31,11 +31,11 @@ def _offset_span(batch: RecordBatch) -> tuple[int, int]:
     return (batch.base_offset if batch.magic >= 2 else last), last
 
 
-def _served_span(batch: RecordBatch) -> tuple[int, int]:
+def served_span(batch: RecordBatch) -> tuple[int, int]:
     """(first, last) offset of the records a reader gets from a batch. A legacy wrapper is opened for its inner
     offsets (the reader decompresses it next anyway, from the same cache): a magic 1 wrapper's offset places
     its relative inner offsets, so damage to it shifts them all, and a magic 0 wrapper's offset must be its last
-    inner offset. CorruptRecordError when it is not."""
+    inner offset. CorruptRecordError when it is not. Public: salvage keeps a batch by the same span a read serves."""
     if batch.magic >= 2:
         return batch.base_offset, batch.last_offset
     messages = batch.messages()
@@ -52,7 +52,7 @@ def _successor_first(batch: RecordBatch | None) -> float:
         return math.inf
     try:
         batch.ensure_valid()
-        return _served_span(batch)[0]
+        return served_span(batch)[0]
     except CorruptRecordError:
         return math.inf
 
@@ -148,7 +148,7 @@ class SegmentReads:
         for i, batch in enumerate(batches):
             try:
                 batch.ensure_valid()
-                first, last = _served_span(batch)
+                first, last = served_span(batch)
             except CorruptRecordError as e:
                 problem = str(e)
             else:
