@@ -29,7 +29,7 @@ from crc32c import crc32c
 from ..errors import CorruptRecordError, InvalidArgumentError
 from .batch import RecordBatch
 from .column_builder import BATCH_FIELDS, PyColumnBuilder
-from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress, decompress_into
+from .compression import BLOCK_DECODERS, DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress, decompress_into
 from .native import available as compiled_available
 from .native import compiled as _compiled
 from .reader import BatchReader, SourceReader, open_source
@@ -256,7 +256,8 @@ class RecordColumnReader(SourceReader):
                 self.release_before(pos)
                 builder, chunk_start = self._new_builder(), pos
             if fast:
-                pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload)
+                pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload,
+                                  BLOCK_DECODERS)
                 self.valid_bytes = pos
                 if pos >= end or builder.n_records >= max_records or builder.n_bytes >= max_bytes:
                     continue
