@@ -497,6 +497,7 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
     if (max_records < ((long long)1 << 40)) {
         Py_ssize_t want = (Py_ssize_t)(max_records - b->n_records);
         if (want > (1 << 20)) want = 1 << 20;
+        want += want / 8; /* the run stops after the batch that reaches the budget: room for that batch's excess */
         static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
         for (int k = 0; want > 0 && k < 7; k++)
             if (col_reserve(&b->c[per_record[k]], want * (k < 5 ? 8 : 1)) < 0) goto error;
@@ -517,6 +518,11 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
             if (call_crc(crc_func, h + 21, stop - pos - 21, &computed) < 0) goto error;
             if (computed != be32(h + 17)) break;
         }
+        /* the next batch's first bytes while this one decodes (assumed about this one's size, at most 64 KiB): its
+         * CRC pass then reads from cache instead of waiting on memory */
+        for (Py_ssize_t a = stop, a_end = stop + ((stop - pos) < (64 << 10) ? (stop - pos) : (64 << 10));
+             a < a_end && a < end; a += 64)
+            __builtin_prefetch(p + a);
         Py_ssize_t start = b->n_records;
         int r = codec ? decode_compressed(b, decompress, cd, codec, h, stop - pos - 61, count, attrs)
                       : decode_records(b, h + 61, stop - pos - 61, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
