@@ -50,79 +50,6 @@ typedef struct {
     int finished;
 } Builder;
 
-static inline int col_reserve(Col *c, Py_ssize_t extra) {
-    return (c->len + extra <= c->cap) ? 0 : col_grow(c, extra);
-}
-
-static inline int put_bytes(Col *c, const void *src, Py_ssize_t n) {
-    if (col_reserve(c, n) < 0) return -1;
-    memcpy(c->p + c->len, src, (size_t)n);
-    c->len += n;
-    return 0;
-}
-
-#define PUT(col, type, value)                                   \
-    do {                                                        \
-        type v_ = (type)(value);                                \
-        if (put_bytes((col), &v_, sizeof(type)) < 0) return -1; \
-    } while (0)
-
-/* n bytes from src to dst: short strings as one fixed-size copy (inlined moves, no libc call per field) when
- * `room` bytes are readable at src and writable at dst; what lands past n is overwritten by the next field. */
-static inline void copy_field(char *dst, const uint8_t *src, Py_ssize_t n, Py_ssize_t room) {
-    if (n <= 16 && room >= 16)
-        memcpy(dst, src, 16);
-    else if (n <= 128 && room >= 128)
-        memcpy(dst, src, 128);
-    else
-        memcpy(dst, src, (size_t)n);
-}
-
-/* A length-prefixed byte string (key, value, header value): n < 0 is null. The caller has reserved one entry of
- * `valid` and `off`; buf[0:buf_end] is readable. -2 = decline. */
-static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim,
-                            Py_ssize_t buf_end, long long *nbytes) {
-    int64_t n;
-    if (rd_varint(buf, pos, lim, &n) < 0) return -2;
-    if (n < 0) {
-        valid->p[valid->len++] = 0;
-    } else {
-        if (n > lim - *pos) return -2;
-        if (col_reserve(data, (Py_ssize_t)n + 128) < 0) return -1;
-        copy_field(data->p + data->len, buf + *pos, (Py_ssize_t)n, buf_end - *pos);
-        data->len += (Py_ssize_t)n;
-        *pos += (Py_ssize_t)n;
-        *nbytes += n;
-        valid->p[valid->len++] = 1;
-    }
-    int64_t o = (int64_t)data->len;
-    memcpy(off->p + off->len, &o, 8);
-    off->len += 8;
-    return 0;
-}
-
-/* A key or value: a varint length (negative = null) and that many bytes, copied to data (reserved: the batch's
- * bytes + 128 past it, so copy_field's fixed-size copies fit). *valid and *end_off (the new end of data) are set.
- * 0 = done, -2 = decline. */
-static inline int take_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, Py_ssize_t buf_end, char *data,
-                             Py_ssize_t *len, uint8_t *valid, char *end_off, long long *nbytes) {
-    int64_t n;
-    if (rd_varint(buf, pos, lim, &n) < 0) return -2;
-    if (n < 0) {
-        *valid = 0;
-    } else {
-        if (n > lim - *pos) return -2;
-        copy_field(data + *len, buf + *pos, (Py_ssize_t)n, buf_end - *pos);
-        *len += (Py_ssize_t)n;
-        *pos += (Py_ssize_t)n;
-        *nbytes += n;
-        *valid = 1;
-    }
-    int64_t o = (int64_t)*len;
-    memcpy(end_off, &o, 8);
-    return 0;
-}
-
 /* Decode `count` DefaultRecords filling the whole of buf[0:end]. 0 = done, 1 = declined (nothing kept), -1 = error.
  * The per-record columns and the key/value bytes are reserved once per batch and written through locals (stores
  * through the columns' own fields made the compiler reload them after every byte written); the header columns,
@@ -343,49 +270,6 @@ static PyObject *Builder_decode_records(Builder *b, PyObject *args) {
     PyBuffer_Release(&view);
     if (r < 0) return NULL;
     return PyBool_FromLong(r == 0);
-}
-
-/* The codec functions run() calls itself: cramjam's lz4 decompress_block_into and zstd decompress_into, and the
- * max_size limit of compression.decompress. */
-typedef struct {
-    PyObject *lz4, *zstd;
-    long long max_size;
-} Codecs;
-
-/* An lz4 frame into the scratch buffer, block by block, each given the room _lz4_decompress_into gives it.
- * 0 = *out bytes written, 1 = decline, 2 = the scratch may be too small (ask decompress), -1 = error. */
-static int lz4_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t len, Py_ssize_t *out) {
-    Lz4Frame f;
-    if (lz4_open(&f, body, len)) return 1;
-    Py_ssize_t total = 0, block_room = f.block_max <= cd->max_size ? f.block_max : (Py_ssize_t)cd->max_size + 1;
-    for (;;) {
-        const uint8_t *p;
-        Py_ssize_t n, w;
-        int stored, r = lz4_next(&f, &p, &n, &stored);
-        if (r == 2) break;
-        if (r) return r;
-        Py_ssize_t room = stored ? n : block_room;
-        if (room > sc->cap - total) return 2;
-        if (stored) {
-            memcpy(sc->p + total, p, (size_t)n);
-            w = n;
-        } else if ((r = codec_into(cd->lz4, p, n, sc->p + total, room, &w)) != 0) {
-            return r;
-        }
-        total += w;
-        if (total > cd->max_size) return 1;
-    }
-    *out = total;
-    return 0;
-}
-
-/* A zstd payload into exactly the room _zstd_decompress_into gives it (its header bound, capped by max_size). */
-static int zstd_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t len, Py_ssize_t *out) {
-    long long bound = zstd_bound(body, len);
-    if (bound < 0) return 1;
-    if (bound > cd->max_size) bound = cd->max_size;
-    if (bound > sc->cap) return 2;
-    return codec_into(cd->zstd, body, len, sc->p, (Py_ssize_t)bound, out);
 }
 
 /* The records section of a compressed batch, decompressed into the builder's scratch buffer (reused batch after
@@ -669,6 +553,7 @@ static PyMethodDef module_methods[] = {
     {"walk_chain", walk_chain, METH_VARARGS,
      "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, pos): the length-chain walk of scan.py in C"},
     CRC_METHODS
+    CODEC_METHODS
     {NULL, NULL, 0, NULL},
 };
 

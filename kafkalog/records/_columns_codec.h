@@ -208,4 +208,62 @@ static int codec_into(PyObject *fn, const uint8_t *src, Py_ssize_t n, char *dst,
     return 0;
 }
 
+/* ---- a records section into the scratch buffer (Col, from _columns_mem.h) ------------------------------------ */
+
+/* The codec functions run() calls itself: cramjam's lz4 decompress_block_into and zstd decompress_into, and the
+ * max_size limit of compression.decompress. */
+typedef struct {
+    PyObject *lz4, *zstd;
+    long long max_size;
+} Codecs;
+
+/* An lz4 frame into the scratch buffer, block by block, each given the room _lz4_decompress_into gives it.
+ * 0 = *out bytes written, 1 = decline, 2 = the scratch may be too small (ask decompress), -1 = error. */
+static int lz4_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t len, Py_ssize_t *out) {
+    Lz4Frame f;
+    if (lz4_open(&f, body, len)) return 1;
+    Py_ssize_t total = 0, block_room = f.block_max <= cd->max_size ? f.block_max : (Py_ssize_t)cd->max_size + 1;
+    for (;;) {
+        const uint8_t *p;
+        Py_ssize_t n, w;
+        int stored, r = lz4_next(&f, &p, &n, &stored);
+        if (r == 2) break;
+        if (r) return r;
+        Py_ssize_t room = stored ? n : block_room;
+        if (room > sc->cap - total) return 2;
+        if (stored) {
+            memcpy(sc->p + total, p, (size_t)n);
+            w = n;
+        } else if ((r = codec_into(cd->lz4, p, n, sc->p + total, room, &w)) != 0) {
+            return r;
+        }
+        total += w;
+        if (total > cd->max_size) return 1;
+    }
+    *out = total;
+    return 0;
+}
+
+/* A zstd payload into exactly the room _zstd_decompress_into gives it (its header bound, capped by max_size). */
+static int zstd_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t len, Py_ssize_t *out) {
+    long long bound = zstd_bound(body, len);
+    if (bound < 0) return 1;
+    if (bound > cd->max_size) bound = cd->max_size;
+    if (bound > sc->cap) return 2;
+    return codec_into(cd->zstd, body, len, sc->p, (Py_ssize_t)bound, out);
+}
+
+/* ---- for the tests: the C bound against compression._zstd_bound ------------------------------------------- */
+
+static PyObject *py_zstd_bound(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    long long bound = zstd_bound((const uint8_t *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong(bound);
+}
+
+#define CODEC_METHODS \
+    {"zstd_bound", py_zstd_bound, METH_O, "zstd_bound(payload) -> int: _zstd_bound in C (-1 where it raises)"},
+
 #endif
