@@ -6,7 +6,8 @@ mapped file are dropped behind the decoder). ``RecordColumns.to_arrow()`` wraps 
 without copying the key/value/header bytes.
 
 Two implementations share one loop (``RecordColumnReader._chunks``): the compiled builder (``_columns.c``) walks
-runs of magic 2 batches (framing, CRC32C, decompression through ``compression.decompress``, varints, headers) in C;
+runs of magic 2 batches (framing, CRC32C, decompression, varints, headers) in C: lz4 frames and zstd bounds are
+walked there and cramjam called per block (``compression.BLOCK_DECODERS``), other codecs go through ``decompress``;
 every other batch (magic 0/1, one the C walker declines) goes through ``read_batches`` and ``RecordBatch.records()``,
 which is also the whole pure-Python path. The C walker declines any batch that is not plainly well formed, and the
 Python path then raises or stops exactly as ``read_batches`` + ``records()`` do, so errors, messages and
@@ -29,7 +30,7 @@ from crc32c import crc32c
 from ..errors import CorruptRecordError, InvalidArgumentError
 from .batch import RecordBatch
 from .column_builder import BATCH_FIELDS, PyColumnBuilder
-from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress, decompress_into
+from .compression import BLOCK_DECODERS, DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress, decompress_into
 from .native import available as compiled_available
 from .native import compiled as _compiled
 from .reader import BatchReader, SourceReader, open_source
@@ -256,7 +257,8 @@ class RecordColumnReader(SourceReader):
                 self.release_before(pos)
                 builder, chunk_start = self._new_builder(), pos
             if fast:
-                pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload)
+                pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload,
+                                  BLOCK_DECODERS)
                 self.valid_bytes = pos
                 if pos >= end or builder.n_records >= max_records or builder.n_bytes >= max_bytes:
                     continue
@@ -273,8 +275,9 @@ class RecordColumnReader(SourceReader):
 
 
 def _decompress_payload(codec_id: int, body: memoryview, out: memoryview) -> int | bytes:
-    """What ``RecordBatch.records_payload`` does for a compressed batch, for the compiled walker to call: written
-    into ``out`` (its reused buffer) when the codec allows, else returned."""
+    """What ``RecordBatch.records_payload`` does for a compressed batch, for the compiled walker to call on gzip and
+    snappy batches and on lz4/zstd payloads that may not fit its scratch: written into ``out`` (that reused
+    buffer) when the codec allows, else returned."""
     codec = _CODECS[codec_id]
     n = decompress_into(codec, body, out, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE)
     return decompress(codec, body, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE) if n is None else n
