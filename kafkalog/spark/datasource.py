@@ -303,6 +303,8 @@ class KafkaLogReader(DataSourceReader):
         return pack_segments(out, self.max_partition_bytes, self.min_partitions)
 
     def read(self, partition: SegmentGroup):
+        if not isinstance(partition, SegmentGroup):  # Spark plans one InputPartition(None) when we return none
+            return
         for segment in partition.segments:
             metrics = ScanMetrics(segment.item.path)
             try:
@@ -451,5 +453,5 @@ def _with_parallelism(n: int) -> type[KafkaLogDataSource]:
     so the planning worker sees it)."""
     if n == KafkaLogDataSource.default_min_partitions:
         return KafkaLogDataSource
-    return type("KafkaLogDataSource", (KafkaLogDataSource,), {"default_min_partitions": n, "__module__": __name__,
-                                                              "__doc__": KafkaLogDataSource.__doc__})
+    attrs = {"default_min_partitions": n, "__module__": __name__, "__doc__": KafkaLogDataSource.__doc__}
+    return type("KafkaLogDataSource", (KafkaLogDataSource,), attrs)
