@@ -1,7 +1,13 @@
 """The ``kafkalog`` Spark DataSource: ``spark.read.format("kafkalog").load(root)`` reads archived partition logs.
 
 Input partitions are runs of consecutive segments (planned on the driver from names and sizes only; at most
-``maxPartitionBytes``, default 128 MiB, and small scans spread over at least 8 tasks: :func:`pack_segments`). Filters on ``topic``,
+``maxPartitionBytes``, default 128 MiB, and small scans spread over at least ``minPartitions`` tasks, by default the
+session's parallelism when :func:`register` registered the source, else 8: :func:`pack_segments`).
+
+Columns: Spark's Python DataSource API has no column pruning (every query receives all the columns ``schema()``
+names), so a query that needs few columns passes a user-specified schema, ``.schema("offset long, value binary")``:
+a subset of SCHEMA's columns (any order, any case, our types; checked by :func:`read_columns`), and only those
+columns are built and sent to the JVM. Pushdown and ``isolation`` work the same with any schema. Filters on ``topic``,
 ``partition``, ``offset`` and ``timestamp`` are pushed down (Spark 4.1+ ``pushFilters``; needs
 ``spark.sql.python.filterPushdown.enabled``, which :func:`register` and ``get_session`` switch on):
 
@@ -28,8 +34,11 @@ Options:
   ``verifyCrc`` (default true): stop at a batch whose CRC fails; ``onCorrupt``: ``fail`` (default, the task
     raises ``CorruptRecordError``) or ``stop`` (return the segment's records up to the bad batch).
   ``includeDirStates`` (default ``live``): comma list of partition-dir states to read (``live,future,delete,stray``).
-  ``metricsDir``: a local dir where each task writes a JSON line of what it read (segments, batches, bytes), which
-    :func:`read_scan_metrics` sums up; tests and benchmarks use it to prove pushdown skips batches.
+  ``arrowBatchRows`` (8192): records per Arrow batch handed to Spark; ``maxPartitionBytes``, ``minPartitions``:
+    task sizing (above).
+  ``metricsDir``: a local dir where each task writes a JSON line of what it read (segments, batches, bytes, its own
+    Python time), which :func:`read_scan_metrics` sums up; tests and benchmarks use it to prove pushdown skips
+    batches and to split a query's time between the tasks' Python work and Spark's.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -307,8 +317,17 @@ class KafkaLogReader(DataSourceReader):
             return
         for segment in partition.segments:
             metrics = ScanMetrics(segment.item.path)
+            batches = _scan_segment(self, segment, metrics)
             try:
-                yield from _scan_segment(self, segment, metrics)
+                while True:
+                    started = time.perf_counter()
+                    try:
+                        batch = next(batches)
+                    except StopIteration:
+                        break
+                    finally:
+                        metrics.scan_seconds += time.perf_counter() - started
+                    yield batch
             finally:
                 if self.metrics_dir:
                     _write_metrics(self.metrics_dir, metrics)
@@ -415,9 +434,9 @@ def _write_metrics(metrics_dir: str, m: ScanMetrics) -> None:
 
 def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
     """Totals over every task's metrics in ``metrics_dir``: segments, batches_read, batches_decoded, bytes_read,
-    records_returned, log_bytes_fetched."""
+    records_returned, log_bytes_fetched, scan_seconds (a float: the tasks' own Python time)."""
     names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched")
-    totals = {"segments": 0, **dict.fromkeys(names, 0)}
+    totals: dict = {"segments": 0, **dict.fromkeys(names, 0), "scan_seconds": 0.0}
     if not os.path.isdir(metrics_dir):
         return totals
     for name in os.listdir(metrics_dir):
@@ -428,6 +447,7 @@ def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
         totals["segments"] += 1
         for k in names:
             totals[k] += int(d.get(k, 0))
+        totals["scan_seconds"] += float(d.get("scan_seconds", 0.0))
     return totals
 
 

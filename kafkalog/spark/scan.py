@@ -53,6 +53,8 @@ class ScanMetrics:
     records_returned: int = 0
     stopped_at_corruption: int = -1  # file position of the bad batch, when onCorrupt=stop
     log_bytes_fetched: int = 0  # bytes of a remote .log copied to the executor (0 on local disk)
+    scan_seconds: float = 0.0  # time the task spent producing this segment's batches (seek, fetch, decode, Arrow),
+    # not counting the time Spark spent sending them on while the scan waited at ``yield``
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
