@@ -9,7 +9,7 @@ This module runs the stock daemon unchanged except for two things: a worker whos
 closed (``BrokenPipeError`` or ``ConnectionResetError``) exits at once, as SPARK-54344 wants, without printing
 anything (the JVM has already given up on that socket, so there is nobody left to tell; any other error keeps
 PySpark's behaviour); and a reused worker freezes its long-lived objects after its first task
-(:func:`_freeze_once`), so the full collection the stock daemon runs between tasks no longer walks them.
+(:func:`_freeze_once`), so the full collection the stock daemon runs between tasks does not walk them.
 
 Executors import it as ``python -m kafkalog.spark.daemon``; they need kafkalog installed anyway for the jobs.
 """
