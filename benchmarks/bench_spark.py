@@ -1,6 +1,7 @@
 """Benchmark the Spark validation job and the DataSource against the single-process library loop.
 
     python benchmarks/bench_spark.py [--partitions 200] [--segments 5] [--segment-kib 1024] [--rounds 3] [--dir DIR]
+        [--sections classic,scan,remote,cluster] [--scan-partitions 10] [--values repeated|random]
 
 Generates an archive (``partitions`` x ``segments`` segments written through ``LogSegment.append`` with
 ``build_batch`` batches, so indexes are Kafka's), then in one run: validates it with the library loop in this
@@ -16,9 +17,13 @@ processes' load moves every figure). ``--dir DIR`` keeps the archive and reuses 
 ``--sections`` picks what runs (default ``classic``, the above); the others use ``--scan-partitions`` partition
 dirs of the same archive, best of ``--rounds``:
 
-* ``scan``: DataSource full scan (``count`` and ``sum(length(value))``) on ``local[1]`` against the in-process
-  columnar decoder over the same segments (``iter_record_columns`` + ``to_arrow``), and against Spark's own Parquet
-  scan of the same records (written once by the bench, same two aggregates).
+* ``scan``: DataSource scans (``count`` and ``sum(length(value))``, or ``count``) on ``local[1]`` with the full
+  schema (default task spread and the former 8 tasks) and with user-specified schemas (``SCAN_READS``), against the
+  in-process columnar decoder over the same segments (``iter_record_columns`` + ``to_arrow``, all columns and value
+  only), and against Spark's own Parquet scan of the same records (written once by the bench, same aggregates).
+  Each DataSource time is split into the tasks' Python time (the ``scan_seconds`` metric), the same read's
+  one-record query (planning, job, task start-up) and the rest (Arrow transfer to the JVM, row conversion,
+  aggregation).
 * ``remote``: the validation job and the DataSource full scan on ``local[2]`` reading the archive from moto's S3
   server on 127.0.0.1 against the same partition dirs on local disk.
 * ``cluster``: the same two jobs on a standalone cluster (master + 2 one-core workers from the pyspark package,
@@ -28,6 +33,7 @@ dirs of the same archive, best of ``--rounds``:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import struct
@@ -44,16 +50,27 @@ from kafkalog.segment import LogSegment  # noqa: E402
 from kafkalog.verify import verify_segment  # noqa: E402
 
 
-def generate(root: Path, partitions: int, segments: int, segment_bytes: int) -> tuple[int, int]:
-    """Write the archive; returns (total bytes, total batches). Batches are built once and re-based."""
+def generate(root: Path, partitions: int, segments: int, segment_bytes: int, values: str = "repeated") -> tuple[int, int]:
+    """Write the archive; returns (total bytes, total batches). ``values="repeated"``: batches are built once
+    and re-based (64 distinct values: Parquet dictionary-encodes them); ``"random"``: every record gets 180 random
+    bytes (nothing for Parquet to dictionary-encode or compress)."""
+    import random
+
     records_per_batch = 16
+    codecs = [CompressionType.NONE, CompressionType.NONE, CompressionType.LZ4, CompressionType.NONE]
     templates = []
-    for i, codec in enumerate([CompressionType.NONE, CompressionType.NONE, CompressionType.LZ4, CompressionType.NONE]):
+    for i, codec in enumerate(codecs):
         recs = [
             (f"key-{i}-{j}".encode(), (f"value-{i}-{j}-" * 12).encode(), [("h", b"v")])
             for j in range(records_per_batch)
         ]
         templates.append(build_batch(recs, base_offset=0, compression=codec, producer_id=-1))
+    rng = random.Random(20)
+
+    def random_batch(k: int, offset: int) -> bytes:
+        recs = [(f"key-{k % 4}-{j}".encode(), rng.randbytes(180), [("h", b"v")]) for j in range(records_per_batch)]
+        return build_batch(recs, base_offset=offset, compression=codecs[k % len(codecs)], producer_id=-1)
+
     logdir = root / "logdir"
     logdir.mkdir(parents=True)
     total = batches = total_0 = batches_0 = 0
@@ -71,8 +88,11 @@ def generate(root: Path, partitions: int, segments: int, segment_bytes: int) -> 
             size = 0
             k = 0
             while size < segment_bytes:
-                t = bytearray(templates[k % len(templates)])
-                struct.pack_into(">q", t, 0, offset)  # baseOffset is outside the CRC: re-basing keeps it valid
+                if values == "random":
+                    t = random_batch(k, offset)
+                else:
+                    t = bytearray(templates[k % len(templates)])
+                    struct.pack_into(">q", t, 0, offset)  # baseOffset is outside the CRC: re-basing keeps it valid
                 seg.append(bytes(t))
                 offset += records_per_batch
                 size += len(t)
@@ -180,50 +200,97 @@ def _aggregates(df) -> tuple[int, int]:
     return int(row.n), int(row.v or 0)
 
 
+#: the DataSource reads the scan section times: (label, user-specified schema or None, options, aggregate)
+SCAN_READS = [
+    ("full schema", None, {}, "count+sum"),
+    ("full schema, minPartitions=8", None, {"minPartitions": "8"}, "count+sum"),
+    ("schema 'value binary'", "value binary", {}, "count+sum"),
+    ("schema 'offset long, value binary'", "offset long, value binary", {}, "count+sum"),
+    ("schema 'offset long'", "offset long", {}, "count"),
+    ("full schema", None, {}, "count"),
+]
+
+
 def scan_section(scan_roots: list[str], parquet_dir: Path, rounds: int) -> None:
-    """DataSource on local[1] vs the in-process columnar rate vs Spark's Parquet scan of the same records."""
+    """DataSource on local[1] (full schema and user-specified schemas) vs the in-process columnar rate vs Spark's
+    Parquet scan of the same records; the tasks' own Python time (``scan_seconds``) and a one-record query of the
+    same plan (Spark's fixed cost) split each DataSource time."""
     import pyarrow.compute as pc
 
     from kafkalog.records import iter_record_columns
     from kafkalog.spark import get_session, register
+    from kafkalog.spark.datasource import KafkaLogReader, read_scan_metrics
 
     items = discover_segments(scan_roots)
+    load_start = _load()
 
-    def columnar() -> tuple[int, int]:
+    def columnar(columns=None) -> tuple[int, int]:
         n = v = 0
         for item in items:
             reader = iter_record_columns(item.path, max_records=8192)
             for chunk in reader:
-                t = chunk.to_arrow()
+                t = chunk.to_arrow(columns)
                 n += t.num_rows
                 v += int(pc.sum(pc.binary_length(t["value"])).as_py() or 0)
             reader.close()
         return n, v
 
     c_s, (c_n, c_v) = _best(columnar, rounds)
+    cv_s, _ = _best(lambda: columnar(["value"]), rounds)
     spark = get_session("local[1]", "bench-scan")
     register(spark)
+    results = []
     try:
         ds = spark.read.format("kafkalog").load(scan_roots)
         _aggregates(ds)  # warm: workers, imports
-        d_s, (d_n, d_v) = _best(lambda: _aggregates(ds), rounds)
+        for label, schema, options, agg in SCAN_READS:
+            mdir = parquet_dir.parent / "scan-metrics"
+            r = spark.read.format("kafkalog").options(**options).option("metricsDir", str(mdir))
+            t = time.perf_counter()
+            df = (r.schema(schema) if schema else r).load(scan_roots)  # built once, like the Parquet DataFrame
+            load_s = time.perf_counter() - t
+
+            def run(df=df, agg=agg, mdir=mdir):
+                shutil.rmtree(mdir, ignore_errors=True)
+                if agg == "count":
+                    return int(df.selectExpr("count(*) AS n").collect()[0].n), None, read_scan_metrics(str(mdir))
+                n, v = _aggregates(df)
+                return n, v, read_scan_metrics(str(mdir))
+
+            run()
+            s, (n, v, m) = _best(run, rounds)
+            assert n == c_n and v in (None, c_v), (label, n, v)
+            # the same plan returning one record per partition dir: planning, job and task start-up, no data
+            # (a new Dataset each time: collecting one twice reuses its finished shuffle stage)
+            tiny_s = None
+            if schema is None or "offset" in schema:
+                tiny_s, _ = _best(lambda df=df: df.filter("offset < 1").selectExpr("count(*)").collect(), rounds)
+            opts = {"paths": json.dumps(scan_roots), **options}
+            tasks = len(KafkaLogReader(opts, None, spark.sparkContext.defaultParallelism).partitions())
+            results.append((label, agg, s, m["scan_seconds"], tiny_s, tasks, load_s))
         shutil.rmtree(parquet_dir, ignore_errors=True)
         ds.write.parquet(str(parquet_dir))
         pq = spark.read.parquet(str(parquet_dir))
         _aggregates(pq)
         p_s, (p_n, p_v) = _best(lambda: _aggregates(pq), rounds)
         pcount_s, _ = _best(lambda: pq.count(), rounds)
-        dcount_s, _ = _best(lambda: ds.count(), rounds)
+        ptiny_s, _ = _best(lambda: pq.filter("offset < 1").selectExpr("count(*)").collect(), rounds)  # new each time
     finally:
         spark.stop()
-    assert c_n == d_n == p_n and c_v == d_v == p_v, (c_n, d_n, p_n, c_v, d_v, p_v)
-    print(f"scan: {d_n} records, {d_v / 1e6:.1f} MB of values, {len(items)} segments; load {_load():.2f}")
-    print(f"  in-process columnar (iter_record_columns + to_arrow + sum): {c_n / c_s / 1e6:.2f}M records/s ({c_s:.2f}s)")
-    print(f"  DataSource local[1] count+sum(length(value)): {d_n / d_s / 1e6:.2f}M rows/s ({d_s:.2f}s) = "
-          f"{c_s / d_s:.0%} of the columnar rate (target >= 50%)")
-    print(f"  Parquet local[1] count+sum(length(value)):    {p_n / p_s / 1e6:.2f}M rows/s ({p_s:.2f}s); "
-          f"DataSource / Parquet {p_s / d_s:.2f}x (target >= 1)")
-    print(f"  count only: DataSource {dcount_s:.2f}s, Parquet {pcount_s:.2f}s")
+    assert c_n == p_n and c_v == p_v, (c_n, p_n, c_v, p_v)
+    print(f"scan: {c_n} records, {c_v / 1e6:.1f} MB of values, {len(items)} segments; load {load_start:.2f} at the "
+          f"start, {_load():.2f} at the end (best of {rounds})")
+    print(f"  in-process columnar (iter_record_columns + to_arrow + sum): {c_n / c_s / 1e6:.2f}M records/s "
+          f"({c_s:.3f}s); to_arrow(['value']) only: {c_n / cv_s / 1e6:.2f}M records/s ({cv_s:.3f}s)")
+    print(f"  Parquet local[1]: count+sum(length(value)) {p_n / p_s / 1e6:.2f}M rows/s ({p_s:.3f}s); count "
+          f"{pcount_s:.3f}s; one-record query {ptiny_s:.3f}s")
+    print("  DataSource local[1] (tasks' Python time = scan_seconds; fixed = the same read with offset < 1):")
+    for label, agg, s, py, tiny_s, parts, load_s in results:
+        ref = p_s if agg == "count+sum" else pcount_s
+        fixed = f"{tiny_s:.3f}s" if tiny_s is not None else "n/a"
+        print(f"    {label:<36} {agg:<9} {c_n / s / 1e6:5.2f}M rows/s ({s:.3f}s, {parts} tasks): "
+              f"{c_s / s:4.0%} of columnar (>= 50%), {ref / s:.2f}x Parquet {agg} (>= 1); python {py:.3f}s, "
+              f"fixed {fixed}, rest {s - py - (tiny_s or 0):.3f}s; load() {load_s:.3f}s")
 
 
 def _two_jobs(spark, roots: list[str], options: dict | None, rounds: int) -> tuple[float, float, int]:
@@ -311,12 +378,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scan-partitions", type=int, default=10, help="partition dirs the DataSource scan reads")
     ap.add_argument("--rounds", type=int, default=3, help="timed validation jobs per master (best is reported)")
     ap.add_argument("--sections", default="classic", help="comma list of classic, scan, remote, cluster")
+    ap.add_argument("--values", choices=("repeated", "random"), default="repeated",
+                    help="record values: 64 distinct ones (default) or 180 random bytes each")
     ap.add_argument(
         "--dir", default=None, help="where to generate (default: a temp dir, removed afterwards); kept and reused"
     )
     args = ap.parse_args(argv)
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kafkalog-bench-"))
-    done = base / "archive" / f"done-{args.partitions}x{args.segments}x{args.segment_kib}"
+    done = base / "archive" / f"done-{args.partitions}x{args.segments}x{args.segment_kib}-{args.values}"
     try:
         t = time.perf_counter()
         if done.exists():
@@ -324,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
             how = "reused"
         else:
             shutil.rmtree(base / "archive", ignore_errors=True)
-            total, batches = generate(base / "archive", args.partitions, args.segments, args.segment_kib * 1024)
+            total, batches = generate(base / "archive", args.partitions, args.segments, args.segment_kib * 1024,
+                                      args.values)
             done.write_text(f"{total} {batches}")
             how = f"generated in {time.perf_counter() - t:.1f}s"
         n_seg = args.partitions * args.segments

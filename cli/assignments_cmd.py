@@ -15,15 +15,16 @@ from typing import Any
 
 import click
 
+from kafkalog.checkpoint.meta_properties import read_meta_properties
+from kafkalog.errors import KafkaLogError
+from kafkalog.names import parse_partition_dir
+
 from .errors import EXIT_CORRUPT, EXIT_OK, CommandError
 
 
 def _scan(raw: str) -> tuple[Any, str | None]:
     """DirState of one dir plus an error message if it could not be read (then it is offline)."""
-    from kafkalog.checkpoint.meta_properties import read_meta_properties
-    from kafkalog.errors import KafkaLogError
     from kafkalog.manager.assignments import DirState
-    from kafkalog.names import parse_partition_dir
 
     path = os.path.abspath(raw)
     state = DirState(path, None, True)

@@ -13,8 +13,13 @@ from typing import Any
 
 import click
 
+from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
+from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from kafkalog.manager.lock import DirLock
+from kafkalog.names import validate_topic
+
 from .errors import CliState, CommandError
-from .output import Event, make_output
+from .output import Event, Simple, make_output
 
 _OFFSET_CHECKPOINTS = (
     "recovery-point-offset-checkpoint",
@@ -22,33 +27,6 @@ _OFFSET_CHECKPOINTS = (
     "replication-offset-checkpoint",
     "cleaner-offset-checkpoint",
 )
-
-
-@dataclass
-class Entry(Event):
-    topic: str
-    partition: int
-    offset: int
-    type = "checkpoint"  # type: ignore[misc]
-
-    def text(self) -> str:
-        return f"topic: {self.topic} partition: {self.partition} offset: {self.offset}"
-
-    def fields(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
-
-
-@dataclass
-class EpochEntry(Event):
-    epoch: int
-    start_offset: int
-    type = "leader_epoch"  # type: ignore[misc]
-
-    def text(self) -> str:
-        return f"epoch: {self.epoch} startOffset: {self.start_offset}"
-
-    def fields(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "startOffset": self.start_offset}
 
 
 @dataclass
@@ -83,15 +61,14 @@ def show(state: CliState | None, file: str, json_mode: bool) -> None:
     state = state or CliState()
     out = make_output(json_mode=json_mode, quiet=state.quiet)
     if os.path.basename(file) == "leader-epoch-checkpoint":
-        from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
-
         for e in read_leader_epoch_checkpoint(file):
-            out.emit(EpochEntry(e.epoch, e.start_offset))
+            data = {"epoch": e.epoch, "startOffset": e.start_offset}
+            out.emit(Simple(f"epoch: {e.epoch} startOffset: {e.start_offset}", data, type="leader_epoch"))
         return
-    from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
 
     for (topic, partition), offset in read_offset_checkpoint(file).items():
-        out.emit(Entry(topic, partition, offset))
+        data = {"topic": topic, "partition": partition, "offset": offset}
+        out.emit(Simple(f"topic: {topic} partition: {partition} offset: {offset}", data, type="checkpoint"))
 
 
 @checkpoints.command("set")
@@ -106,9 +83,6 @@ def set_(
     state: CliState | None, file: str, topic: str, partition: int, offset: int, create: bool, json_mode: bool
 ) -> None:
     """Set TOPIC PARTITION to OFFSET in an offset checkpoint FILE (atomic replace; refuses while the dir is locked)."""
-    from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint, write_offset_checkpoint
-    from kafkalog.manager.lock import DirLock
-    from kafkalog.names import validate_topic
 
     state = state or CliState()
     out = make_output(json_mode=json_mode, quiet=state.quiet)

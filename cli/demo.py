@@ -26,6 +26,9 @@ import time
 
 import click
 
+import kafkalog.spark as kafkalog_spark  # its functions import pyspark when called
+from kafkalog.log.config import LogConfig
+
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
 
 TOPICS = {"orders": 3, "payments": 2}
@@ -111,10 +114,8 @@ def demo(state: CliState | None, base: str | None, keep: bool, no_spark: bool) -
         elif not _spark_available():
             _info("skipped: pyspark is not installed (pip install 'kafkalog[spark]')")
         else:
-            from kafkalog.spark import run_validation
-
             out_dir = os.path.join(root, "spark-report")
-            rc = run_validation(live, out_dir, "local[*]")
+            rc = kafkalog_spark.run_validation(live, out_dir, "local[*]")
             _info(f"reports in {out_dir}; exit code {rc}")
             if rc != 0:
                 code = max(code, rc)
@@ -137,7 +138,6 @@ def _spark_available() -> bool:
 
 def broker_phase() -> None:
     """Run in a child process: create and fill partitions, flush half of them, then die without shutdown."""
-    from kafkalog.log.config import LogConfig
     from kafkalog.manager.log_manager import LogManager
 
     dirs = json.loads(sys.argv[1])
@@ -179,7 +179,6 @@ def _tear_tail(pdir: str) -> tuple[str, int]:
 
 
 def _restart(dirs: list[str], placed: dict[str, str], victim: str) -> list[str]:
-    from kafkalog.log.config import LogConfig
     from kafkalog.manager.log_manager import LogManager
 
     lines: list[str] = []

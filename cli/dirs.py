@@ -17,6 +17,10 @@ from typing import Any
 
 import click
 
+from kafkalog.checkpoint.meta_properties import read_meta_properties
+from kafkalog.checkpoint.offset_checkpoint import read_log_dir_checkpoints
+from kafkalog.names import parse_partition_dir, parse_segment_file_name
+
 from .assignments_cmd import assignments  # KIP-858: its own module, a subcommand of `dirs`
 from .errors import EXIT_OK, EXIT_USAGE, CliState, classify
 from .output import Progress, make_output
@@ -72,8 +76,6 @@ def _text(broker: int, d: dict[str, Any]) -> str:
 
 
 def _describe_dir(raw: str, bar: Progress | None = None) -> tuple[int, dict[str, Any]]:
-    from kafkalog.checkpoint.meta_properties import read_meta_properties
-
     path = os.path.abspath(raw)
     info: dict[str, Any] = {
         "logDir": path,
@@ -97,7 +99,7 @@ def _describe_dir(raw: str, bar: Progress | None = None) -> tuple[int, dict[str,
             broker = meta.node_id if meta.node_id is not None else -1
         usage = shutil.disk_usage(path)
         info["totalBytes"], info["usableBytes"] = usage.total, usage.free
-        ckpts = _checkpoints(path)
+        ckpts = read_log_dir_checkpoints(path)
         names = sorted(os.listdir(path))
         bar = bar or Progress()
         bar.update(total=len(names))
@@ -116,21 +118,7 @@ def _describe_dir(raw: str, bar: Progress | None = None) -> tuple[int, dict[str,
     return broker, info
 
 
-def _checkpoints(path: str) -> dict[str, dict[tuple[str, int], int]]:
-    from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
-    from kafkalog.errors import CorruptCheckpointError
-
-    out = {}
-    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint"):
-        try:
-            out[name] = read_offset_checkpoint(os.path.join(path, name))
-        except (FileNotFoundError, CorruptCheckpointError):
-            out[name] = {}
-    return out
-
-
 def _describe_partition(pdir: str, name: str, ckpts: dict[str, dict[tuple[str, int], int]]) -> dict[str, Any] | None:
-    from kafkalog.names import parse_partition_dir, parse_segment_file_name
     from kafkalog.verify import verify_log_file
 
     try:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -25,21 +26,11 @@ from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.checkpoint.meta_properties import read_meta_properties
 from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
 from kafkalog.checkpoint.partition_metadata import read_partition_metadata_file
+from kafkalog.discovery import kafka_files
 from kafkalog.errors import CorruptCheckpointError, CorruptIndexError, CorruptSnapshotError, KafkaLogError
-from kafkalog.index.offset_index import OffsetIndex
-from kafkalog.index.time_index import TimeIndex
-from kafkalog.index.txn_index import TransactionIndex
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.names import base_offset_prefix, file_kind
 from kafkalog.records import read_batches
-from kafkalog.remote import localized_paths
-from kafkalog.verify.index_match import (
-    LogBatches,
-    live_entry_count,
-    match_offset_index,
-    match_time_index,
-    scan_log_batches,
-)
 
 from .dump_events import (
     DECODERS,
@@ -49,12 +40,17 @@ from .dump_events import (
     InvalidBytes,
     RecordEvent,
     Report,
-    Simple,
     optional_long,
 )
-from .errors import EXIT_CORRUPT, EXIT_OK, CliState, report_error
-from .output import Event, Line, Output, make_output
+from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError, report_error
+from .output import Event, Line, Output, Progress, Simple, make_output
 from .storage_opts import storage_option
+
+if TYPE_CHECKING:
+    from kafkalog.verify.index_match import LogBatches
+
+# The index classes, the index checks and remote storage import numpy (or pyarrow): the functions that use them
+# import them, so that ``kafkalog --help`` and the other commands do not load them (tests/test_layering.py).
 
 # --- the command ------------------------------------------------------------------------------------------------
 
@@ -96,7 +92,7 @@ class DumpState:
 
 
 @click.command()
-@click.argument("files", nargs=-1, type=click.Path(path_type=str))
+@click.argument("files", nargs=-1, type=click.Path(path_type=str), metavar="FILE_OR_DIR...")
 @click.option("--files", "files_opt", multiple=True, help="Comma separated files (kafka-dump-log.sh spelling).")
 @click.option("--deep-iteration", is_flag=True, help="Print every record, not only batch headers.")
 @click.option("--print-data-log", is_flag=True, help="Print keys and values (implies --deep-iteration).")
@@ -136,13 +132,16 @@ def dump(
 ) -> None:
     """Dump .log, .index, .timeindex, .txnindex, .snapshot, checkpoint and metadata files, like kafka-dump-log.sh.
 
+    A DIR (partition dir, log dir, or a tree of them) stands for the Kafka files below it, in the order
+    ``--files DIR/*`` would give them; other files there (.lock, notes) are passed over.
+
     Exit code 1 when anything dumped is corrupt (bad CRC, trailing bytes, index entries that do not match the
     log, a failed sanity check, an unreadable checkpoint).
     """
     state = state or CliState()
     paths = list(files) + [p for opt in files_opt for p in opt.split(",") if p]
     if not paths:
-        raise click.UsageError("give at least one FILE (or --files a,b,...)")
+        raise click.UsageError("give at least one FILE or DIR (or --files a,b,...)")
     # Kafka: a decoder implies --print-data-log, which implies --deep-iteration.
     print_data = print_data_log or key_decoder is not None or value_decoder is not None
     opts = DumpOptions(
@@ -156,15 +155,34 @@ def dump(
         key_decoder=key_decoder or "string",
         value_decoder=value_decoder or "string",
     )
+    from kafkalog.remote import localized_paths
+
     st = DumpState(make_output(json_mode=json_mode, quiet=state.quiet), opts)
     with localized_paths(paths, storage_opts) as local:  # a remote file: a scratch copy with its siblings
         st.out.show_as(dict(zip(local, paths, strict=True)))
-        _dump_all(local, st, state)
+        files = _expand_dirs(local)
+        with st.out.progress("dumping", total=len(files)) if len(files) > 1 else nullcontext(Progress()) as bar:
+            _dump_all(files, st, state, bar)
     _print_findings(st)
     click.get_current_context().exit(st.code)
 
 
-def _dump_all(paths: list[str], st: DumpState, state: CliState) -> None:
+def _expand_dirs(paths: list[str]) -> list[str]:
+    """Each local dir replaced by the Kafka files below it (a partition dir, a log dir, a tree of them), in the
+    order ``--files dir/*`` takes them. A dir holding none stays in the list, and so does a dir named like a Kafka
+    file (``00000000000000000000.log/``): :func:`dump_file` reports either at its place in the order."""
+    files: list[str] = []
+    for path in paths:
+        found = list(kafka_files(path)) if _walkable(path) else []
+        files.extend(found or [path])
+    return files
+
+
+def _walkable(path: str) -> bool:
+    return os.path.isdir(path) and file_kind(os.path.basename(os.path.normpath(path)))[0] == "unknown"
+
+
+def _dump_all(paths: list[str], st: DumpState, state: CliState, bar: Progress) -> None:
     for path in paths:
         try:
             dump_file(path, st)
@@ -173,6 +191,7 @@ def _dump_all(paths: list[str], st: DumpState, state: CliState) -> None:
         except Exception as exc:  # noqa: BLE001 - keep going with the next file; same line/code as the group
             st.out.stdout.flush()
             st.code = max(st.code, report_error(exc, debug=state.debug))
+        bar.advance()
 
 
 def _base_offset(base_name: str) -> int:
@@ -187,7 +206,9 @@ def dump_file(path: str, st: DumpState) -> None:
     name = os.path.basename(path)
     kind, base = file_kind(name)
     if os.path.isdir(path):
-        raise IsADirectoryError(21, "Is a directory (dump takes files; use 'kafkalog verify' for dirs)", path)
+        if _walkable(path):
+            raise CommandError(f"{path}: no Kafka log files under it")
+        raise IsADirectoryError(21, "Is a directory", path)
     if kind == "unknown":
         st.emit(FileHeader(path, kind))
         st.problem(f"Ignoring unknown file {path}", "ignored", file=path)
@@ -263,6 +284,8 @@ def _sibling(path: str, base: str, suffix: str) -> str:
 def _open_log_for(path: str, base: str, st: DumpState) -> tuple[memoryview, LogBatches] | None:
     """The segment's ``.log`` (mapped once, without prefaulting) and its batch columns, for checking index entries
     against it; the scan gives pages back behind it, so a large segment does not stay resident."""
+    from kafkalog.verify.index_match import scan_log_batches
+
     log_path = _sibling(path, base, ".log")
     if not os.path.exists(log_path):
         st.out.note(f"{log_path} not found: entries of {path} are not checked against the log")
@@ -272,6 +295,9 @@ def _open_log_for(path: str, base: str, st: DumpState) -> tuple[memoryview, LogB
 
 
 def _dump_index(path: str, base: str, st: DumpState) -> None:
+    from kafkalog.index.offset_index import OffsetIndex
+    from kafkalog.verify.index_match import live_entry_count, match_offset_index
+
     start = _base_offset(base)
     index = OffsetIndex(path, start, writable=False)
     try:
@@ -292,12 +318,17 @@ def _dump_index(path: str, base: str, st: DumpState) -> None:
             if match.mismatches:
                 st.corrupt()
                 st.index_mismatches.setdefault(os.path.abspath(path), []).extend(match.mismatches)
-        if not st.opts.verify_only:
-            for offset, position in zip(entries["offset"].tolist(), entries["position"].tolist(), strict=True):
-                data = {"offset": offset, "position": position}
-                st.emit(Simple(f"offset: {offset} position: {position}", data, type="index"))
+        _print_entries(entries, "offset", "position", "index", st)
     finally:
         index.close()
+
+
+def _print_entries(entries: Any, first: str, second: str, kind: str, st: DumpState) -> None:
+    """Each index entry as Kafka prints it, ``<first>: A <second>: B`` (nothing with --verify-index-only)."""
+    if st.opts.verify_only:
+        return
+    for a, b in zip(entries[first].tolist(), entries[second].tolist(), strict=True):
+        st.emit(Simple(f"{first}: {a} {second}: {b}", {first: a, second: b}, type=kind))
 
 
 def _sanity(index: Any, path: str, st: DumpState, error_type: type[Exception]) -> None:
@@ -312,6 +343,9 @@ def _sanity(index: Any, path: str, st: DumpState, error_type: type[Exception]) -
 
 def _dump_time_index(path: str, base: str, st: DumpState) -> None:
     """Time index entries, checked against the log from one scan of it (Kafka re-scans the log per entry)."""
+    from kafkalog.index.time_index import TimeIndex
+    from kafkalog.verify.index_match import live_entry_count, match_time_index
+
     start = _base_offset(base)
     index = TimeIndex(path, start, writable=False)
     try:
@@ -336,10 +370,7 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
                     target.setdefault(key, []).extend(found)
             if match.not_found or match.mismatch or match.out_of_order:
                 st.corrupt()
-        if not st.opts.verify_only:
-            for ts, offset in zip(entries["timestamp"].tolist(), entries["offset"].tolist(), strict=True):
-                data = {"timestamp": ts, "offset": offset}
-                st.emit(Simple(f"timestamp: {ts} offset: {offset}", data, type="timeindex"))
+        _print_entries(entries, "timestamp", "offset", "timeindex", st)
     finally:
         index.close()
 
@@ -348,6 +379,8 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
 
 
 def _dump_txn_index(path: str, base: str, st: DumpState) -> None:
+    from kafkalog.index.txn_index import TransactionIndex
+
     index = TransactionIndex(path, _base_offset(base), writable=False)
     try:
         for txn in index.all_entries():

@@ -244,24 +244,6 @@ class InvalidBytes(Event):
 
 
 @dataclass(slots=True)
-class Simple(Event):
-    """A result line with a fixed text and JSON shape (index entries, checkpoint entries, snapshot entries...)."""
-
-    line: str
-    data: dict[str, Any]
-    type: str = "entry"  # type: ignore[misc]
-
-    def text(self) -> str:
-        return self.line
-
-    def fields(self) -> dict[str, Any]:
-        return self.data
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, **self.data}
-
-
-@dataclass(slots=True)
 class Report(Event):
     """A block of problems for one file (stderr in text mode; one JSON object per item)."""
 

@@ -23,6 +23,7 @@ __all__ = [
     "JsonOutput",
     "Output",
     "Progress",
+    "Simple",
     "TextOutput",
     "make_output",
 ]
@@ -65,6 +66,24 @@ class Line(Event):
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.kind, **self.fields()}
+
+
+@dataclass(slots=True)
+class Simple(Event):
+    """A result line with a fixed text and JSON shape (index entries, checkpoint entries, snapshot entries...)."""
+
+    line: str
+    data: dict[str, Any]
+    type: str = "entry"  # type: ignore[misc]
+
+    def text(self) -> str:
+        return self.line
+
+    def fields(self) -> dict[str, Any]:
+        return self.data
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, **self.data}
 
 
 class Progress:
@@ -154,7 +173,11 @@ class Output(ABC):
 
         console = Console(file=self.stderr)
         columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())
-        with RichProgress(*columns, console=console, transient=True) as bar:
+        # stdout is taken over only when it is this terminal too: redirected output (`dump DIR > out.txt`) must
+        # reach its file, not the bar's console
+        with RichProgress(
+            *columns, console=console, transient=True, redirect_stdout=_isatty(self.stdout)
+        ) as bar:
             task = bar.add_task(description, total=total)
             yield _RichProgress(bar, task)
 

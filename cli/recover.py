@@ -28,6 +28,11 @@ from typing import Any
 
 import click
 
+from kafkalog.checkpoint.offset_checkpoint import read_log_dir_checkpoints, write_offset_checkpoint
+from kafkalog.log.config import LogConfig
+from kafkalog.manager.lock import LOCK_FILE_NAME, DirLock
+from kafkalog.names import parse_partition_dir
+
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
 from .output import Event, make_output
 
@@ -195,8 +200,6 @@ def recover(
     checkpointed recovery point. --salvage keeps every valid batch instead. Exit 1 when data was (or would be)
     truncated, deleted or salvaged, or when corruption recovery would not read was found.
     """
-    from kafkalog.log.config import LogConfig
-    from kafkalog.names import parse_partition_dir
 
     state = state or CliState()
     out = make_output(json_mode=json_mode, quiet=state.quiet)
@@ -236,7 +239,7 @@ def recover(
     lock = _lock(log_dir, dry_run)
     code = EXIT_OK
     try:
-        ckpts = _read_checkpoints(log_dir)
+        ckpts = read_log_dir_checkpoints(log_dir)
         clean = os.path.exists(os.path.join(log_dir, ".kafka_cleanshutdown")) and not full
         with out.progress("recovering", total=len(pdirs)) as bar:
             for pdir in pdirs:
@@ -268,8 +271,6 @@ def _check_quarantine_dir(log_dir: str, quarantine_dir: str | None) -> None:
 
 
 def _is_partition_dir(path: str) -> bool:
-    from kafkalog.names import parse_partition_dir
-
     try:
         parse_partition_dir(os.path.basename(path))
     except ValueError:
@@ -280,27 +281,12 @@ def _is_partition_dir(path: str) -> bool:
 
 def _lock(log_dir: str, dry_run: bool) -> Any:
     """Take the log dir's lock (refusing while held); a dry run only probes an existing lock file."""
-    from kafkalog.manager.lock import LOCK_FILE_NAME, DirLock
 
     if dry_run:
         if os.path.exists(os.path.join(log_dir, LOCK_FILE_NAME)):
             DirLock.acquire(log_dir).release()
         return None
     return DirLock.acquire(log_dir)
-
-
-def _read_checkpoints(log_dir: str) -> dict[str, dict[tuple[str, int], int]]:
-    """The log dir's offset checkpoints; an unreadable one counts as empty, as Kafka reads them at startup."""
-    from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
-    from kafkalog.errors import CorruptCheckpointError
-
-    out: dict[str, dict[tuple[str, int], int]] = {}
-    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint"):
-        try:
-            out[name] = read_offset_checkpoint(os.path.join(log_dir, name))
-        except (FileNotFoundError, CorruptCheckpointError):
-            out[name] = {}
-    return out
 
 
 def _recover_partition(
@@ -310,7 +296,6 @@ def _recover_partition(
     from kafkalog.log.log import Log
     from kafkalog.log.recovery_plan import plan_recovery
     from kafkalog.log.salvage import REPORT_FILE, default_quarantine_dir, salvage_partition
-    from kafkalog.names import parse_partition_dir
 
     parsed = parse_partition_dir(os.path.basename(pdir))
     key = (parsed.topic, parsed.partition)
@@ -360,8 +345,6 @@ def _clamp_checkpoints(
     log_dir: str, pdir: str, rec: PartitionRecovery, ckpts: dict[str, dict[tuple[str, int], int]], dry_run: bool
 ) -> list[dict[str, Any]]:
     """Clamp checkpointed offsets past the new log end (what the broker's next checkpoint would write)."""
-    from kafkalog.checkpoint.offset_checkpoint import write_offset_checkpoint
-    from kafkalog.names import parse_partition_dir
 
     parsed = parse_partition_dir(os.path.basename(pdir))
     key = (parsed.topic, parsed.partition)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+import kafkalog.spark as kafkalog_spark  # its functions import pyspark when called
+
 from .errors import CommandError
 from .storage_opts import storage_option
 
@@ -34,7 +36,6 @@ def validate(
         import pyspark  # noqa: F401
     except ImportError:
         raise CommandError("pyspark is not installed: pip install 'kafkalog[spark]'") from None
-    from kafkalog.spark import run_validation
 
     kwargs: dict = {}
     if storage_opts:
@@ -43,4 +44,4 @@ def validate(
         kwargs["report_format"] = report_format
     if deep:
         kwargs["deep"] = True
-    click.get_current_context().exit(run_validation(list(roots), out, master, **kwargs))
+    click.get_current_context().exit(kafkalog_spark.run_validation(list(roots), out, master, **kwargs))

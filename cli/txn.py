@@ -18,6 +18,9 @@ from typing import Any
 
 import click
 
+from kafkalog.names import parse_segment_file_name
+from kafkalog.records import ControlRecordType, read_batches
+
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
 from .output import Event, make_output
 
@@ -146,8 +149,6 @@ def _partition_dirs(path: str) -> list[str]:
 
 def _report_partition(pdir: str, timeout_ms: int) -> PartitionTxnReport:
     from kafkalog.index.txn_index import TransactionIndex
-    from kafkalog.names import parse_segment_file_name
-    from kafkalog.records import ControlRecordType, read_batches
 
     producers: dict[int, ProducerTxns] = {}
     max_ts = -1

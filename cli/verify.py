@@ -15,8 +15,7 @@ from typing import Any
 
 import click
 
-from kafkalog.remote import localized_paths
-from kafkalog.verify import Finding, Tally, plan_paths, run_plan
+from kafkalog.verify import Finding, Tally
 
 from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, classify
 from .output import Event, Line, Output, make_output
@@ -108,12 +107,16 @@ def verify(
     and producer-snapshot file. Reports every corrupt range and keeps going. Exit 0 clean, 1 corruption found,
     2 usage or I/O error.
     """
+    from kafkalog.remote import localized_paths  # numpy and pyarrow: loaded by the command, not by --help
+
     with localized_paths(paths, storage_opts) as local:  # a remote segment or partition: a scratch copy
         _verify(state, tuple(local), no_index_check, json_mode, shown_as=dict(zip(local, paths, strict=True)))
 
 
 def _verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool, *,
             shown_as: dict[str, str] | None = None) -> None:
+    from kafkalog.verify import plan_paths, run_plan  # the checks themselves import numpy
+
     state = state or CliState()
     out = make_output(json_mode=json_mode, quiet=state.quiet)
     out.show_as(shown_as or {})

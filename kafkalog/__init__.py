@@ -1,49 +1,58 @@
 """kafkalog: Apache Kafka's on-disk partition logs, read and written byte for byte as Kafka does.
 
-The public surface (``../shared/api.md``) is importable from here. Storage classes are resolved on first use so
-that ``import kafkalog`` stays cheap for tools that only parse records.
+The public surface (``../shared/api.md``) is importable from here. Every name loads on first access (PEP 562,
+:mod:`kafkalog._lazy`): importing any ``kafkalog.*`` module runs this file, and the CLI's ``--help`` or a tool that
+only parses records should not pay for numpy, the index, the log or the manager.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kafkalog.records import (
-    CompressionType,
-    Record,
-    RecordBatch,
-    RecordColumns,
-    TimestampType,
-    build_batch,
-    iter_record_columns,
-    read_batches,
-    read_record_columns,
-)
+from kafkalog._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what __getattr__ below returns, for type checkers
+    from kafkalog import errors
+    from kafkalog.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
+    from kafkalog.log.config import LogConfig
+    from kafkalog.log.log import Log, LogAppendInfo
+    from kafkalog.log.recovery_plan import RecoveryPlan, plan_recovery
+    from kafkalog.log.salvage import SalvageReport, salvage_partition
+    from kafkalog.manager.log_manager import LogDirOfflineEvent, LogManager
+    from kafkalog.records import (
+        CompressionType,
+        ControlRecordType,
+        EndTransactionMarker,
+        LegacyBatch,
+        Record,
+        RecordBatch,
+        RecordColumns,
+        TimestampType,
+        build_batch,
+        iter_record_columns,
+        read_batches,
+        read_record_columns,
+    )
+    from kafkalog.segment import LogSegment, TimestampAndOffset
+    from kafkalog.verify import verify_log_file
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "LegacyBatch": "kafkalog.records",
-    "EndTransactionMarker": "kafkalog.records",
-    "ControlRecordType": "kafkalog.records",
-    "OffsetIndex": "kafkalog.index",
-    "TimeIndex": "kafkalog.index",
-    "TransactionIndex": "kafkalog.index",
-    "AbortedTxn": "kafkalog.index",
-    "LogSegment": "kafkalog.segment",
-    "LogConfig": "kafkalog.log.config",
-    "Log": "kafkalog.log.log",
-    "LogAppendInfo": "kafkalog.log.log",
-    "TimestampAndOffset": "kafkalog.segment",
-    "LogManager": "kafkalog.manager.log_manager",
-    "LogDirOfflineEvent": "kafkalog.manager.log_manager",
-    "salvage_partition": "kafkalog.log.salvage",
-    "SalvageReport": "kafkalog.log.salvage",
-    "plan_recovery": "kafkalog.log.recovery_plan",
-    "RecoveryPlan": "kafkalog.log.recovery_plan",
-    "verify_log_file": "kafkalog.verify",
-    "errors": "kafkalog.errors",
+_EXPORTS = {  # module -> the names it defines
+    "kafkalog.records": (
+        "CompressionType", "Record", "RecordBatch", "RecordColumns", "TimestampType", "build_batch",
+        "iter_record_columns", "read_batches", "read_record_columns", "LegacyBatch", "EndTransactionMarker",
+        "ControlRecordType",
+    ),
+    "kafkalog.index": ("OffsetIndex", "TimeIndex", "TransactionIndex", "AbortedTxn"),
+    "kafkalog.segment": ("LogSegment", "TimestampAndOffset"),
+    "kafkalog.log.config": ("LogConfig",),
+    "kafkalog.log.log": ("Log", "LogAppendInfo"),
+    "kafkalog.manager.log_manager": ("LogManager", "LogDirOfflineEvent"),
+    "kafkalog.log.salvage": ("salvage_partition", "SalvageReport"),
+    "kafkalog.log.recovery_plan": ("plan_recovery", "RecoveryPlan"),
+    "kafkalog.verify": ("verify_log_file",),
+    "kafkalog.errors": ("errors",),
 }
 
 __all__ = [
@@ -56,15 +65,26 @@ __all__ = [
     "iter_record_columns",
     "read_batches",
     "read_record_columns",
-    *_LAZY,
+    "LegacyBatch",
+    "EndTransactionMarker",
+    "ControlRecordType",
+    "OffsetIndex",
+    "TimeIndex",
+    "TransactionIndex",
+    "AbortedTxn",
+    "LogSegment",
+    "LogConfig",
+    "Log",
+    "LogAppendInfo",
+    "TimestampAndOffset",
+    "LogManager",
+    "LogDirOfflineEvent",
+    "salvage_partition",
+    "SalvageReport",
+    "plan_recovery",
+    "RecoveryPlan",
+    "verify_log_file",
+    "errors",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kafkalog' has no attribute {name!r}")
-    mod = importlib.import_module(module)
-    value = mod if name == "errors" else getattr(mod, name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -30,11 +30,10 @@ from dataclasses import asdict, dataclass, field
 
 from kafkalog import storage
 from kafkalog.errors import KafkaLogError
+from kafkalog.names import TEMP_SUFFIXES, file_kind
 
-__all__ = ["TEMP_SUFFIXES", "SegmentItem", "discover_segments"]
+__all__ = ["TEMP_SUFFIXES", "SegmentItem", "discover_segments", "kafka_files"]
 
-#: Temporary suffixes Kafka leaves behind (async delete, cleaner, segment split); never live data.
-TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap")
 
 _TOPIC = r"[a-zA-Z0-9._-]{1,249}"
 _LOCAL_DIR = re.compile(rf"^(?P<topic>{_TOPIC})-(?P<partition>\d+)(?:\.(?P<uuid>[0-9a-f]{{32}})-(?P<state>future|delete|stray))?$")
@@ -193,3 +192,16 @@ def discover_segments(
         if i + 1 == len(items) or items[i + 1].partition_dir != item.partition_dir:
             items[i] = dataclasses.replace(item, is_last=True)
     return items
+
+
+def kafka_files(root: str | os.PathLike) -> Iterator[str]:
+    """Every file below ``root`` that Kafka's tools read (segments, indexes, snapshots, checkpoints, metadata), in
+    the order an operator's ``kafka-dump-log.sh --files dir/*`` takes them: names sorted within a dir, a dir's own
+    files before its subdirs. Lazy (a 2,000-partition dir yields its first file at once) and name-only: no file is
+    opened. Locks and foreign files are passed over; symlinked dirs below ``root`` are not followed, as in
+    :func:`discover_segments`."""
+    for dirpath, dirnames, filenames in os.walk(os.fspath(root), followlinks=False):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if file_kind(name)[0] != "unknown":
+                yield os.path.join(dirpath, name)

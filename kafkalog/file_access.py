@@ -23,7 +23,10 @@ from typing import IO
 
 from kafkalog.oserrors import is_resource_exhaustion
 
-__all__ = ["fallocate", "is_real_file", "map_file", "pread", "pwrite_all", "read_file", "read_fully", "read_whole"]
+__all__ = [
+    "drop_pages", "fallocate", "is_real_file", "map_file", "pread", "pwrite_all", "read_file", "read_fully",
+    "read_whole", "sync", "truncate",
+]  # fmt: skip
 
 # posix_fallocate errors meaning "this filesystem (or file) cannot preallocate": callers write unguarded.
 FALLOCATE_UNSUPPORTED = frozenset(
@@ -109,16 +112,21 @@ def pwrite_all(fh: IO[bytes], data: bytes | memoryview, position: int, name: str
 
 
 def map_file(
-    fh: IO[bytes], length: int, *, writable: bool = False, relieve: Callable[[], None] | None = None
+    fh: IO[bytes],
+    length: int,
+    *,
+    writable: bool = False,
+    populate: bool = False,
+    relieve: Callable[[], None] | None = None,
 ) -> mmap.mmap | None:
-    """Map ``fh``'s first ``length`` bytes, or None where the file cannot be mapped (no real descriptor, the
-    filesystem refuses). ``relieve`` frees descriptors or map space when the process is out of them; the map is
-    then tried once more."""
+    """Map ``fh``'s first ``length`` bytes (0: the whole file), or None where the file cannot be mapped (no real
+    descriptor, the filesystem refuses, an empty file). ``populate`` prefaults a read-only map's pages
+    (``MAP_POPULATE`` where the platform has it: one kernel call instead of a fault per page). ``relieve`` frees
+    descriptors or map space when the process is out of them; the map is then tried once more."""
     if not is_real_file(fh):
         return None
-    access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
     try:
-        return mmap.mmap(fh.fileno(), length, access=access)
+        return _map(fh.fileno(), length, writable, populate)
     except OSError as exc:
         if relieve is None or not is_resource_exhaustion(exc):
             return None
@@ -126,9 +134,38 @@ def map_file(
         return None
     relieve()
     try:
-        return mmap.mmap(fh.fileno(), length, access=access)
+        return _map(fh.fileno(), length, writable, populate)
     except (OSError, ValueError):
         return None
+
+
+def _map(fd: int, length: int, writable: bool, populate: bool) -> mmap.mmap:
+    flag = getattr(mmap, "MAP_POPULATE", 0) if populate and not writable else 0
+    if flag:
+        return mmap.mmap(fd, length, flags=mmap.MAP_SHARED | flag, prot=mmap.PROT_READ)
+    return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+
+
+def drop_pages(mm: mmap.mmap, start: int, length: int) -> bool:
+    """Give back this process's pages of a read-only file map in ``[start, start + length)`` (``MADV_DONTNEED``:
+    the page cache keeps them); False where the platform or the map refuses."""
+    try:
+        mm.madvise(mmap.MADV_DONTNEED, start, length)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
+
+
+def sync(fh: IO[bytes]) -> None:
+    """Flush ``fh``'s buffer and fsync its file."""
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def truncate(fh: IO[bytes], size: int) -> None:
+    """Cut (or extend with zeros) ``fh``'s file to ``size`` bytes, nothing left in Python's buffer."""
+    fh.truncate(size)
+    fh.flush()
 
 
 def can_fallocate(fh: object | None = None) -> bool:

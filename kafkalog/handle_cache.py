@@ -15,9 +15,9 @@ Running out anyway (EMFILE/ENFILE/ENOMEM from an open or a map, because somethin
 descriptors) makes :meth:`HandleCache.call` evict half of what it holds and retry once; a second failure raises
 :class:`~kafkalog.errors.ResourceExhaustedError`, which is retriable and never takes a log dir offline.
 
-One cache serves a whole ``LogManager`` (``kafkalog.max.open.files``) or a ``Log`` opened alone
-(``Log.open(..., max_open_files=N)``); everything else shares the process-wide :func:`default_cache`, sized a
-quarter of the soft ``RLIMIT_NOFILE``.
+A cache of its own serves a ``LogManager`` given ``kafkalog.max.open.files`` or a ``Log`` opened with
+``max_open_files=N``; every other manager, Log and segment shares the process-wide :func:`default_cache`, sized a
+quarter of the soft ``RLIMIT_NOFILE``, so two managers without the property keep one bound, not two.
 """
 
 from __future__ import annotations

@@ -22,6 +22,38 @@ from kafkalog.errors import (
 )
 from kafkalog.limits import INT_MAX, LONG_MAX
 
+# --- a path attribute kept as a string --------------------------------------------------------------------------
+
+
+class LazyPath:
+    """A path attribute stored as a string (``str_attr``) and made a ``Path`` (cached in ``obj_attr``) only when
+    read: a loader opening thousands of segments needs only the strings, and building the Path objects up front
+    showed up in startup profiles. Assigning a ``Path`` keeps it; any other path-like is stored as its string."""
+
+    __slots__ = ("_str_attr", "_obj_attr")
+
+    def __init__(self, str_attr: str, obj_attr: str) -> None:
+        self._str_attr = str_attr
+        self._obj_attr = obj_attr
+
+    def __get__(self, instance: object, owner: type | None = None) -> Path:
+        if instance is None:
+            return self  # type: ignore[return-value]  # the descriptor itself, read on the class
+        p = getattr(instance, self._obj_attr)
+        if p is None:
+            p = Path(getattr(instance, self._str_attr))
+            setattr(instance, self._obj_attr, p)
+        return p
+
+    def __set__(self, instance: object, value: str | os.PathLike[str]) -> None:
+        if isinstance(value, Path):
+            setattr(instance, self._obj_attr, value)
+            setattr(instance, self._str_attr, str(value))
+        else:
+            setattr(instance, self._obj_attr, None)
+            setattr(instance, self._str_attr, os.fspath(value))
+
+
 # --- segment file names -----------------------------------------------------------------------------------------
 
 LOG_SUFFIX = ".log"

@@ -19,6 +19,7 @@ from typing import BinaryIO
 from kafkalog import file_access
 from kafkalog.errors import CorruptRecordError
 from kafkalog.handle_cache import HandleCache, default_cache
+from kafkalog.names import LazyPath
 from kafkalog.records.reader import read_batches
 
 __all__ = ["SegmentLogFile"]
@@ -55,19 +56,7 @@ class SegmentLogFile:
                     lock = self._lock_obj = threading.RLock()
         return lock
 
-    @property
-    def _log_path(self) -> Path:
-        p = self._log_path_obj
-        if p is None:
-            p = self._log_path_obj = Path(self._log_fspath)
-        return p
-
-    @_log_path.setter
-    def _log_path(self, value: str | os.PathLike) -> None:
-        if isinstance(value, Path):
-            self._log_path_obj, self._log_fspath = value, str(value)
-        else:
-            self._log_path_obj, self._log_fspath = None, os.fspath(value)
+    _log_path = LazyPath("_log_fspath", "_log_path_obj")
 
     def _cache(self) -> HandleCache:
         return self._handles or default_cache()
@@ -156,6 +145,27 @@ class SegmentLogFile:
             yield batch
         state["valid_end"] = reader.valid_bytes if reader.valid_bytes else state["valid_end"]
         state["error"] = reader.error
+
+    def read_owned(self, start: int, end: int) -> list:
+        """The whole batches in ``[start, end)`` from one positional read, stopping at bad bytes: the batches own
+        their bytes, so a caller may keep them without keeping a descriptor or a map of the ``.log`` (a map holds
+        a duplicate descriptor outside the handle cache's bound for as long as any view of it lives)."""
+        size = self.size
+        end = min(end, size)
+        if end <= start:
+            return []
+        batches = []
+        for batch in read_batches(self._pread(start, end - start)):
+            batch.position += start  # the buffer starts at ``start``; report file positions
+            batches.append(batch)
+        return batches
+
+    def batch_at(self, position: int, end: int | None = None):
+        """The whole batch at ``position`` (ending by ``end``, default the file's end), read on its own; None when
+        its length field is impossible or runs past ``end``."""
+        end = self.size if end is None else min(end, self.size)
+        state: dict = {"valid_end": position, "error": None}
+        return next(self._scan_chunked(position, end, False, state), None)
 
     def _scan_chunked(self, start, end, validate, state):
         """Fallback without mmap: one pread per batch, never more than the bytes present in the file."""

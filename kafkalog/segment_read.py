@@ -31,11 +31,11 @@ def _offset_span(batch: RecordBatch) -> tuple[int, int]:
     return (batch.base_offset if batch.magic >= 2 else last), last
 
 
-def _served_span(batch: RecordBatch) -> tuple[int, int]:
+def served_span(batch: RecordBatch) -> tuple[int, int]:
     """(first, last) offset of the records a reader gets from a batch. A legacy wrapper is opened for its inner
     offsets (the reader decompresses it next anyway, from the same cache): a magic 1 wrapper's offset places
     its relative inner offsets, so damage to it shifts them all, and a magic 0 wrapper's offset must be its last
-    inner offset. CorruptRecordError when it is not."""
+    inner offset. CorruptRecordError when it is not. Public: salvage keeps a batch by the same span a read serves."""
     if batch.magic >= 2:
         return batch.base_offset, batch.last_offset
     messages = batch.messages()
@@ -52,7 +52,7 @@ def _successor_first(batch: RecordBatch | None) -> float:
         return math.inf
     try:
         batch.ensure_valid()
-        return _served_span(batch)[0]
+        return served_span(batch)[0]
     except CorruptRecordError:
         return math.inf
 
@@ -115,9 +115,7 @@ class SegmentReads:
         _, start, first_size, _ = found
         limit = self.size if max_position is None else max_position
         budget = max(max_bytes, first_size) if min_one_batch else max_bytes
-        end = min(limit, start + budget)
-        it, _ = self.scan(start, end)
-        return list(it)
+        return self.read_owned(start, min(limit, start + budget))
 
     def read_valid(self, offset: int, max_bytes: int, *, limit: int, max_position: int | None = None):
         """:meth:`read` (at least one batch) for a reader that decodes what it gets: the batches up to the first
@@ -140,19 +138,17 @@ class SegmentReads:
             return None
         _, start, first_size, floor = found
         end = self.size if max_position is None else min(self.size, max_position)
-        budget_end = start + max(max_bytes, first_size)
-        batches: list[RecordBatch] = []
-        following = None  # the batch after the last one returned: evidence only, looked at when there is a gap
-        it, _ = self.scan(start, end)
-        for batch in it:
-            if batch.position + batch.size_in_bytes > budget_end:
-                following = batch
-                break
-            batches.append(batch)
+        batches: list[RecordBatch] = self.read_owned(start, min(end, start + max(max_bytes, first_size)))
+
+        def following() -> RecordBatch | None:
+            """The batch after the last one read: evidence only, read when the last batch leaves a gap."""
+            after = batches[-1].position + batches[-1].size_in_bytes
+            return self.batch_at(after, end) if after < end else None
+
         for i, batch in enumerate(batches):
             try:
                 batch.ensure_valid()
-                first, last = _served_span(batch)
+                first, last = served_span(batch)
             except CorruptRecordError as e:
                 problem = str(e)
             else:
@@ -160,7 +156,7 @@ class SegmentReads:
                     problem = (f"batch offsets {first}..{last} go backwards (after offset {floor}), reach offset "
                                f"{limit} or lie beyond what a segment based at {self._base_offset} can hold")
                 elif first > floor + 1 and floor < (nxt := _successor_first(
-                        batches[i + 1] if i + 1 < len(batches) else following)) <= last:
+                        batches[i + 1] if i + 1 < len(batches) else following())) <= last:
                     problem = (f"batch offsets {first}..{last} jumped ahead: the batch after it starts at {nxt}, "
                                f"right after offset {floor}")
                 else:

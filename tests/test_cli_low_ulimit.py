@@ -1,5 +1,5 @@
 """The CLI on a log dir with far more segment files than its descriptor limit: ``verify``, ``dirs describe``,
-``recover --dry-run`` and ``recover`` run in a child with ``RLIMIT_NOFILE`` 64 over 150 partitions x 20
+``recover --dry-run``, ``recover`` and ``dump`` of the whole dir run in a child with ``RLIMIT_NOFILE`` 64 over 150 partitions x 20
 segments (~12,000 segment files) and finish normally, with the results of an unlimited run."""
 
 from __future__ import annotations
@@ -59,7 +59,9 @@ def kafkalog(*args: str, limited: bool = True) -> subprocess.CompletedProcess:
                           env={**os.environ, "COLUMNS": "200"})
 
 
-@pytest.mark.parametrize("args", [("verify",), ("dirs", "describe"), ("recover", "--dry-run"), ("recover",)])
+@pytest.mark.parametrize(
+    "args", [("verify",), ("dirs", "describe"), ("recover", "--dry-run"), ("recover",), ("dump", "--deep-iteration")]
+)
 def test_cli_under_a_low_descriptor_limit(log_dir: Path, args: tuple[str, ...]) -> None:
     limited = kafkalog(*args, str(log_dir))
     assert limited.returncode == 0, limited.stderr[-2000:]

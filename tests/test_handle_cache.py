@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog.errors import ConfigError, ResourceExhaustedError
-from kafkalog.handle_cache import HandleCache, default_max_open_files
+from kafkalog.handle_cache import HandleCache, default_cache, default_max_open_files
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.manager import LogManager
@@ -93,6 +93,24 @@ def test_log_alone_stays_under_max_open_files(tmp_path: Path) -> None:
     again = Log.open(tmp_path / "t-0", CFG, max_open_files=6)
     assert _read_all(again) == list(range(end))
     again.close()
+
+
+def test_read_results_held_by_the_caller_hold_no_descriptor(tmp_path: Path) -> None:
+    """A consumer may keep what ``Log.read`` returned for as long as it likes: the batches own their bytes, so
+    holding the answers of every segment does not hold a descriptor or map per segment past the cache's bound."""
+    log = Log.open(tmp_path / "t-0", CFG, max_open_files=4)
+    end = _fill(log, 30)
+    held = []
+    offset = 0
+    while offset < end:
+        batches = log.read(offset, 1 << 16)
+        held.append(batches)
+        offset = batches[-1].last_offset + 1
+    assert len(held) == 30
+    assert fds_under(tmp_path) <= 4
+    assert [r.offset for batches in held for b in batches for r in b.records()] == list(range(end))
+    assert all(b.is_valid() for batches in held for b in batches)
+    log.close()
 
 
 def test_evicted_active_segment_keeps_its_entries(tmp_path: Path) -> None:
@@ -198,6 +216,23 @@ def test_manager_property_and_shared_cache(tmp_path: Path) -> None:
         gc.collect()
         assert fds_under(tmp_path) <= 10 + 2  # + the two dirs' .lock files
         assert m.offline_log_dirs == []
+
+
+def test_managers_without_the_property_share_the_process_budget(tmp_path: Path) -> None:
+    """The default is a share of the process's limit, so it is one budget: two managers (and Logs opened alone)
+    without ``kafkalog.max.open.files`` draw on the same cache instead of each taking a quarter of RLIMIT_NOFILE."""
+    props = {"log.retention.check.interval.ms": 10**9}
+    with (
+        LogManager([tmp_path / "a"], log_config=CFG, properties=props) as one,
+        LogManager([tmp_path / "b"], log_config=CFG, properties=props) as two,
+    ):
+        assert one.handle_cache is two.handle_cache is default_cache()
+        assert one.handle_cache.capacity == default_max_open_files()
+        alone = Log.open(tmp_path / "c" / "t-0", CFG)
+        assert alone.handle_cache is one.handle_cache
+        alone.close()
+    with LogManager([tmp_path / "d"], log_config=CFG, properties={**props, "kafkalog.max.open.files": "7"}) as own:
+        assert own.handle_cache is not default_cache() and own.handle_cache.capacity == 7
 
 
 def test_manager_threads_share_a_tiny_cache(tmp_path: Path) -> None:

@@ -7,46 +7,79 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import NamedTuple
 
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.records import build_batch
 from kafkalog.segment import LogSegment
 
-PKG = Path(__file__).resolve().parents[1] / "kafkalog"
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "kafkalog"
+CLI = ROOT / "cli"  # installed as kafkalog_cli
+#: third-party packages whose import costs tens of MB and tenths of a second: the CLI imports a library module
+#: that pulls one in only inside the command that needs it, so ``kafkalog --help`` stays lean
+HEAVY = frozenset({"numpy", "pyarrow", "pandas", "pyspark"})
 
 
-def _modules(pkg: Path) -> dict[str, Path | None]:
+def _modules(pkg: Path, name: str | None = None) -> dict[str, Path | None]:
     mods: dict[str, Path | None] = {}
+    name = name or pkg.name
     for f in pkg.rglob("*.py"):
-        parts = list(f.relative_to(pkg.parent).with_suffix("").parts)
+        parts = [name, *f.relative_to(pkg).with_suffix("").parts]
         if parts[-1] == "__init__":
             parts = parts[:-1]
         mods[".".join(parts)] = f
     for f in pkg.rglob("*.c"):  # compiled extensions are leaves
-        mods.setdefault(".".join(f.relative_to(pkg.parent).with_suffix("").parts), None)
+        mods.setdefault(".".join([name, *f.relative_to(pkg).with_suffix("").parts]), None)
     return mods
 
 
-def _graph(pkg: Path = PKG) -> tuple[dict[str, set[str]], set[tuple[str, str]]]:
-    """Module -> kafkalog modules it imports; and the (module, target) pairs imported inside a function."""
-    mods = _modules(pkg)
+class Graph(NamedTuple):
+    edges: dict[str, set[str]]  # module -> project modules it imports (anywhere but under TYPE_CHECKING)
+    inner: set[tuple[str, str]]  # (module, target) imported inside a function
+    external: dict[str, set[str]]  # module -> third-party top-level packages imported at module top
 
+
+def _type_checking_blocks(tree: ast.AST) -> set[ast.AST]:
+    skip: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for stmt in node.body:
+                skip.update(ast.walk(stmt))
+    return skip
+
+
+def _lazy_exports(tree: ast.Module) -> dict[str, str]:
+    """A package's ``_EXPORTS`` table as name -> defining module (see kafkalog/_lazy.py), or {}."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["_EXPORTS"]:
+            return {name: module for module, names in ast.literal_eval(node.value).items() for name in names}
+    return {}
+
+
+def _read_graph(mods: dict[str, Path | None]) -> Graph:
     def resolve(name: str) -> str | None:
         while name and name not in mods:
             name = name.rpartition(".")[0]
         return name or None
 
+    trees = {m: ast.parse(p.read_text()) for m, p in mods.items() if p is not None}
+    exports = {m: _lazy_exports(tree) for m, tree in trees.items()}
     graph: dict[str, set[str]] = {m: set() for m in mods}
+    external: dict[str, set[str]] = {m: set() for m in mods}
     inner: set[tuple[str, str]] = set()
     for mod, path in mods.items():
         if path is None:
             continue
-        tree = ast.parse(path.read_text())
+        tree = trees[mod]
         in_function: set[ast.AST] = set()
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 in_function.update(ast.walk(node))
+        type_only = _type_checking_blocks(tree)
         for node in ast.walk(tree):
+            if node in type_only:
+                continue
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -58,16 +91,49 @@ def _graph(pkg: Path = PKG) -> tuple[dict[str, set[str]], set[tuple[str, str]]]:
                     src = ".".join(base + ([node.module] if node.module else []))
                 else:
                     src = node.module or ""
-                targets = [f"{src}.{a.name}" if f"{src}.{a.name}" in mods else src for a in node.names]
+                # a name a package loads on first access (kafkalog._lazy) is its defining module's import
+                lazy = exports.get(src, {})
+                targets = [f"{src}.{a.name}" if f"{src}.{a.name}" in mods else lazy.get(a.name, src) for a in node.names]
             else:
                 continue
             for t in targets:
                 r = resolve(t)
-                if r and r != mod and r.startswith("kafkalog"):
+                if r is None:
+                    if node not in in_function:
+                        external[mod].add(t.partition(".")[0])
+                elif r != mod:
                     graph[mod].add(r)
                     if node in in_function:
                         inner.add((mod, r))
-    return graph, inner
+    return Graph(graph, inner, external)
+
+
+def _graph(pkg: Path = PKG) -> tuple[dict[str, set[str]], set[tuple[str, str]]]:
+    """Module -> kafkalog modules it imports; and the (module, target) pairs imported inside a function."""
+    g = _read_graph(_modules(pkg))
+    return g.edges, g.inner
+
+
+def _project_graph() -> Graph:
+    """kafkalog and the CLI (kafkalog_cli) together."""
+    return _read_graph({**_modules(PKG), **_modules(CLI, "kafkalog_cli")})
+
+
+def _heavy(g: Graph) -> set[str]:
+    """Modules whose import runs (at module top, through their package ``__init__``s too) an import of ``HEAVY``."""
+    def top_edges(m: str) -> set[str]:
+        parents = {".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 1)}
+        return ({t for t in g.edges[m] if (m, t) not in g.inner} | parents) & g.edges.keys()
+
+    heavy = {m for m, ext in g.external.items() if ext & HEAVY}
+    changed = True
+    while changed:
+        changed = False
+        for m in g.edges:
+            if m not in heavy and top_edges(m) & heavy:
+                heavy.add(m)
+                changed = True
+    return heavy
 
 
 def _reaches(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -82,9 +148,10 @@ def _reaches(graph: dict[str, set[str]], start: str) -> set[str]:
 
 
 def test_no_import_cycles() -> None:
-    """No module of kafkalog reaches itself through imports."""
-    graph, _ = _graph()
+    """No module of kafkalog or of the CLI reaches itself through imports."""
+    graph = _project_graph().edges
     assert "kafkalog.manager.registry" in graph["kafkalog.manager.replica_mover"]
+    assert "kafkalog_cli.dump" in graph["kafkalog_cli.main"]
     assert sorted(m for m in graph if m in _reaches(graph, m)) == []
 
 
@@ -109,6 +176,21 @@ def test_segment_index_log_and_manager_layers_import_at_module_top() -> None:
     assert sorted((m, t) for m, t in inner if m.startswith(layers)) == []
 
 
+def test_the_cli_imports_at_module_top_except_heavy_library_modules() -> None:
+    """The CLI imports library modules at module top; only a module whose import pulls in numpy, pyarrow, pandas
+    or pyspark is imported inside the command that uses it (so ``kafkalog --help`` does not load them), and
+    nothing at module top does."""
+    g = _project_graph()
+    heavy = _heavy(g)
+    assert {"kafkalog.index.base", "kafkalog.records.columns", "kafkalog.manager.log_manager"} <= heavy
+    assert not {"kafkalog", "kafkalog.records", "kafkalog.records.reader", "kafkalog.verify.findings"} & heavy
+    cli = [m for m in g.edges if m.startswith("kafkalog_cli")]
+    assert len(cli) > 10
+    inside = sorted((m, t) for m, t in g.inner if m in cli and t not in heavy)
+    assert inside == []
+    assert sorted(m for m in cli if m in heavy) == []
+
+
 def test_the_check_sees_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:
     """The checker itself: a two-module cycle whose second edge is an import inside a function is found."""
     pkg = tmp_path / "kafkalog"
@@ -118,6 +200,22 @@ def test_the_check_sees_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:
     graph, inner = _graph(pkg)
     assert inner == {("kafkalog.b", "kafkalog.a")}
     assert sorted(m for m in graph if m in _reaches(graph, m)) == ["kafkalog.a", "kafkalog.b"]
+
+
+def test_the_check_sees_a_heavy_import_behind_a_package(tmp_path: Path) -> None:
+    """The checker itself: numpy imported by a package ``__init__`` makes every module below it heavy, an import
+    inside a function or under TYPE_CHECKING does not, and the function import is reported as inner."""
+    pkg = tmp_path / "kafkalog"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import kafkalog.b\n")
+    (pkg / "sub" / "__init__.py").write_text("import numpy\n")
+    (pkg / "sub" / "leaf.py").write_text("import os\n")
+    (pkg / "a.py").write_text("import kafkalog.sub.leaf\n")
+    (pkg / "b.py").write_text("def f():\n    import kafkalog.a\n    import pyarrow\n")
+    g = _read_graph(_modules(pkg))
+    assert g.inner == {("kafkalog.b", "kafkalog.a")}
+    assert g.edges["kafkalog"] == set()
+    assert _heavy(g) == {"kafkalog.sub", "kafkalog.sub.leaf", "kafkalog.a"}
 
 
 def _segment_with_batches(tmp_path: Path) -> LogSegment:

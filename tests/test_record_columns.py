@@ -170,6 +170,22 @@ def test_to_arrow_schema_and_values(impl: str) -> None:
     assert read_record_columns(b"", implementation=impl).to_arrow().num_rows == 0
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+def test_to_arrow_builds_only_requested_columns(impl: str) -> None:
+    data = build_batch([(b"k", b"v", [("a", b"1")]), (None, b"", [])], base_offset=4, producer_id=9,
+                       is_transactional=True)  # fmt: skip
+    cols = read_record_columns(data, implementation=impl)
+    full = cols.to_arrow()
+    assert full.column_names == list(cols.arrow_columns())
+    for wanted in (["value"], ["producer_id", "offset"], ["headers", "is_transactional", "timestamp_type"]):
+        t = cols.to_arrow(wanted)
+        assert t.column_names == wanted
+        assert t.equals(full.select(wanted))
+    assert cols.to_arrow([]).num_columns == 0
+    with pytest.raises(InvalidArgumentError, match="nope"):
+        cols.to_arrow(["offset", "nope"])
+
+
 def test_exported_from_kafkalog() -> None:
     assert kafkalog.read_record_columns is read_record_columns
     assert kafkalog.iter_record_columns is iter_record_columns

@@ -264,6 +264,90 @@ def test_datasource_read_committed_drops_aborted_records(spark) -> None:
     assert not any(r.is_control for r in rows)
 
 
+def test_datasource_user_schema_reads_only_its_columns(spark, tmp_path: Path) -> None:
+    """A user-specified schema (subset, any order, any case) gives exactly the full read's values for those
+    columns, with every pushdown (topic, partition, offset, timestamp) and read_committed still working."""
+    from pyspark.sql import functions as F
+
+    from kafkalog.spark.datasource import read_scan_metrics
+
+    root = str(GOLDEN / "logdir")
+    cols = ["Value", "offset", "topic", "timestamp", "headers", "leader_epoch"]
+    ddl = "Value binary, offset long, topic string, timestamp long, headers array<struct<key:string,value:binary>>, " \
+          "leader_epoch int"  # fmt: skip
+    ts = sorted(r[1] for r in _manifest_records("golden-none-0"))[100]
+
+    def rows(df):
+        return sorted((r.topic, r.offset, r.timestamp, hx(r[0]), str(r.headers), r.leader_epoch) for r in df.collect())
+
+    def hx(b):
+        return None if b is None else bytes(b).hex()
+
+    filters = [
+        None,
+        "topic = 'golden-segments' AND offset >= 200 AND offset < 260",
+        f"topic IN ('golden-none', 'golden-zstd') AND timestamp >= {ts}",
+    ]
+    cases = [(root, "read_uncommitted", f) for f in filters] + [(f"{root}/golden-txn-0", "read_committed", None)]
+    for where, isolation, flt in cases:
+        full = spark.read.format("kafkalog").option("isolation", isolation).load(where).select(*cols)
+        pruned = spark.read.format("kafkalog").option("isolation", isolation).schema(ddl).load(where)
+        assert pruned.columns == cols
+        if flt is not None:
+            full, pruned = full.filter(flt), pruned.filter(flt)
+        want = rows(full)
+        assert want and rows(pruned) == want, (isolation, flt)
+    # partition pushdown with a schema holding nothing but partition, and the pushdown still skips batches
+    part = spark.read.format("kafkalog").schema("partition int").load(root)
+    assert part.filter(F.col("partition") == 0).count() == spark.read.format("kafkalog").load(root).count()
+    assert part.filter(F.col("partition") == 1).count() == 0
+    full_m, pushed_m = str(tmp_path / "full"), str(tmp_path / "pushed")
+    spark.read.format("kafkalog").schema("offset long").option("metricsDir", full_m).load(root).count()
+    pushed = spark.read.format("kafkalog").schema("offset long, topic string").option("metricsDir", pushed_m)
+    assert pushed.load(root).filter("topic = 'golden-segments' AND offset >= 200 AND offset < 260").count() == 60
+    f, p = read_scan_metrics(full_m), read_scan_metrics(pushed_m)
+    assert 0 < p["batches_read"] < f["batches_read"] / 3
+    assert f["scan_seconds"] > 0 and f["records_returned"] > p["records_returned"] == 60
+
+
+@pytest.mark.parametrize(
+    ("ddl", "message"),
+    [
+        ("offset int", "kafkalog column 'offset' is bigint, not int"),
+        ("offset long, nope string", "kafkalog has no column 'nope'"),
+        ("offset long, OFFSET long", "column 'OFFSET' appears twice"),
+    ],
+)
+def test_datasource_user_schema_is_checked(spark, ddl: str, message: str) -> None:
+    df = spark.read.format("kafkalog").schema(ddl).load(str(GOLDEN / "logdir" / "golden-none-0"))
+    with pytest.raises(Exception, match=message) as err:
+        df.collect()
+    assert "InvalidArgumentError" in str(err.value)
+
+
+def test_datasource_min_partitions(spark) -> None:
+    """register() makes the session's parallelism the default task spread; minPartitions overrides it."""
+    from kafkalog.spark.datasource import KafkaLogDataSource, _with_parallelism
+
+    root = str(GOLDEN / "logdir")
+    def reader(**options: str):  # a DataFrameReader's option() changes it in place: a fresh one each time
+        return spark.read.format("kafkalog").schema("offset long").options(**options).load(root)
+
+    n_default, n_8 = reader().rdd.getNumPartitions(), reader(minPartitions="8").rdd.getNumPartitions()
+    one = reader(minPartitions="1", maxPartitionBytes=str(1 << 30))
+    assert spark.sparkContext.defaultParallelism == 2
+    assert one.rdd.getNumPartitions() == 1 < n_default < n_8
+    assert one.count() == reader().count()
+    with pytest.raises(Exception, match="minpartitions must be a positive integer"):
+        reader(minPartitions="0").collect()
+    # the subclass register() makes travels by value: the planning worker sees its parallelism
+    from pyspark import cloudpickle
+
+    cls = cloudpickle.loads(cloudpickle.dumps(_with_parallelism(3)))
+    assert issubclass(cls, KafkaLogDataSource) and cls.default_min_partitions == 3 and cls.name() == "kafkalog"
+    assert _with_parallelism(KafkaLogDataSource.default_min_partitions) is KafkaLogDataSource
+
+
 def test_import_without_spark_use_is_cheap() -> None:
     import kafkalog.spark as ks
 

@@ -34,6 +34,7 @@ from kafkalog.checkpoint.offset_checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     format_offset_checkpoint,
     parse_offset_checkpoint,
+    read_log_dir_checkpoints,
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "parse_partition_metadata",
     "read_clean_shutdown",
     "read_leader_epoch_checkpoint",
+    "read_log_dir_checkpoints",
     "read_meta_properties",
     "read_offset_checkpoint",
     "read_partition_metadata",

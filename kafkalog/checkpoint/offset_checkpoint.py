@@ -55,6 +55,21 @@ def read_offset_checkpoint(path: str | os.PathLike[str]) -> dict[TopicPartitionK
     return parse_offset_checkpoint(data, path=path)
 
 
+def read_log_dir_checkpoints(
+    log_dir: str | os.PathLike[str],
+    names: Iterable[str] = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT),
+) -> dict[str, dict[TopicPartitionKey, int]]:
+    """The offset checkpoints ``names`` of ``log_dir``, by file name; a missing or malformed one counts as empty,
+    as a broker reads them at startup. Other ``OSError``s propagate."""
+    out: dict[str, dict[TopicPartitionKey, int]] = {}
+    for name in names:
+        try:
+            out[name] = read_offset_checkpoint(os.path.join(log_dir, name))
+        except (FileNotFoundError, CorruptCheckpointError):
+            out[name] = {}
+    return out
+
+
 def format_offset_checkpoint(
     offsets: Mapping[TopicPartitionKey, int] | Iterable[tuple[str, int, int]], *, sort: bool = True
 ) -> bytes:

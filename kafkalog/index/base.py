@@ -86,6 +86,7 @@ class AbstractIndex(IndexFile, IndexSearch):
     VALUE_FIELD: ClassVar[str]
     _FIELD_STRUCTS: ClassVar[tuple[struct.Struct, struct.Struct]]  # key, value
     _FIELD_OFFSETS: ClassVar[tuple[int, int]]  # byte offset of key, value inside an entry
+    _OFFSET_FIELD: ClassVar[int]  # KEY or VALUE: the field holding the relative offset
 
     def __init__(
         self,
@@ -465,6 +466,22 @@ class AbstractIndex(IndexFile, IndexSearch):
             return
         self._reserved_end = stop
 
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset`` (no effect past the last entry)."""
+        with self._lock:
+            self._ensure_loaded()
+            rel = offset - self._base_offset
+            field = self._OFFSET_FIELD
+            slot = self._slot_for(rel, field)
+            at = slot * self.ENTRY_SIZE + self._FIELD_OFFSETS[field]
+            if slot < 0:
+                n = 0
+            elif self._FIELD_STRUCTS[field].unpack_from(self._buf, at)[0] == rel:
+                n = slot
+            else:
+                n = slot + 1
+            self._truncate_to_entries(n)
+
     def _truncate_to_entries(self, entries: int) -> None:
         # Like Kafka, only the entry count moves back; stale bytes stay until overwritten or trimmed.
         entries = max(0, min(entries, self._entries))
@@ -493,8 +510,7 @@ class AbstractIndex(IndexFile, IndexSearch):
                 )
             entries = self._entries
             if self._fh is not None:  # fallback: resize the file through the open handle
-                self._fh.truncate(rounded)
-                self._fh.flush()
+                file_access.truncate(self._fh, rounded)
                 data = bytearray(rounded)
                 keep = min(rounded, self._length)
                 data[:keep] = self._buf[:keep]
@@ -590,8 +606,7 @@ class AbstractIndex(IndexFile, IndexSearch):
             if self._mm is not None and self._writable:
                 self._mm.flush()
             elif self._fh is not None:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
+                file_access.sync(self._fh)
             self._dirty = False
 
     def close(self) -> None:
@@ -624,9 +639,3 @@ class AbstractIndex(IndexFile, IndexSearch):
 
     def _let_go(self) -> None:
         self._release()
-
-    def __enter__(self) -> AbstractIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

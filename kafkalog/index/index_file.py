@@ -8,8 +8,12 @@ import errno
 import os
 import threading
 from pathlib import Path
+from typing import TypeVar
 
 from kafkalog.handle_cache import HandleCache, default_cache
+from kafkalog.names import LazyPath
+
+_Index = TypeVar("_Index", bound="IndexFile")
 
 #: The errors ``Path.exists`` answers False for (pathlib's ``_IGNORED_ERRNOS``).
 _MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
@@ -49,19 +53,7 @@ class IndexFile:
             os.close(fd)
         self._dirty = False
 
-    @property
-    def _path(self) -> Path:
-        p = self._path_obj
-        if p is None:
-            p = self._path_obj = Path(self._fspath)
-        return p
-
-    @_path.setter
-    def _path(self, value: str | os.PathLike[str]) -> None:
-        if isinstance(value, Path):
-            self._path_obj, self._fspath = value, str(value)
-        else:
-            self._path_obj, self._fspath = None, os.fspath(value)
+    _path = LazyPath("_fspath", "_path_obj")
 
     @property
     def file(self) -> Path:
@@ -91,6 +83,15 @@ class IndexFile:
     def _let_go(self) -> None:
         """Drop whatever the index holds of its file (map, handle) before the file is deleted."""
         raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Index) -> _Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def delete(self) -> bool:
         """Let go of the file and delete it; False if it did not exist."""

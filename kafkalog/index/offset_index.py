@@ -37,6 +37,7 @@ class OffsetIndex(AbstractIndex):
     VALUE_FIELD = "position"
     _FIELD_STRUCTS = (_I32, _I32)
     _FIELD_OFFSETS = (0, 4)
+    _OFFSET_FIELD = KEY
 
     _last_offset: int
 
@@ -70,20 +71,6 @@ class OffsetIndex(AbstractIndex):
             if not 0 <= position <= 2**31 - 1:
                 raise IndexStateError(f"Position {position} does not fit an index entry of {self._path}")
             self._write_entry(_ENTRY.pack(self.relative_offset(offset), position))
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is >= ``offset`` (no effect past the last entry)."""
-        with self._lock:
-            self._ensure_loaded()
-            rel = offset - self._base_offset
-            slot = self._slot_for(rel, KEY)
-            if slot < 0:
-                n = 0
-            elif _I32.unpack_from(self._buf, slot * 8)[0] == rel:
-                n = slot
-            else:
-                n = slot + 1
-            self._truncate_to_entries(n)
 
     # ---------------------------------------------------------------------------------------------- reading
 

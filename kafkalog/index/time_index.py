@@ -42,6 +42,7 @@ class TimeIndex(AbstractIndex):
     VALUE_FIELD = "relative_offset"
     _FIELD_STRUCTS = (_I64, _I32)
     _FIELD_OFFSETS = (0, 8)
+    _OFFSET_FIELD = VALUE
 
     _last_entry: TimestampOffset
 
@@ -94,20 +95,6 @@ class TimeIndex(AbstractIndex):
                 if n >= self._max_entries:
                     raise IndexFullError(f"Attempt to append to a full time index {self._path} (size = {n}).")
                 self._write_entry(_ENTRY.pack(timestamp, self.relative_offset(offset)))
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is >= ``offset`` (no effect past the last entry)."""
-        with self._lock:
-            self._ensure_loaded()
-            rel = offset - self._base_offset
-            slot = self._slot_for(rel, VALUE)
-            if slot < 0:
-                n = 0
-            elif _I32.unpack_from(self._buf, slot * 12 + 8)[0] == rel:
-                n = slot
-            else:
-                n = slot + 1
-            self._truncate_to_entries(n)
 
     # ---------------------------------------------------------------------------------------------- reading
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kafkalog import file_access
 from kafkalog.errors import CorruptIndexError, IndexStateError, InvalidOffsetError
 from kafkalog.handle_cache import HandleCache
 from kafkalog.index.index_file import IndexFile
@@ -172,11 +173,8 @@ class TransactionIndex(IndexFile):
                     f"The last offset of appended transactions must increase sequentially, but {txn.last_offset} is "
                     f"not greater than current last offset {self._last_offset} of index {self._path}"
                 )
-            fh = self._handle()
             data = txn.to_bytes()
-            fh.seek(len(self._data))
-            fh.write(data)
-            fh.flush()
+            file_access.pwrite_all(self._handle(), data, len(self._data), self._fspath)
             self._data += data
             self._last_offset = txn.last_offset
 
@@ -208,9 +206,7 @@ class TransactionIndex(IndexFile):
         if size >= len(self._data):
             return
         if self._fh is not None or os.path.exists(self._fspath):
-            fh = self._handle()
-            fh.truncate(size)
-            fh.flush()
+            file_access.truncate(self._handle(), size)
         del self._data[size:]
         self._refresh_last_offset()
 
@@ -319,8 +315,7 @@ class TransactionIndex(IndexFile):
     def flush(self) -> None:
         with self._lock:
             if self._fh is not None:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
+                file_access.sync(self._fh)
                 self._dirty = False
             elif self._dirty:  # written, then closed by the handle cache before this flush
                 self._sync_closed_file()
@@ -337,10 +332,4 @@ class TransactionIndex(IndexFile):
             self._last_offset = None
 
     def _let_go(self) -> None:
-        self.close()
-
-    def __enter__(self) -> TransactionIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
         self.close()

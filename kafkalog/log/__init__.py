@@ -1,37 +1,62 @@
 """The partition log: ``Log`` and its parts (config, loader, producer state, leader-epoch cache, segments).
 
-Names are imported lazily so that ``kafkalog.log.config`` and friends can be imported on their own without
-pulling in the whole log (and its segment/index dependencies).
+Names load on first access (:mod:`kafkalog._lazy`), so that ``kafkalog.log.config`` and friends can be
+imported on their own without pulling in the whole log (and its segment/index dependencies).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-_EXPORTS = {
-    "LogConfig": "kafkalog.log.config",
-    "EpochEntry": "kafkalog.log.epoch_cache",
-    "LeaderEpochFileCache": "kafkalog.log.epoch_cache",
-    "Log": "kafkalog.log.log",
-    "LogAppendInfo": "kafkalog.log.log",
-    "TimestampAndOffset": "kafkalog.log.log",
-    "EARLIEST_TIMESTAMP": "kafkalog.log.log",
-    "LATEST_TIMESTAMP": "kafkalog.log.log",
-    "MAX_TIMESTAMP": "kafkalog.log.log",
-    "RecoveryPlan": "kafkalog.log.recovery_plan",
-    "plan_recovery": "kafkalog.log.recovery_plan",
-    "SalvageReport": "kafkalog.log.salvage",
-    "salvage_partition": "kafkalog.log.salvage",
-    "ProducerStateEntry": "kafkalog.log.producer_state",
-    "ProducerStateManager": "kafkalog.log.producer_state",
+from kafkalog._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what __getattr__ below returns, for type checkers
+    from kafkalog.log.config import LogConfig
+    from kafkalog.log.epoch_cache import EpochEntry, LeaderEpochFileCache
+    from kafkalog.log.log import (
+        EARLIEST_TIMESTAMP,
+        LATEST_TIMESTAMP,
+        MAX_TIMESTAMP,
+        Log,
+        LogAppendInfo,
+        TimestampAndOffset,
+    )
+    from kafkalog.log.producer_state import ProducerStateEntry, ProducerStateManager
+    from kafkalog.log.recovery_plan import RecoveryPlan, plan_recovery
+    from kafkalog.log.salvage import SalvageReport, salvage_partition
+
+_EXPORTS = {  # module -> the names it defines
+    "kafkalog.log.config": ("LogConfig",),
+    "kafkalog.log.epoch_cache": ("EpochEntry", "LeaderEpochFileCache"),
+    "kafkalog.log.log": (
+        "Log",
+        "LogAppendInfo",
+        "TimestampAndOffset",
+        "EARLIEST_TIMESTAMP",
+        "LATEST_TIMESTAMP",
+        "MAX_TIMESTAMP",
+    ),
+    "kafkalog.log.recovery_plan": ("RecoveryPlan", "plan_recovery"),
+    "kafkalog.log.salvage": ("SalvageReport", "salvage_partition"),
+    "kafkalog.log.producer_state": ("ProducerStateEntry", "ProducerStateManager"),
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "EpochEntry",
+    "LATEST_TIMESTAMP",
+    "LeaderEpochFileCache",
+    "Log",
+    "LogAppendInfo",
+    "LogConfig",
+    "MAX_TIMESTAMP",
+    "ProducerStateEntry",
+    "ProducerStateManager",
+    "RecoveryPlan",
+    "SalvageReport",
+    "TimestampAndOffset",
+    "plan_recovery",
+    "salvage_partition",
+]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kafkalog.log' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -30,7 +30,7 @@ from kafkalog.errors import CorruptRecordError
 from kafkalog.limits import INT_MAX
 from kafkalog.records.batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from kafkalog.records.reader import LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1, read_batches
-from kafkalog.segment_read import _served_span
+from kafkalog.segment_read import served_span
 
 __all__ = ["Kept", "Removed", "SegmentScan", "choose_batches", "epoch_entries", "scan_segment"]
 
@@ -74,7 +74,7 @@ class SegmentScan:
 def _kept(batch) -> Kept:
     """A candidate from a batch: the offsets a reader is served (``LogSegment``'s rule: a legacy compressed
     wrapper is opened for its inner offsets). CorruptRecordError when they are not readable."""
-    first, last = _served_span(batch)
+    first, last = served_span(batch)
     epoch = batch.partition_leader_epoch if batch.magic >= 2 else -1
     return Kept(batch.position, batch.size_in_bytes, first, last, batch.record_count, epoch)
 

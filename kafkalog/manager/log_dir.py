@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from kafkalog.checkpoint.atomic import fsync_dir
 from kafkalog.checkpoint.meta_properties import (
@@ -24,6 +25,8 @@ from kafkalog.checkpoint.meta_properties import (
 )
 from kafkalog.errors import ConfigError, InconsistentMetadataError
 from kafkalog.manager.lock import DirLock
+
+_V = TypeVar("_V", str, int)
 
 __all__ = ["LogDir", "normalize_dirs", "reconcile_meta_properties"]
 
@@ -107,6 +110,18 @@ def normalize_dirs(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike
     return out
 
 
+def _agreed(key: str, values: dict[str, _V], configured: _V | None, shown: str | None) -> _V | None:
+    """The one value of ``key`` the dirs (and the configuration, ``shown`` in messages) agree on, or None when
+    none says; InconsistentMetadataError when they disagree."""
+    if configured is not None:
+        bad = {d: v for d, v in values.items() if v != configured}
+        if bad:
+            raise InconsistentMetadataError(f"{key} {shown} configured but log dirs say {bad}")
+    if len(set(values.values())) > 1:
+        raise InconsistentMetadataError(f"log dirs disagree on {key}: {values}")
+    return configured if configured is not None else next(iter(values.values()), None)
+
+
 def reconcile_meta_properties(
     found: dict[str, MetaProperties | None], *, cluster_id: str | None, node_id: int | None
 ) -> dict[str, MetaProperties]:
@@ -118,20 +133,8 @@ def reconcile_meta_properties(
     """
     clusters = {d: m.cluster_id for d, m in found.items() if m is not None and m.cluster_id is not None}
     nodes = {d: m.node_id for d, m in found.items() if m is not None and m.node_id is not None}
-    if cluster_id is not None:
-        bad = {d: c for d, c in clusters.items() if c != cluster_id}
-        if bad:
-            raise InconsistentMetadataError(f"cluster.id {cluster_id!r} configured but log dirs say {bad}")
-    if len(set(clusters.values())) > 1:
-        raise InconsistentMetadataError(f"log dirs disagree on cluster.id: {clusters}")
-    if node_id is not None:
-        bad_nodes = {d: n for d, n in nodes.items() if n != node_id}
-        if bad_nodes:
-            raise InconsistentMetadataError(f"node.id {node_id} configured but log dirs say {bad_nodes}")
-    if len(set(nodes.values())) > 1:
-        raise InconsistentMetadataError(f"log dirs disagree on node.id: {nodes}")
-    the_cluster = cluster_id if cluster_id is not None else next(iter(clusters.values()), None)
-    the_node = node_id if node_id is not None else next(iter(nodes.values()), None)
+    the_cluster = _agreed("cluster.id", clusters, cluster_id, None if cluster_id is None else repr(cluster_id))
+    the_node = _agreed("node.id", nodes, node_id, None if node_id is None else str(node_id))
 
     ids_seen: dict[str, str] = {}
     result: dict[str, MetaProperties] = {}

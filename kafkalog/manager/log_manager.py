@@ -27,7 +27,7 @@ from kafkalog.checkpoint.clean_shutdown import CleanShutdownFile
 from kafkalog.checkpoint.offset_checkpoint import write_offset_checkpoint
 from kafkalog.cpu_gate import CpuGate
 from kafkalog.errors import InconsistentMetadataError, KafkaStorageError, NoLiveLogDirsError, io_cause
-from kafkalog.handle_cache import HandleCache
+from kafkalog.handle_cache import HandleCache, default_cache
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log, LogAppendInfo
 from kafkalog.manager.assignments import AssignmentMismatch, compare_assignments, dir_states_of
@@ -128,7 +128,10 @@ class LogManager:
         self._stopped = False
         self._mover: ReplicaMover | None = None  # created on first use (KIP-113)
         #: every segment descriptor and index mapping of every log of this manager (kafkalog.max.open.files)
-        self.handle_cache = HandleCache(self.config.max_open_files)
+        # Without the property the process-wide cache serves: its default is a share of the process's one
+        # RLIMIT_NOFILE, so every manager (and every Log opened alone) drawing on it keeps that one bound.
+        n = self.config.max_open_files
+        self.handle_cache = default_cache() if n is None else HandleCache(n)
         load: dict[str, DirLoad] = {}  # what each dir's startup found: the loader fills it, offline dirs report it
         self._offline = OfflineHandler(self._registry, self.failure_channel, self._checker, load,
                                        on_no_live_dirs=self._halt)

@@ -2,8 +2,9 @@
  *
  * ColumnBuilder collects records into growable columns (the arrays column_builder.py documents) and hands them
  * to Python in finish() as Blocks (buffer-protocol owners) without a copy. Its hot loop, run(), walks consecutive
- * magic 2 batches of a buffer: header, CRC32C (_columns_crc.h), decompression (kafkalog's own
- * decompress, called once per compressed batch), varints, record framing and headers. It only *accepts*: the
+ * magic 2 batches of a buffer: header, CRC32C (_columns_crc.h), decompression (lz4 frames and zstd bounds walked in
+ * _columns_codec.h, the codec library called per block into a reused buffer; gzip and snappy through kafkalog's
+ * own decompress), varints, record framing and headers. It only *accepts*: the
  * first batch that is not plainly well formed (other magic, unknown codec, bad CRC, payload that does not inflate,
  * truncated, a record that does not decode exactly as RecordBatch.records() would decode it) ends the run with
  * nothing of that batch kept, and the Python loop hands that batch to read_batches + records(), which decode it
@@ -21,6 +22,7 @@
 #include "_columns_crc.h"
 #include "_columns_mem.h"
 #include "_columns_wire.h"
+#include "_columns_codec.h"
 
 enum {
     C_OFFSET, C_TS, C_KOFF, C_KVALID, C_KDATA, C_VOFF, C_VVALID, C_VDATA, C_HOFF, C_HKOFF, C_HKDATA, C_HVOFF,
@@ -48,71 +50,30 @@ typedef struct {
     int finished;
 } Builder;
 
-static inline int col_reserve(Col *c, Py_ssize_t extra) {
-    return (c->len + extra <= c->cap) ? 0 : col_grow(c, extra);
-}
-
-static inline int put_bytes(Col *c, const void *src, Py_ssize_t n) {
-    if (col_reserve(c, n) < 0) return -1;
-    memcpy(c->p + c->len, src, (size_t)n);
-    c->len += n;
-    return 0;
-}
-
-#define PUT(col, type, value)                                   \
-    do {                                                        \
-        type v_ = (type)(value);                                \
-        if (put_bytes((col), &v_, sizeof(type)) < 0) return -1; \
-    } while (0)
-
-/* n bytes from src to dst: short strings as one fixed-size copy (inlined moves, no libc call per field) when
- * `room` bytes are readable at src and writable at dst; what lands past n is overwritten by the next field. */
-static inline void copy_field(char *dst, const uint8_t *src, Py_ssize_t n, Py_ssize_t room) {
-    if (n <= 16 && room >= 16)
-        memcpy(dst, src, 16);
-    else if (n <= 128 && room >= 128)
-        memcpy(dst, src, 128);
-    else
-        memcpy(dst, src, (size_t)n);
-}
-
-/* A length-prefixed byte string (key, value, header value): n < 0 is null. The caller has reserved one entry of
- * `valid` and `off`; buf[0:buf_end] is readable. -2 = decline. */
-static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim,
-                            Py_ssize_t buf_end, long long *nbytes) {
-    int64_t n;
-    if (rd_varint(buf, pos, lim, &n) < 0) return -2;
-    if (n < 0) {
-        valid->p[valid->len++] = 0;
-    } else {
-        if (n > lim - *pos) return -2;
-        if (col_reserve(data, (Py_ssize_t)n + 128) < 0) return -1;
-        copy_field(data->p + data->len, buf + *pos, (Py_ssize_t)n, buf_end - *pos);
-        data->len += (Py_ssize_t)n;
-        *pos += (Py_ssize_t)n;
-        *nbytes += n;
-        valid->p[valid->len++] = 1;
-    }
-    int64_t o = (int64_t)data->len;
-    memcpy(off->p + off->len, &o, 8);
-    off->len += 8;
-    return 0;
-}
-
-/* Decode `count` DefaultRecords filling the whole of buf[0:end]. 0 = done, 1 = declined (nothing kept), -1 = error. */
+/* Decode `count` DefaultRecords filling the whole of buf[0:end]. 0 = done, 1 = declined (nothing kept), -1 = error.
+ * The per-record columns and the key/value bytes are reserved once per batch and written through locals (stores
+ * through the columns' own fields made the compiler reload them after every byte written); the header columns,
+ * rarer, grow per header. */
 static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t count, uint64_t base_offset,
                           uint64_t base_ts, int has_lat, int64_t lat) {
     Py_ssize_t saved[N_RECORD_COLS];
     for (int i = 0; i < N_RECORD_COLS; i++) saved[i] = b->c[i].len;
-    Py_ssize_t saved_records = b->n_records, saved_headers = b->n_headers;
-    long long saved_bytes = b->n_bytes;
+    Py_ssize_t n_headers = b->n_headers;
+    long long nbytes = b->n_bytes;
     Py_ssize_t pos = 0;
     int rc = 1;
     if (count < 0 || count > end / 7) goto decline; /* a record takes at least 7 bytes */
-    /* one reservation per batch for the fixed-size per-record entries, written below without checks */
     static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
     for (int k = 0; k < 7; k++)
         if (col_reserve(&b->c[per_record[k]], count * (k < 5 ? 8 : 1)) < 0) goto fail;
+    if (col_reserve(&b->c[C_KDATA], end + 128) < 0 || col_reserve(&b->c[C_VDATA], end + 128) < 0) goto fail;
+    Col *c = b->c;
+    /* record i's entries: loop-invariant bases + i (per-column cursors did not fit in registers) */
+    char *w_off = c[C_OFFSET].p + c[C_OFFSET].len, *w_ts = c[C_TS].p + c[C_TS].len;
+    char *w_ko = c[C_KOFF].p + c[C_KOFF].len, *w_vo = c[C_VOFF].p + c[C_VOFF].len, *w_ho = c[C_HOFF].p + c[C_HOFF].len;
+    uint8_t *w_kv = (uint8_t *)c[C_KVALID].p + c[C_KVALID].len, *w_vv = (uint8_t *)c[C_VVALID].p + c[C_VVALID].len;
+    char *kd = c[C_KDATA].p, *vd = c[C_VDATA].p;
+    Py_ssize_t kl = c[C_KDATA].len, vl = c[C_VDATA].len;
     for (int64_t i = 0; i < count; i++) {
         int64_t size, ts_delta, off_delta, nh;
         if (rd_varint(buf, &pos, end, &size) < 0 || size < 0 || size > end - pos) goto decline;
@@ -120,47 +81,44 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
         pos += 1; /* attributes */
         if (pos > rec_end) goto decline;
         if (rd_varlong(buf, &pos, rec_end, &ts_delta) < 0 || rd_varint(buf, &pos, rec_end, &off_delta) < 0) goto decline;
-        int r = put_field(&b->c[C_KOFF], &b->c[C_KVALID], &b->c[C_KDATA], buf, &pos, rec_end, end, &b->n_bytes);
-        if (r == 0)
-            r = put_field(&b->c[C_VOFF], &b->c[C_VVALID], &b->c[C_VDATA], buf, &pos, rec_end, end, &b->n_bytes);
-        if (r == -1) goto fail;
-        if (r == -2) goto decline;
+        if (take_field(buf, &pos, rec_end, end, kd, &kl, w_kv + i, w_ko + 8 * i, &nbytes) < 0 ||
+            take_field(buf, &pos, rec_end, end, vd, &vl, w_vv + i, w_vo + 8 * i, &nbytes) < 0)
+            goto decline;
         if (rd_varint(buf, &pos, rec_end, &nh) < 0 || nh < 0 || nh > rec_end - pos) goto decline;
         for (int64_t h = 0; h < nh; h++) {
             int64_t kn;
             if (rd_varint(buf, &pos, rec_end, &kn) < 0 || kn < 0 || kn > rec_end - pos) goto decline;
             if (!utf8_valid(buf + pos, (Py_ssize_t)kn)) goto decline;
-            if (put_bytes(&b->c[C_HKDATA], buf + pos, (Py_ssize_t)kn) < 0) goto fail;
+            if (put_bytes(&c[C_HKDATA], buf + pos, (Py_ssize_t)kn) < 0) goto fail;
             pos += (Py_ssize_t)kn;
-            if (put_bytes(&b->c[C_HKOFF], &b->c[C_HKDATA].len, 8) < 0) goto fail;
+            if (put_bytes(&c[C_HKOFF], &c[C_HKDATA].len, 8) < 0) goto fail;
             long long ignored = 0;
-            if (col_reserve(&b->c[C_HVOFF], 8) < 0 || col_reserve(&b->c[C_HVVALID], 1) < 0) goto fail;
-            r = put_field(&b->c[C_HVOFF], &b->c[C_HVVALID], &b->c[C_HVDATA], buf, &pos, rec_end, end, &ignored);
+            if (col_reserve(&c[C_HVOFF], 8) < 0 || col_reserve(&c[C_HVVALID], 1) < 0) goto fail;
+            int r = put_field(&c[C_HVOFF], &c[C_HVVALID], &c[C_HVDATA], buf, &pos, rec_end, end, &ignored);
             if (r == -1) goto fail;
             if (r == -2) goto decline;
         }
         if (pos != rec_end) goto decline;
-        b->n_headers += (Py_ssize_t)nh;
-        int64_t hoff = (int64_t)b->n_headers;
-        memcpy(b->c[C_HOFF].p + b->c[C_HOFF].len, &hoff, 8);
-        b->c[C_HOFF].len += 8;
+        n_headers += (Py_ssize_t)nh;
+        int64_t hoff = (int64_t)n_headers;
         int64_t off = (int64_t)(base_offset + (uint64_t)off_delta);
         int64_t ts = has_lat ? lat : (int64_t)(base_ts + (uint64_t)ts_delta);
-        memcpy(b->c[C_OFFSET].p + b->c[C_OFFSET].len, &off, 8);
-        b->c[C_OFFSET].len += 8;
-        memcpy(b->c[C_TS].p + b->c[C_TS].len, &ts, 8);
-        b->c[C_TS].len += 8;
-        b->n_records++;
+        memcpy(w_ho + 8 * i, &hoff, 8);
+        memcpy(w_off + 8 * i, &off, 8);
+        memcpy(w_ts + 8 * i, &ts, 8);
     }
     if (pos != end) goto decline;
+    for (int k = 0; k < 7; k++) c[per_record[k]].len += (Py_ssize_t)count * (k < 5 ? 8 : 1);
+    c[C_KDATA].len = kl;
+    c[C_VDATA].len = vl;
+    b->n_records += (Py_ssize_t)count;
+    b->n_headers = n_headers;
+    b->n_bytes = nbytes;
     return 0;
 fail:
     rc = -1;
 decline:
     for (int i = 0; i < N_RECORD_COLS; i++) b->c[i].len = saved[i];
-    b->n_records = saved_records;
-    b->n_headers = saved_headers;
-    b->n_bytes = saved_bytes;
     return rc;
 }
 
@@ -314,15 +272,27 @@ static PyObject *Builder_decode_records(Builder *b, PyObject *args) {
     return PyBool_FromLong(r == 0);
 }
 
-/* The records section of a compressed batch through decompress(codec_id, memoryview, out) -> int | bytes, then
- * decoded: an int is the length written into out (the builder's scratch buffer, reused batch after batch, so no
- * output object and no fresh pages per batch), bytes a payload it made instead. Any exception from decompress
- * declines the batch (the Python path raises it with the batch's position). */
-static int decode_compressed(Builder *b, PyObject *decompress, int codec, const uint8_t *h, Py_ssize_t body_len,
-                             int32_t count, uint16_t attrs) {
+/* The records section of a compressed batch, decompressed into the builder's scratch buffer (reused batch after
+ * batch: no output object and no fresh pages per batch), then decoded. lz4 and zstd are walked here and their
+ * codec called per block / payload (codecs); the others, and a payload that may not fit the scratch, go through
+ * decompress(codec_id, memoryview, out) -> int | bytes: an int is the length written into out, bytes a payload it
+ * made instead. Any exception from a codec or decompress declines the batch (the Python path raises it with the
+ * batch's position). */
+static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd, int codec, const uint8_t *h,
+                             Py_ssize_t body_len, int32_t count, uint16_t attrs) {
     Col *sc = &b->scratch;
     Py_ssize_t room = body_len < ((Py_ssize_t)2 << 20) ? ((Py_ssize_t)1 << 20) + 32 * body_len : (Py_ssize_t)64 << 20;
     if (col_reserve(sc, room) < 0) return -1;
+    uint64_t base = be64(h), base_ts = be64(h + 27);
+    int has_lat = (attrs & 0x08) != 0;
+    int64_t lat = (int64_t)be64(h + 35);
+    if (cd && (codec == 3 || codec == 4)) {
+        Py_ssize_t n;
+        int r = codec == 3 ? lz4_into(sc, cd, h + 61, body_len, &n) : zstd_into(sc, cd, h + 61, body_len, &n);
+        if (r == 0) return decode_records(b, (const uint8_t *)sc->p, n, count, base, base_ts, has_lat, lat);
+        if (r != 2) return r;
+    }
+    if (decompress == Py_None) return 1;
     PyObject *mv = PyMemoryView_FromMemory((char *)(h + 61), body_len, PyBUF_READ);
     PyObject *out = mv ? PyMemoryView_FromMemory(sc->p, sc->cap, PyBUF_WRITE) : NULL;
     PyObject *payload = out ? PyObject_CallFunction(decompress, "iOO", codec, mv, out) : NULL;
@@ -356,36 +326,46 @@ static int decode_compressed(Builder *b, PyObject *decompress, int codec, const 
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "decompress: length outside the buffer");
             return -1;
         }
-        return decode_records(b, (const uint8_t *)sc->p, n, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
-                              (int64_t)be64(h + 35));
+        return decode_records(b, (const uint8_t *)sc->p, n, count, base, base_ts, has_lat, lat);
     }
     Py_buffer pv;
     if (PyObject_GetBuffer(payload, &pv, PyBUF_SIMPLE) < 0) {
         Py_DECREF(payload);
         return -1;
     }
-    int r = decode_records(b, (const uint8_t *)pv.buf, pv.len, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
-                           (int64_t)be64(h + 35));
+    int r = decode_records(b, (const uint8_t *)pv.buf, pv.len, count, base, base_ts, has_lat, lat);
     PyBuffer_Release(&pv);
     Py_DECREF(payload);
     return r;
 }
 
-/* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress, hint) -> position of the first batch
- * not taken. decompress(codec_id, memoryview, out) -> int | bytes (see decode_compressed) handles codecs 1-4; None
- * leaves compressed batches to Python.
+/* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress, codecs, hint) -> position of the
+ * first batch not taken. decompress(codec_id, memoryview, out) -> int | bytes (see decode_compressed) handles
+ * codecs 1-4; codecs = (lz4 decompress_block_into, zstd decompress_into, max_size) lets lz4 and zstd skip it; with
+ * both None compressed batches are left to Python.
  * hint: the key/value bytes to reserve (default: end - pos), capped by max_bytes. */
 static PyObject *Builder_run(Builder *b, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, end;
     int verify;
-    PyObject *crc_func, *decompress = Py_None;
+    PyObject *crc_func, *decompress = Py_None, *codecs_obj = Py_None;
     long long max_records, max_bytes;
     Py_ssize_t hint = -1;
-    if (!PyArg_ParseTuple(args, "y*nnpOLL|On", &view, &pos, &end, &verify, &crc_func, &max_records, &max_bytes,
-                          &decompress, &hint))
+    Codecs codecs, *cd = NULL;
+    if (!PyArg_ParseTuple(args, "y*nnpOLL|OOn", &view, &pos, &end, &verify, &crc_func, &max_records, &max_bytes,
+                          &decompress, &codecs_obj, &hint))
         return NULL;
     if (check_open(b) < 0) goto error;
+    if (codecs_obj != Py_None) {
+        if (!PyArg_ParseTuple(codecs_obj, "OOL;codecs must be (lz4_into, zstd_into, max_size)", &codecs.lz4,
+                              &codecs.zstd, &codecs.max_size))
+            goto error;
+        if (codecs.max_size < 0) {
+            PyErr_SetString(PyExc_ValueError, "run: max_size must not be negative");
+            goto error;
+        }
+        cd = &codecs;
+    }
     if (end > view.len || pos < 0 || pos > end) {
         PyErr_SetString(PyExc_ValueError, "run: position or end outside the buffer");
         goto error;
@@ -396,6 +376,16 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
     if (hint < 0) hint = end - pos;
     if (max_bytes < hint) hint = (Py_ssize_t)max_bytes + (1 << 20);
     if (col_reserve(&b->c[C_VDATA], hint) < 0 || col_reserve(&b->c[C_KDATA], hint / 4) < 0) goto error;
+    /* A bounded chunk's per-record columns at their final size up front (the record budget, at most 1M records):
+     * grown batch by batch they were copied by realloc at each doubling. */
+    if (max_records < ((long long)1 << 40)) {
+        Py_ssize_t want = (Py_ssize_t)(max_records - b->n_records);
+        if (want > (1 << 20)) want = 1 << 20;
+        want += want / 8; /* the run stops after the batch that reaches the budget: room for that batch's excess */
+        static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
+        for (int k = 0; want > 0 && k < 7; k++)
+            if (col_reserve(&b->c[per_record[k]], want * (k < 5 ? 8 : 1)) < 0) goto error;
+    }
     while (pos < end) {
         if (b->n_records >= max_records || b->n_bytes >= max_bytes) break;
         if (end - pos < 17) break;
@@ -406,14 +396,19 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
         uint16_t attrs = be16(h + 21);
         int32_t count = (int32_t)be32(h + 57);
         int codec = attrs & 0x07;
-        if (count < 0 || (codec != 0 && (codec > 4 || decompress == Py_None))) break;
+        if (count < 0 || (codec != 0 && (codec > 4 || (decompress == Py_None && !cd)))) break;
         if (verify) {
             uint32_t computed;
             if (call_crc(crc_func, h + 21, stop - pos - 21, &computed) < 0) goto error;
             if (computed != be32(h + 17)) break;
         }
+        /* the next batch's first bytes while this one decodes (assumed about this one's size, at most 64 KiB): its
+         * CRC pass then reads from cache instead of waiting on memory */
+        for (Py_ssize_t a = stop, a_end = stop + ((stop - pos) < (64 << 10) ? (stop - pos) : (64 << 10));
+             a < a_end && a < end; a += 64)
+            __builtin_prefetch(p + a);
         Py_ssize_t start = b->n_records;
-        int r = codec ? decode_compressed(b, decompress, codec, h, stop - pos - 61, count, attrs)
+        int r = codec ? decode_compressed(b, decompress, cd, codec, h, stop - pos - 61, count, attrs)
                       : decode_records(b, h + 61, stop - pos - 61, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
                                        (int64_t)be64(h + 35));
         if (r < 0) goto error;
@@ -530,7 +525,7 @@ static PyMethodDef Builder_methods[] = {
      "decode_records(payload, count, base_offset, base_timestamp, log_append_time | None) -> bool: decode a v2 "
      "records section; False (nothing kept) when it does not decode cleanly"},
     {"run", (PyCFunction)Builder_run, METH_VARARGS,
-     "run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress=None) -> int: decode "
+     "run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress=None, codecs=None) -> int: decode "
      "consecutive magic 2 batches; returns the position of the first batch not taken"},
     {"finish", (PyCFunction)Builder_finish, METH_NOARGS, "finish() -> dict of Blocks, buffer-protocol objects (see column_builder.py)"},
     {NULL, NULL, 0, NULL},
@@ -558,6 +553,7 @@ static PyMethodDef module_methods[] = {
     {"walk_chain", walk_chain, METH_VARARGS,
      "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, pos): the length-chain walk of scan.py in C"},
     CRC_METHODS
+    CODEC_METHODS
     {NULL, NULL, 0, NULL},
 };
 

@@ -90,6 +90,23 @@ static int col_grow(Col *c, Py_ssize_t extra) {
     return 0;
 }
 
+static inline int col_reserve(Col *c, Py_ssize_t extra) {
+    return (c->len + extra <= c->cap) ? 0 : col_grow(c, extra);
+}
+
+static inline int put_bytes(Col *c, const void *src, Py_ssize_t n) {
+    if (col_reserve(c, n) < 0) return -1;
+    memcpy(c->p + c->len, src, (size_t)n);
+    c->len += n;
+    return 0;
+}
+
+#define PUT(col, type, value)                                   \
+    do {                                                        \
+        type v_ = (type)(value);                                \
+        if (put_bytes((col), &v_, sizeof(type)) < 0) return -1; \
+    } while (0)
+
 /* A finished column: owns its bytes, exports them through the buffer protocol (numpy, Arrow wrap it). */
 typedef struct {
     PyObject_HEAD

@@ -1,5 +1,6 @@
 /* Readers of the record format's integers and strings for the compiled decoder (included once, by _columns.c):
- * big-endian batch header fields, Kafka's zig-zag varints (bounded, as ByteUtils reads them), strict UTF-8. */
+ * big-endian batch header fields, Kafka's zig-zag varints (bounded, as ByteUtils reads them), strict UTF-8, and
+ * the length-prefixed fields copied into columns (Col, from _columns_mem.h). */
 #ifndef KAFKALOG_COLUMNS_WIRE_H
 #define KAFKALOG_COLUMNS_WIRE_H
 
@@ -83,6 +84,62 @@ static int utf8_valid(const uint8_t *s, Py_ssize_t n) {
         }
     }
     return 1;
+}
+
+/* n bytes from src to dst: short strings as one fixed-size copy (inlined moves, no libc call per field) when
+ * `room` bytes are readable at src and writable at dst; what lands past n is overwritten by the next field. */
+static inline void copy_field(char *dst, const uint8_t *src, Py_ssize_t n, Py_ssize_t room) {
+    if (n <= 16 && room >= 16)
+        memcpy(dst, src, 16);
+    else if (n <= 128 && room >= 128)
+        memcpy(dst, src, 128);
+    else
+        memcpy(dst, src, (size_t)n);
+}
+
+/* A length-prefixed byte string (key, value, header value): n < 0 is null. The caller has reserved one entry of
+ * `valid` and `off`; buf[0:buf_end] is readable. -2 = decline. */
+static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim,
+                            Py_ssize_t buf_end, long long *nbytes) {
+    int64_t n;
+    if (rd_varint(buf, pos, lim, &n) < 0) return -2;
+    if (n < 0) {
+        valid->p[valid->len++] = 0;
+    } else {
+        if (n > lim - *pos) return -2;
+        if (col_reserve(data, (Py_ssize_t)n + 128) < 0) return -1;
+        copy_field(data->p + data->len, buf + *pos, (Py_ssize_t)n, buf_end - *pos);
+        data->len += (Py_ssize_t)n;
+        *pos += (Py_ssize_t)n;
+        *nbytes += n;
+        valid->p[valid->len++] = 1;
+    }
+    int64_t o = (int64_t)data->len;
+    memcpy(off->p + off->len, &o, 8);
+    off->len += 8;
+    return 0;
+}
+
+/* A key or value: a varint length (negative = null) and that many bytes, copied to data (reserved: the batch's
+ * bytes + 128 past it, so copy_field's fixed-size copies fit). *valid and *end_off (the new end of data) are set.
+ * 0 = done, -2 = decline. */
+static inline int take_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, Py_ssize_t buf_end, char *data,
+                             Py_ssize_t *len, uint8_t *valid, char *end_off, long long *nbytes) {
+    int64_t n;
+    if (rd_varint(buf, pos, lim, &n) < 0) return -2;
+    if (n < 0) {
+        *valid = 0;
+    } else {
+        if (n > lim - *pos) return -2;
+        copy_field(data + *len, buf + *pos, (Py_ssize_t)n, buf_end - *pos);
+        *len += (Py_ssize_t)n;
+        *pos += (Py_ssize_t)n;
+        *nbytes += n;
+        *valid = 1;
+    }
+    int64_t o = (int64_t)*len;
+    memcpy(end_off, &o, 8);
+    return 0;
 }
 
 #endif

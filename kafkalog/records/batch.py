@@ -15,9 +15,9 @@ from crc32c import crc32c
 
 from ..errors import CorruptRecordError, InvalidRecordError, KafkaLogError
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, compress, decompress
-from .control import ControlRecordType, EndTransactionMarker
+from .control import ControlRecordType, EndTransactionMarker, parse_control_type
 from .record import Record, TimestampType
-from .varint import decode_zigzag, encode_varint, encode_varlong
+from .varint import ZIGZAG_1, ZIGZAG_2, decode_zigzag, encode_varint, encode_varlong
 
 __all__ = [
     "RecordBatch",
@@ -253,8 +253,6 @@ class RecordBatch:
         recs = self.records()
         if len(recs) != 1:
             raise InvalidRecordError(f"control batch must hold exactly one record, found {len(recs)}")
-        from .control import parse_control_type
-
         ctype = parse_control_type(recs[0].key)
         if ctype not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
             return None
@@ -284,7 +282,8 @@ def _decode_records(
 ) -> list[Record]:
     """Decode ``count`` DefaultRecords from ``buf`` (the whole records section; leftovers are an error).
 
-    Inlined varint decoding: the common one-byte case costs a single comparison.
+    Varints are read inline: a one- or two-byte varint (nearly every length and delta) is a table lookup, only
+    longer ones call ``decode_zigzag``.
     """
     if isinstance(buf, memoryview):
         buf = bytes(buf)  # bytes indexing and slicing are much faster than memoryview's
@@ -295,19 +294,13 @@ def _decode_records(
     new_record = object.__new__
     record_cls = Record
     decode_utf8 = bytes.decode
+    zz1 = ZIGZAG_1
+    zz2 = ZIGZAG_2
+    zz = decode_zigzag
     for _ in range(count):
-        # varint size
         try:
-            b = buf[pos]
-            if b < 0x80:
-                size = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                u = (b & 0x7F) | (buf[pos + 1] << 7)
-                size = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                size, pos = decode_zigzag(buf, pos, 5)
+            size, pos = ((zz1[b], pos + 1) if (b := buf[pos]) < 0x80
+                         else (zz2[b & 0x7F | c << 7], pos + 2) if (c := buf[pos + 1]) < 0x80 else zz(buf, pos, 5))
             start = pos
             if size < 0 or pos + size > end:
                 raise CorruptRecordError(
@@ -315,66 +308,18 @@ def _decode_records(
                 )
             rec_end = pos + size
             pos += 1  # attributes
-            b = buf[pos]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                u = (b & 0x7F) | (buf[pos + 1] << 7)
-                ts_delta = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                ts_delta, pos = decode_zigzag(buf, pos, 10)
-            b = buf[pos]
-            if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                u = (b & 0x7F) | (buf[pos + 1] << 7)
-                off_delta = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                off_delta, pos = decode_zigzag(buf, pos, 5)
-            b = buf[pos]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                u = (b & 0x7F) | (buf[pos + 1] << 7)
-                n = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                n, pos = decode_zigzag(buf, pos, 5)
-            if n < 0:
-                key = None
-            else:
-                key = buf[pos : pos + n]
-                pos += n
-            b = buf[pos]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                u = (b & 0x7F) | (buf[pos + 1] << 7)
-                n = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                n, pos = decode_zigzag(buf, pos, 5)
-            if n < 0:
-                value = None
-            else:
-                value = buf[pos : pos + n]
-                pos += n
-            b = buf[pos]
-            if b < 0x80:
-                nh = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                u = (b & 0x7F) | (buf[pos + 1] << 7)
-                nh = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                nh, pos = decode_zigzag(buf, pos, 5)
+            ts_delta, pos = ((zz1[b], pos + 1) if (b := buf[pos]) < 0x80
+                             else (zz2[b & 0x7F | c << 7], pos + 2) if (c := buf[pos + 1]) < 0x80 else zz(buf, pos, 10))
+            off_delta, pos = ((zz1[b], pos + 1) if (b := buf[pos]) < 0x80
+                              else (zz2[b & 0x7F | c << 7], pos + 2) if (c := buf[pos + 1]) < 0x80 else zz(buf, pos, 5))
+            n, pos = ((zz1[b], pos + 1) if (b := buf[pos]) < 0x80
+                      else (zz2[b & 0x7F | c << 7], pos + 2) if (c := buf[pos + 1]) < 0x80 else zz(buf, pos, 5))
+            key = None if n < 0 else buf[pos : (pos := pos + n)]
+            n, pos = ((zz1[b], pos + 1) if (b := buf[pos]) < 0x80
+                      else (zz2[b & 0x7F | c << 7], pos + 2) if (c := buf[pos + 1]) < 0x80 else zz(buf, pos, 5))
+            value = None if n < 0 else buf[pos : (pos := pos + n)]
+            nh, pos = ((zz1[b], pos + 1) if (b := buf[pos]) < 0x80
+                       else (zz2[b & 0x7F | c << 7], pos + 2) if (c := buf[pos + 1]) < 0x80 else zz(buf, pos, 5))
             if nh == 0:
                 headers: tuple = ()
             else:

@@ -6,7 +6,8 @@ mapped file are dropped behind the decoder). ``RecordColumns.to_arrow()`` wraps 
 without copying the key/value/header bytes.
 
 Two implementations share one loop (``RecordColumnReader._chunks``): the compiled builder (``_columns.c``) walks
-runs of magic 2 batches (framing, CRC32C, decompression through ``compression.decompress``, varints, headers) in C;
+runs of magic 2 batches (framing, CRC32C, decompression, varints, headers) in C: lz4 frames and zstd bounds are
+walked there and cramjam called per block (``compression.BLOCK_DECODERS``), other codecs go through ``decompress``;
 every other batch (magic 0/1, one the C walker declines) goes through ``read_batches`` and ``RecordBatch.records()``,
 which is also the whole pure-Python path. The C walker declines any batch that is not plainly well formed, and the
 Python path then raises or stops exactly as ``read_batches`` + ``records()`` do, so errors, messages and
@@ -21,7 +22,7 @@ records before it are kept. A batch that frames correctly but whose records do n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from crc32c import crc32c
@@ -29,7 +30,7 @@ from crc32c import crc32c
 from ..errors import CorruptRecordError, InvalidArgumentError
 from .batch import RecordBatch
 from .column_builder import BATCH_FIELDS, PyColumnBuilder
-from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress, decompress_into
+from .compression import BLOCK_DECODERS, DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress, decompress_into
 from .native import available as compiled_available
 from .native import compiled as _compiled
 from .reader import BatchReader, SourceReader, open_source
@@ -138,33 +139,51 @@ class RecordColumns:
         names = [_TS_NAMES_BYTES[t + 1] for t in self.arrays["timestamp_type"].tolist()]
         return _per_batch_strings(pa, names, counts)
 
-    def to_arrow(self):
+    def arrow_columns(self) -> tuple[str, ...]:
+        """The column names ``to_arrow()`` gives, in its order."""
+        return _ARROW_COLUMNS
+
+    def to_arrow(self, columns: Sequence[str] | None = None):
         """A ``pyarrow.Table``: offset, timestamp, timestamp_type (Kafka's name), key, value, headers
         (list<struct<key: string, value: binary>>), then the batch fields of each record. Key, value and header
-        bytes are wrapped, not copied. Binary columns are ``binary`` (``large_binary`` past 2 GiB of bytes)."""
+        bytes are wrapped, not copied. Binary columns are ``binary`` (``large_binary`` past 2 GiB of bytes).
+
+        ``columns`` (names from ``arrow_columns()``, in the order wanted) builds only those: the Spark DataSource
+        asks for what a user-specified schema holds, so the header lists and the per-record repeats of batch
+        fields are not made for a query that does not read them."""
         import pyarrow as pa
 
+        names = _ARROW_COLUMNS if columns is None else tuple(columns)
+        unknown = [c for c in names if c not in _ARROW_COLUMNS]
+        if unknown:
+            raise InvalidArgumentError(f"unknown record columns {unknown}; known: {list(_ARROW_COLUMNS)}")
         a = self.arrays
         n = len(self)
         counts = np.diff(np.append(a["batch_start"], n))
-        cols = {
-            "offset": pa.array(a["offset"]),
-            "timestamp": pa.array(a["timestamp"]),
-            "timestamp_type": self._timestamp_type_arrow(pa),
-            "key": _arrow_binary(pa, n, a["key_offsets"], a["key_valid"], a["key_data"]),
-            "value": _arrow_binary(pa, n, a["value_offsets"], a["value_valid"], a["value_data"]),
-        }
+        cols = {}
+        for name in names:
+            if name in ("offset", "timestamp"):
+                cols[name] = pa.array(a[name])
+            elif name == "timestamp_type":
+                cols[name] = self._timestamp_type_arrow(pa)
+            elif name in ("key", "value"):
+                cols[name] = _arrow_binary(pa, n, a[f"{name}_offsets"], a[f"{name}_valid"], a[f"{name}_data"])
+            elif name == "headers":
+                cols[name] = self._headers_arrow(pa)
+            else:
+                col = np.repeat(a[name], counts)
+                cols[name] = pa.array(col.astype(bool) if name in ("is_transactional", "is_control") else col)
+        if not cols:
+            return pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
+        return pa.table(cols)
+
+    def _headers_arrow(self, pa):
+        a = self.arrays
         m = len(a["header_key_offsets"]) - 1
         hkeys = _arrow_binary(pa, m, a["header_key_offsets"], None, a["header_key_data"], pa.string())
         hvals = _arrow_binary(pa, m, a["header_value_offsets"], a["header_value_valid"], a["header_value_data"])
         struct = pa.StructArray.from_arrays([hkeys, hvals], names=["key", "value"])
-        cols["headers"] = pa.ListArray.from_arrays(pa.array(a["header_offsets"].astype(np.int32)), struct)
-        for name, _ in BATCH_FIELDS:
-            if name in ("batch_position", "batch_magic", "timestamp_type"):
-                continue
-            col = np.repeat(a[name], counts)
-            cols[name] = pa.array(col.astype(bool) if name in ("is_transactional", "is_control") else col)
-        return pa.table(cols)
+        return pa.ListArray.from_arrays(pa.array(a["header_offsets"].astype(np.int32)), struct)
 
 
 def _per_batch_strings(pa, names: list[bytes], counts: list[int]):
@@ -191,6 +210,11 @@ def _arrow_binary(pa, n: int, offsets: np.ndarray, valid: np.ndarray | None, dat
         nulls = n - int(np.count_nonzero(valid))
     return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(off), pa.py_buffer(data)], null_count=nulls)
 
+
+#: what ``to_arrow()`` gives, in order: record fields, then the batch fields repeated per record
+_ARROW_COLUMNS = ("offset", "timestamp", "timestamp_type", "key", "value", "headers") + tuple(
+    name for name, _ in BATCH_FIELDS if name not in ("batch_position", "batch_magic", "timestamp_type")
+)
 
 _DTYPES: dict[str, type] = {
     "offset": np.int64, "timestamp": np.int64, "key_offsets": np.int64, "key_valid": np.uint8,
@@ -256,7 +280,8 @@ class RecordColumnReader(SourceReader):
                 self.release_before(pos)
                 builder, chunk_start = self._new_builder(), pos
             if fast:
-                pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload)
+                pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload,
+                                  BLOCK_DECODERS)
                 self.valid_bytes = pos
                 if pos >= end or builder.n_records >= max_records or builder.n_bytes >= max_bytes:
                     continue
@@ -273,8 +298,9 @@ class RecordColumnReader(SourceReader):
 
 
 def _decompress_payload(codec_id: int, body: memoryview, out: memoryview) -> int | bytes:
-    """What ``RecordBatch.records_payload`` does for a compressed batch, for the compiled walker to call: written
-    into ``out`` (its reused buffer) when the codec allows, else returned."""
+    """What ``RecordBatch.records_payload`` does for a compressed batch, for the compiled walker to call on gzip and
+    snappy batches and on lz4/zstd payloads that may not fit its scratch: written into ``out`` (that reused
+    buffer) when the codec allows, else returned."""
     codec = _CODECS[codec_id]
     n = decompress_into(codec, body, out, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE)
     return decompress(codec, body, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE) if n is None else n

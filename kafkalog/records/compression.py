@@ -23,7 +23,8 @@ import cramjam
 
 from ..errors import CorruptRecordError, UnsupportedCompressionError
 
-__all__ = ["CompressionType", "compress", "decompress", "decompress_into", "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxh32"]
+__all__ = ["CompressionType", "compress", "decompress", "decompress_into", "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxh32",
+           "BLOCK_DECODERS"]
 
 #: Default cap for one batch's decompressed records section. Kafka's own limit on a batch is
 #: ``message.max.bytes`` for the compressed size; 256 MiB of records is beyond anything a broker accepts.
@@ -430,6 +431,11 @@ def _zstd_decompress_into(data: bytes | memoryview, out: memoryview, max_size: i
         return cramjam.zstd.decompress_into(mv, out[:bound])
     except Exception:  # noqa: BLE001 -- decompress() gives the error its message
         return None
+
+
+#: What the compiled columnar decoder calls itself once it has walked an lz4 frame / bounded a zstd payload in C
+#: (``_columns_codec.h`` mirrors ``_lz4_blocks`` and ``_zstd_bound``): the codec functions used above, and the limit.
+BLOCK_DECODERS = (cramjam.lz4.decompress_block_into, cramjam.zstd.decompress_into, DEFAULT_MAX_DECOMPRESSED_SIZE)
 
 
 # --- entry points -------------------------------------------------------------------------------------------------

@@ -16,13 +16,32 @@ from collections.abc import Iterator
 from crc32c import crc32c
 
 from ..errors import CorruptRecordError, InvalidArgumentError, InvalidArgumentTypeError, UnsupportedMagicError
+from ..file_access import drop_pages, map_file
 from .batch import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
+from .legacy import LegacyBatch
 
 __all__ = ["BatchReader", "SourceReader", "read_batches", "open_source", "HEADER_SIZE_UP_TO_MAGIC"]
 
 HEADER_SIZE_UP_TO_MAGIC = 17  # baseOffset, length, partitionLeaderEpoch/crc, magic
 LEGACY_RECORD_OVERHEAD_V0 = 14  # crc, magic, attributes, key length, value length
 LEGACY_RECORD_OVERHEAD_V1 = 22  # + timestamp
+
+_V2_MINIMUM = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # the smallest length field of a v2 batch
+_LEGACY_MINIMUM = (LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1)  # the smallest size of a message, by magic
+
+
+def _framing_error(magic: int, size: int, minimum: int, left: int, pos: int) -> CorruptRecordError:
+    """Why a batch (magic 2) or message (0, 1) whose size field is below ``minimum`` or past the ``left`` bytes of
+    the source cannot be read."""
+    if size < minimum:
+        if magic == 2:
+            return CorruptRecordError(f"batch length {size} is smaller than the v2 header", position=pos)
+        return CorruptRecordError(f"message size {size} is smaller than the minimum {minimum}", position=pos)
+    unit, field = ("batch", "length") if magic == 2 else ("message", "size")
+    return CorruptRecordError(
+        f"truncated {unit}: {field} says {size + LOG_OVERHEAD} bytes, {left} present", position=pos
+    )
+
 
 _PREFIX = struct.Struct(">qiib")
 _unpack_prefix = _PREFIX.unpack_from
@@ -39,16 +58,8 @@ def open_source(source, *, populate: bool = True) -> tuple[memoryview, object | 
         return memoryview(source), None
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                return memoryview(b""), None
-            try:
-                populate = getattr(mmap, "MAP_POPULATE", 0) if populate else 0
-                if populate:  # prefault the pages: one kernel call instead of a fault per page
-                    mm = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
-                else:
-                    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):  # e.g. a filesystem without mmap: fall back to reading
+            mm = map_file(f, 0, populate=populate)
+            if mm is None:  # empty, or a filesystem that cannot map: read it
                 return memoryview(f.read()), None
         return memoryview(mm), mm
     raise InvalidArgumentTypeError(f"cannot read record batches from {type(source).__name__}")
@@ -75,11 +86,8 @@ class SourceReader:
         if not isinstance(mm, mmap.mmap) or position - self._released < self.RELEASE_EVERY:
             return
         end = position - position % mmap.PAGESIZE
-        try:
-            mm.madvise(mmap.MADV_DONTNEED, self._released, end - self._released)
-        except (OSError, ValueError, AttributeError):
-            return
-        self._released = end
+        if drop_pages(mm, self._released, end - self._released):
+            self._released = end
 
     def close(self) -> None:
         """Release the mmap when no view of it is still alive (otherwise the GC releases it later)."""
@@ -150,17 +158,16 @@ class BatchReader(SourceReader):
             _, size, _, magic = _unpack_prefix(buf, pos)
             stop = pos + LOG_OVERHEAD + size
             if magic == 2:
-                if size < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
-                    self._stop(pos, CorruptRecordError(f"batch length {size} is smaller than the v2 header", position=pos))
-                    return
-                if stop > end:
-                    self._stop(
-                        pos,
-                        CorruptRecordError(
-                            f"truncated batch: length says {size + LOG_OVERHEAD} bytes, {end - pos} present", position=pos
-                        ),
-                    )
-                    return
+                minimum = _V2_MINIMUM
+            elif magic == 0 or magic == 1:
+                minimum = _LEGACY_MINIMUM[magic]
+            else:
+                self._stop(pos, UnsupportedMagicError(f"unknown magic byte {magic}", position=pos))
+                return
+            if size < minimum or stop > end:
+                self._stop(pos, _framing_error(magic, size, minimum, end - pos, pos))
+                return
+            if magic == 2:
                 raw = buf[pos:stop]
                 if validate:
                     h = _unpack_header(buf, pos)
@@ -170,21 +177,7 @@ class BatchReader(SourceReader):
                     batch = from_header(raw, pos, h)
                 else:
                     batch = from_header(raw, pos, _unpack_header(buf, pos))
-            elif magic == 0 or magic == 1:
-                minimum = LEGACY_RECORD_OVERHEAD_V0 if magic == 0 else LEGACY_RECORD_OVERHEAD_V1
-                if size < minimum:
-                    self._stop(pos, CorruptRecordError(f"message size {size} is smaller than the minimum {minimum}", position=pos))
-                    return
-                if stop > end:
-                    self._stop(
-                        pos,
-                        CorruptRecordError(
-                            f"truncated message: size says {size + LOG_OVERHEAD} bytes, {end - pos} present", position=pos
-                        ),
-                    )
-                    return
-                from .legacy import LegacyBatch
-
+            else:
                 try:
                     batch = LegacyBatch(buf[pos:stop], pos)
                 except CorruptRecordError as exc:
@@ -193,9 +186,6 @@ class BatchReader(SourceReader):
                 if validate and not batch.is_valid():
                     self._stop(pos, CorruptRecordError("message CRC mismatch", position=pos))
                     return
-            else:
-                self._stop(pos, UnsupportedMagicError(f"unknown magic byte {magic}", position=pos))
-                return
             pos = stop
             self.valid_bytes = pos
             yield batch

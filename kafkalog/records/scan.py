@@ -20,6 +20,7 @@ from crc32c import crc32c
 from ..errors import CorruptRecordError, InvalidArgumentError, UnsupportedMagicError
 from . import native
 from .batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from .legacy import LegacyBatch
 from .reader import HEADER_SIZE_UP_TO_MAGIC, LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1, open_source
 
 __all__ = ["ScanResult", "scan_batches", "HEADER_DTYPE"]
@@ -257,8 +258,6 @@ def scan_batches(
         headers = np.zeros(0, dtype=HEADER_DTYPE)
     legacy_rows: list[int] = []
     if legacy:
-        from .legacy import LegacyBatch
-
         for i in np.flatnonzero(headers["magic"] != 2).tolist():
             b = LegacyBatch(buf[starts[i] : stops[i]], starts[i])
             row = headers[i]

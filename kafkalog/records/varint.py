@@ -18,6 +18,11 @@ __all__ = [
     "size_of_varlong",
 ]
 
+#: the value of every one-byte zig-zag varint (index: the byte, below 0x80)
+ZIGZAG_1 = tuple((u >> 1) ^ -(u & 1) for u in range(1 << 7))
+#: the value of every two-byte one (index: ``(first & 0x7F) | second << 7``, second byte below 0x80); the record
+#: decoder reads nearly every length and delta from these two tables instead of calling ``decode_zigzag``
+ZIGZAG_2 = tuple((u >> 1) ^ -(u & 1) for u in range(1 << 14))
 
 
 def _encode_unsigned(u: int) -> bytes:
@@ -45,30 +50,29 @@ def encode_varlong(value: int) -> bytes:
     return _encode_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
-def size_of_varint(value: int) -> int:
-    """Encoded size in bytes of ``value`` as a zig-zag varint."""
-    u = ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF
+def _size_of_unsigned(u: int) -> int:
     n = 1
     while u >= 0x80:
         u >>= 7
         n += 1
     return n
+
+
+def size_of_varint(value: int) -> int:
+    """Encoded size in bytes of ``value`` as a zig-zag varint."""
+    return _size_of_unsigned(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
 
 def size_of_varlong(value: int) -> int:
     """Encoded size in bytes of ``value`` as a zig-zag varlong."""
-    u = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    n = 1
-    while u >= 0x80:
-        u >>= 7
-        n += 1
-    return n
+    return _size_of_unsigned(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 def decode_zigzag(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
     """Decode a zig-zag varint of at most ``max_bytes`` (5 = int, 10 = long) at ``pos``.
 
-    The one decoding loop; hot paths inline the one- and two-byte cases and fall back to it. Running past the
+    The one decoding loop; the record decoder reads one- and two-byte varints from the tables above and falls back
+    to it. Running past the
     buffer raises IndexError for the caller to turn into its own error.
     """
     result = 0

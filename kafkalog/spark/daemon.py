@@ -5,16 +5,18 @@ session stops, the JVM closes the sockets of idle reused workers; each of them w
 end-of-stream, and prints a ``BrokenPipeError`` traceback on the driver's terminal although every task succeeded.
 kafkalog's CLI promises no tracebacks, so ``DEFAULT_CONF`` points ``spark.python.daemon.module`` here.
 
-This module runs the stock daemon unchanged except for one case: a worker whose socket the JVM has already
+This module runs the stock daemon unchanged except for two things: a worker whose socket the JVM has already
 closed (``BrokenPipeError`` or ``ConnectionResetError``) exits at once, as SPARK-54344 wants, without printing
-anything. The JVM has already given up on that socket, so there is nobody left to tell. Any other error keeps
-PySpark's behaviour.
+anything (the JVM has already given up on that socket, so there is nobody left to tell; any other error keeps
+PySpark's behaviour); and a reused worker freezes its long-lived objects after its first task
+(:func:`_freeze_once`), so the full collection the stock daemon runs between tasks does not walk them.
 
 Executors import it as ``python -m kafkalog.spark.daemon``; they need kafkalog installed anyway for the jobs.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
@@ -26,11 +28,31 @@ _stock_worker = _stock.worker
 def worker(sock: Any, authenticated: bool) -> int:
     """PySpark's ``daemon.worker``; a socket the JVM closed ends the forked worker process quietly."""
     try:
-        return _stock_worker(sock, authenticated)
+        code = _stock_worker(sock, authenticated)
     except (BrokenPipeError, ConnectionResetError):
         # os._exit, as the stock daemon ends a worker: returning would free the worker's buffered socket files,
         # whose finalizers would try the failed flush again and print "Exception ignored" instead.
         os._exit(1)
+    _freeze_once()
+    return code
+
+
+_frozen = False
+
+
+def _freeze_once() -> None:
+    """After a reused worker's first task, collect once and ``gc.freeze()`` what is left.
+
+    The stock daemon runs a full ``gc.collect()`` after every task of a reused worker, before it reads the next
+    one; by then the worker holds every module it uses (pyspark, pyarrow, numpy, pandas, kafkalog), and walking
+    them all again is most of a short task's Python cost. Frozen objects are skipped by later collections
+    (reference counting still frees them); only cycles among objects alive after the first task stay uncollected.
+    """
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
 
 
 def main() -> None:

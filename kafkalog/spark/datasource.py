@@ -1,7 +1,13 @@
 """The ``kafkalog`` Spark DataSource: ``spark.read.format("kafkalog").load(root)`` reads archived partition logs.
 
 Input partitions are runs of consecutive segments (planned on the driver from names and sizes only; at most
-``maxPartitionBytes``, default 128 MiB, and small scans spread over at least 8 tasks: :func:`pack_segments`). Filters on ``topic``,
+``maxPartitionBytes``, default 128 MiB, and small scans spread over at least ``minPartitions`` tasks, by default the
+session's parallelism when :func:`register` registered the source, else 8: :func:`pack_segments`).
+
+Columns: Spark's Python DataSource API has no column pruning (every query receives all the columns ``schema()``
+names), so a query that needs few columns passes a user-specified schema, ``.schema("offset long, value binary")``:
+a subset of SCHEMA's columns (any order, any case, our types; checked by :func:`read_columns`), and only those
+columns are built and sent to the JVM. Pushdown and ``isolation`` work the same with any schema. Filters on ``topic``,
 ``partition``, ``offset`` and ``timestamp`` are pushed down (Spark 4.1+ ``pushFilters``; needs
 ``spark.sql.python.filterPushdown.enabled``, which :func:`register` and ``get_session`` switch on):
 
@@ -28,8 +34,11 @@ Options:
   ``verifyCrc`` (default true): stop at a batch whose CRC fails; ``onCorrupt``: ``fail`` (default, the task
     raises ``CorruptRecordError``) or ``stop`` (return the segment's records up to the bad batch).
   ``includeDirStates`` (default ``live``): comma list of partition-dir states to read (``live,future,delete,stray``).
-  ``metricsDir``: a local dir where each task writes a JSON line of what it read (segments, batches, bytes), which
-    :func:`read_scan_metrics` sums up; tests and benchmarks use it to prove pushdown skips batches.
+  ``arrowBatchRows`` (8192): records per Arrow batch handed to Spark; ``maxPartitionBytes``, ``minPartitions``:
+    task sizing (above).
+  ``metricsDir``: a local dir where each task writes a JSON line of what it read (segments, batches, bytes, its own
+    Python time), which :func:`read_scan_metrics` sums up; tests and benchmarks use it to prove pushdown skips
+    batches and to split a query's time between the tasks' Python work and Spark's.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -57,10 +67,10 @@ from pyspark.sql.types import StructType
 
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
 from kafkalog.log.index_check import checked_range
-from kafkalog.spark.scan import SCHEMA, ScanMetrics, ScanSpec, scan_range
+from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 
 _NO_UPPER = 1 << 63
 
@@ -171,17 +181,22 @@ class SegmentGroup(InputPartition):
 
 #: the most bytes of segments one task reads (Spark's own file sources default to 128 MiB per partition) ...
 MAX_PARTITION_BYTES = 128 << 20
-#: ... but small scans are still spread over at least this many tasks (when there are that many segments) ...
+#: ... but small scans are still spread over at least this many tasks (when there are that many segments; the
+#: ``minPartitions`` option, or the session's default parallelism when :func:`register` registered the source) ...
 MIN_PARTITIONS = 8
 #: ... and a segment counts at least this much (opening it and its indexes; Spark's openCostInBytes)
 OPEN_COST = 4 << 20
+#: records per Arrow batch handed to Spark (option ``arrowBatchRows``)
+ARROW_BATCH_ROWS = 8192
 
 
-def pack_segments(parts: list[SegmentPartition], max_bytes: int = MAX_PARTITION_BYTES) -> list[SegmentGroup]:
-    """Pack segments, in order, into groups of at most ``min(max_bytes, total / MIN_PARTITIONS)`` bytes (never
-    below OPEN_COST): large archives get ~128 MiB tasks, small ones still use every core."""
+def pack_segments(parts: list[SegmentPartition], max_bytes: int = MAX_PARTITION_BYTES,
+                  min_partitions: int = MIN_PARTITIONS) -> list[SegmentGroup]:  # fmt: skip
+    """Pack segments, in order, into groups of at most ``min(max_bytes, total / min_partitions)`` bytes (never
+    below OPEN_COST): large archives get ~128 MiB tasks, small ones still use every core (Spark's file sources
+    size their splits the same way, with the default parallelism)."""
     sizes = [max(p.item.size_bytes, 0) + OPEN_COST for p in parts]
-    target = max(OPEN_COST, min(max_bytes, sum(sizes) // MIN_PARTITIONS))
+    target = max(OPEN_COST, min(max_bytes, sum(sizes) // max(1, min_partitions)))
     groups: list[SegmentGroup] = []
     current: list[SegmentPartition] = []
     load = 0
@@ -199,6 +214,9 @@ def pack_segments(parts: list[SegmentPartition], max_bytes: int = MAX_PARTITION_
 class KafkaLogDataSource(DataSource):
     """``spark.read.format("kafkalog")``: records of archived Kafka partition logs."""
 
+    #: tasks a small scan is spread over when the ``minPartitions`` option is not given (see :func:`register`)
+    default_min_partitions = MIN_PARTITIONS
+
     @classmethod
     def name(cls) -> str:
         return "kafkalog"
@@ -207,14 +225,51 @@ class KafkaLogDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> KafkaLogReader:
-        return KafkaLogReader(dict(self.options))
+        return KafkaLogReader(dict(self.options), schema, self.default_min_partitions)
+
+
+def full_schema() -> StructType:
+    """SCHEMA as a Spark ``StructType`` (built without a JVM)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema())
+
+
+def read_columns(schema: StructType | None) -> tuple[tuple[str, ...], object]:
+    """(our column names, in the order of ``schema``; the pyarrow schema to emit) for the schema Spark hands to
+    ``reader()``: SCHEMA itself, or a user-specified one (``spark.read.format("kafkalog").schema("offset long,
+    value binary")``) naming a subset of our columns (any order, any case) with our types. The Python DataSource
+    API has no column pruning; a user-specified schema is how a query reads fewer columns."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    ours = {f.name: f for f in full_schema().fields}
+    if schema is None:
+        return COLUMNS, arrow_schema()
+    if not schema.fields:
+        raise InvalidArgumentError(f"the kafkalog schema must name at least one column of: {SCHEMA}")
+    names: list[str] = []
+    for f in schema.fields:
+        name = f.name.lower()
+        if name not in ours:
+            raise InvalidArgumentError(f"kafkalog has no column {f.name!r}; columns: {SCHEMA}")
+        if name in names:
+            raise InvalidArgumentError(f"column {f.name!r} appears twice in the kafkalog schema")
+        if f.dataType != ours[name].dataType:
+            raise InvalidArgumentError(f"kafkalog column {f.name!r} is {ours[name].dataType.simpleString()}, not "
+                                       f"{f.dataType.simpleString()} (the columns: {SCHEMA})")  # fmt: skip
+        names.append(name)
+    if tuple(names) == COLUMNS and [f.name for f in schema.fields] == list(COLUMNS):
+        return COLUMNS, arrow_schema()
+    return tuple(names), to_arrow_schema(schema, timezone="UTC")
 
 
 class KafkaLogReader(DataSourceReader):
     """Plans one input partition per segment, seeks with the indexes, decodes batches into Arrow batches."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType | None = None,
+                 default_min_partitions: int = MIN_PARTITIONS) -> None:  # fmt: skip
         opts = {k.lower(): v for k, v in options.items()}
+        self.columns, self.out_schema = read_columns(schema)
         self.roots = _roots(opts)
         self.isolation = opts.get("isolation", "read_uncommitted").lower()
         if self.isolation not in ("read_uncommitted", "read_committed"):
@@ -223,8 +278,9 @@ class KafkaLogReader(DataSourceReader):
         self.on_corrupt = opts.get("oncorrupt", "fail").lower()
         self.dir_states = {s.strip() for s in opts.get("includedirstates", "live").split(",") if s.strip()}
         self.metrics_dir = opts.get("metricsdir")
-        self.arrow_batch_rows = int(opts.get("arrowbatchrows", "8192"))
-        self.max_partition_bytes = int(opts.get("maxpartitionbytes", MAX_PARTITION_BYTES))
+        self.arrow_batch_rows = _positive(opts, "arrowbatchrows", ARROW_BATCH_ROWS)
+        self.max_partition_bytes = _positive(opts, "maxpartitionbytes", MAX_PARTITION_BYTES)
+        self.min_partitions = _positive(opts, "minpartitions", default_min_partitions)
         self.storage = storage.storage_options(opts)
         self.bounds = Bounds()
 
@@ -254,16 +310,38 @@ class KafkaLogReader(DataSourceReader):
                     continue
                 mine = [a for a in aborted if a[1] < nxt and a[2] >= item.base_offset]
                 out.append(SegmentPartition(item, nxt, mine))
-        return pack_segments(out, self.max_partition_bytes)
+        return pack_segments(out, self.max_partition_bytes, self.min_partitions)
 
     def read(self, partition: SegmentGroup):
+        if not isinstance(partition, SegmentGroup):  # Spark plans one InputPartition(None) when we return none
+            return
         for segment in partition.segments:
             metrics = ScanMetrics(segment.item.path)
+            batches = _scan_segment(self, segment, metrics)
             try:
-                yield from _scan_segment(self, segment, metrics)
+                while True:
+                    started = time.perf_counter()
+                    try:
+                        batch = next(batches)
+                    except StopIteration:
+                        break
+                    finally:
+                        metrics.scan_seconds += time.perf_counter() - started
+                    yield batch
             finally:
                 if self.metrics_dir:
                     _write_metrics(self.metrics_dir, metrics)
+
+
+def _positive(opts: dict[str, str], key: str, default: int) -> int:
+    raw = opts.get(key)
+    try:
+        value = default if raw is None else int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InvalidArgumentError(f"kafkalog option {key} must be a positive integer, not {raw!r}")
+    return value
 
 
 def _roots(opts: dict[str, str]) -> list[str]:
@@ -339,7 +417,8 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     aborted = part.aborted if reader.isolation == "read_committed" else None
     seek = start_offset if start_offset > item.base_offset else -(1 << 63)
     spec = ScanSpec(item.topic, item.partition, seek, lo, hi, b.offset_in, b.ts_lo, b.ts_hi, aborted,
-                    reader.verify_crc, reader.on_corrupt == "stop", reader.arrow_batch_rows)  # fmt: skip
+                    reader.verify_crc, reader.on_corrupt == "stop", reader.arrow_batch_rows, reader.columns,
+                    reader.out_schema)  # fmt: skip
     shift = position
     with _log_range(item, position, end, reader.storage) as (path, local_position):
         shift -= local_position
@@ -355,9 +434,9 @@ def _write_metrics(metrics_dir: str, m: ScanMetrics) -> None:
 
 def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
     """Totals over every task's metrics in ``metrics_dir``: segments, batches_read, batches_decoded, bytes_read,
-    records_returned, log_bytes_fetched."""
+    records_returned, log_bytes_fetched, scan_seconds (a float: the tasks' own Python time)."""
     names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched")
-    totals = {"segments": 0, **dict.fromkeys(names, 0)}
+    totals: dict = {"segments": 0, **dict.fromkeys(names, 0), "scan_seconds": 0.0}
     if not os.path.isdir(metrics_dir):
         return totals
     for name in os.listdir(metrics_dir):
@@ -368,10 +447,31 @@ def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
         totals["segments"] += 1
         for k in names:
             totals[k] += int(d.get(k, 0))
+        totals["scan_seconds"] += float(d.get("scan_seconds", 0.0))
     return totals
 
 
 def register(spark) -> None:
-    """Register the ``kafkalog`` format with ``spark`` and switch on Python DataSource filter pushdown."""
+    """Register the ``kafkalog`` format with ``spark`` and switch on Python DataSource filter pushdown.
+
+    The registered class is a subclass carrying the session's default parallelism as its ``minPartitions``
+    default (the planning worker has no SparkContext to ask): a ``local[1]`` scan then runs one task per ~128 MiB
+    instead of eight, like Spark's own file sources."""
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(KafkaLogDataSource)
+    spark.dataSource.register(_with_parallelism(_default_parallelism(spark)))
+
+
+def _default_parallelism(spark) -> int:
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect sessions have no sparkContext
+        return MIN_PARTITIONS
+
+
+def _with_parallelism(n: int) -> type[KafkaLogDataSource]:
+    """A KafkaLogDataSource subclass whose ``default_min_partitions`` is ``n`` (pickled by value with the class,
+    so the planning worker sees it)."""
+    if n == KafkaLogDataSource.default_min_partitions:
+        return KafkaLogDataSource
+    attrs = {"default_min_partitions": n, "__module__": __name__, "__doc__": KafkaLogDataSource.__doc__}
+    return type("KafkaLogDataSource", (KafkaLogDataSource,), attrs)

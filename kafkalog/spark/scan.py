@@ -17,13 +17,23 @@ import numpy as np
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records import iter_record_columns
 
-__all__ = ["SCHEMA", "ScanMetrics", "ScanSpec", "arrow_schema", "scan_range"]
+__all__ = ["COLUMNS", "SCHEMA", "ScanMetrics", "ScanSpec", "arrow_schema", "scan_range"]
 
 SCHEMA = (
     "topic string, partition int, offset long, timestamp long, timestamp_type string, key binary, value binary, "
     "headers array<struct<key:string,value:binary>>, producer_id long, leader_epoch int, "
     "is_transactional boolean, is_control boolean"
 )
+
+#: each DataSource column and the ``RecordColumns.to_arrow`` column it comes from (None: constant per segment)
+_SOURCES = {
+    "topic": None, "partition": None, "offset": "offset", "timestamp": "timestamp",
+    "timestamp_type": "timestamp_type", "key": "key", "value": "value", "headers": "headers",
+    "producer_id": "producer_id", "leader_epoch": "partition_leader_epoch", "is_transactional": "is_transactional",
+    "is_control": "is_control",
+}  # fmt: skip
+#: the DataSource's columns, in SCHEMA order
+COLUMNS = tuple(_SOURCES)
 
 _MIN = -(1 << 63)
 _MAX = (1 << 63) - 1
@@ -43,6 +53,8 @@ class ScanMetrics:
     records_returned: int = 0
     stopped_at_corruption: int = -1  # file position of the bad batch, when onCorrupt=stop
     log_bytes_fetched: int = 0  # bytes of a remote .log copied to the executor (0 on local disk)
+    scan_seconds: float = 0.0  # time the task spent producing this segment's batches (seek, fetch, decode, Arrow),
+    # not counting the time Spark spent sending them on while the scan waited at ``yield``
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -67,6 +79,8 @@ class ScanSpec:
     verify_crc: bool = True
     stop_on_corrupt: bool = False
     batch_rows: int = 8192
+    columns: tuple[str, ...] = COLUMNS  # what to emit, in order (a user-specified schema's columns)
+    schema: object = None  # the emitted pyarrow.Schema (names as the user spelled them); None: arrow_schema()
 
 
 _SCHEMA_CACHE: dict[str, object] = {}
@@ -123,22 +137,26 @@ def _mask(chunk, spec: ScanSpec) -> np.ndarray | None:
 
 
 def _to_batches(chunk, keep: np.ndarray | None, spec: ScanSpec) -> Iterator:
-    """The DataSource's columns for the kept records of ``chunk``."""
+    """The DataSource's columns (``spec.columns``) for the kept records of ``chunk``; columns nobody asked for
+    are not built."""
     import pyarrow as pa
 
-    table = chunk.to_arrow()
-    if keep is not None:
-        table = table.filter(pa.array(keep))
-    n = table.num_rows
+    n = len(chunk) if keep is None else int(np.count_nonzero(keep))
     if not n:
         return
-    topic = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([spec.topic]))
-    cols = [
-        topic.cast(pa.string()), pa.array(np.full(n, spec.partition, dtype=np.int32)), table["offset"],
-        table["timestamp"], table["timestamp_type"], table["key"], table["value"], table["headers"],
-        table["producer_id"], table["partition_leader_epoch"], table["is_transactional"], table["is_control"],
-    ]  # fmt: skip
-    schema = arrow_schema()
+    table = chunk.to_arrow([_SOURCES[c] for c in spec.columns if _SOURCES[c]])
+    if keep is not None and table.num_columns:
+        table = table.filter(pa.array(keep))
+    cols = []
+    for name in spec.columns:
+        if name == "topic":
+            topic = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([spec.topic]))
+            cols.append(topic.cast(pa.string()))
+        elif name == "partition":
+            cols.append(pa.array(np.full(n, spec.partition, dtype=np.int32)))
+        else:
+            cols.append(table[_SOURCES[name]])
+    schema = spec.schema if spec.schema is not None else arrow_schema()
     out = pa.Table.from_arrays([c if isinstance(c, pa.ChunkedArray) else pa.chunked_array([c]) for c in cols],
                                schema=schema)  # fmt: skip
     yield from out.to_batches()

@@ -12,16 +12,51 @@
 * :mod:`.findings`: :class:`Finding`, the one result type the CLI renders, :func:`describe_error` (what counts as
   corruption) and :class:`Tally` (counts and exit code); :mod:`.paths` runs all checks over operator-given paths.
 * :mod:`.verdict`: :func:`summarize` and :func:`exit_code` over Spark rows.
+
+Names load on first access (:mod:`kafkalog._lazy`): the CLI's error classification imports ``findings``
+alone, without the numpy-based checks.
 """
 
-from .findings import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, Finding, Tally, describe_error, error_finding
-from .index_match import OffsetIndexMatch, TimeIndexMatch, match_offset_index, match_time_index
-from .log_file import BatchReport, BatchReports, LogFileReport, verify_log_file
-from .metadata import PartitionFiles, check_file, check_log_dir, check_partition_files, read_checkpoint_offsets
-from .partition import PARTITION_FIELDS, PartitionReport, partition_finding, verify_partition
-from .paths import VerifyPlan, plan_paths, run_plan
-from .segment import SEGMENT_FIELDS, SegmentReport, segment_finding, verify_segment
-from .verdict import exit_code, summarize
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkalog._lazy import lazy_exports
+
+if TYPE_CHECKING:  # what __getattr__ below returns, for type checkers
+    from .findings import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, Finding, Tally, describe_error, error_finding
+    from .index_match import OffsetIndexMatch, TimeIndexMatch, match_offset_index, match_time_index
+    from .log_file import BatchReport, BatchReports, LogFileReport, verify_log_file
+    from .metadata import PartitionFiles, check_file, check_log_dir, check_partition_files, read_checkpoint_offsets
+    from .partition import PARTITION_FIELDS, PartitionReport, partition_finding, verify_partition
+    from .paths import VerifyPlan, plan_paths, run_plan
+    from .segment import SEGMENT_FIELDS, SegmentReport, segment_finding, verify_segment
+    from .verdict import exit_code, summarize
+
+_EXPORTS = {  # module -> the names it defines
+    "kafkalog.verify.findings": (
+        "EXIT_CORRUPT",
+        "EXIT_OK",
+        "EXIT_USAGE",
+        "Finding",
+        "Tally",
+        "describe_error",
+        "error_finding",
+    ),
+    "kafkalog.verify.partition": ("PARTITION_FIELDS", "PartitionReport", "partition_finding", "verify_partition"),
+    "kafkalog.verify.segment": ("SEGMENT_FIELDS", "SegmentReport", "segment_finding", "verify_segment"),
+    "kafkalog.verify.log_file": ("BatchReport", "BatchReports", "LogFileReport", "verify_log_file"),
+    "kafkalog.verify.index_match": ("OffsetIndexMatch", "TimeIndexMatch", "match_offset_index", "match_time_index"),
+    "kafkalog.verify.metadata": (
+        "PartitionFiles",
+        "check_file",
+        "check_log_dir",
+        "check_partition_files",
+        "read_checkpoint_offsets",
+    ),
+    "kafkalog.verify.paths": ("VerifyPlan", "plan_paths", "run_plan"),
+    "kafkalog.verify.verdict": ("exit_code", "summarize"),
+}
 
 __all__ = [
     "EXIT_CORRUPT",
@@ -58,3 +93,5 @@ __all__ = [
     "verify_partition",
     "verify_segment",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
