@@ -31,8 +31,6 @@ import mmap
 import os
 import struct
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import ClassVar
 
 import numpy as np
@@ -43,6 +41,7 @@ from kafkalog.file_access import read_fully
 from kafkalog.handle_cache import HandleCache
 from kafkalog.index.index_file import IndexFile
 from kafkalog.index.search import KEY, VALUE, IndexSearch, first_true
+from kafkalog.index.unmapped import READ_NOT_MAP_BYTES, UnmappedAccess
 from kafkalog.rewrite import rewrite_in_place
 
 # IndexFile, KEY, VALUE, first_true and read_fully stay importable from here (their homes: index_file, search,
@@ -61,11 +60,6 @@ _RESERVE_MIN = max(64 * 1024, 4 * _PAGE)
 _RESERVE_MAX = max(1024 * 1024, _RESERVE_MIN)
 
 
-# Files up to this size are read rather than mapped when they will be read whole, once (a check, a recovery):
-# mmap + a page fault per page + munmap (a TLB flush on every CPU running the process) cost 16-19 us for a
-# small cached file on the reference VM (38-53 us when its pages come from disk), open + read 7-10 us. Larger
-# files are mapped: no allocation grows with a file.
-READ_NOT_MAP_BYTES = 1 << 20
 
 #: Up to this many entries, the strict checks given Python lists of batches (``small_batch_table``: a small
 #: ``.log``) run as plain loops: numpy's fixed cost per call is most of a vectorised check of a few entries.
@@ -77,7 +71,7 @@ def _is_list_or_none(value: object) -> bool:
     return value is None or type(value) is list
 
 
-class AbstractIndex(IndexFile, IndexSearch):
+class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
     """A file of fixed-size big-endian entries, searched by Kafka's rules. Subclasses define the entry layout."""
 
     ENTRY_SIZE: ClassVar[int]
@@ -232,53 +226,6 @@ class AbstractIndex(IndexFile, IndexSearch):
             fh.close()
             raise
         return changed
-
-    @contextmanager
-    def read_for_check(self) -> Iterator[None]:
-        """Serve the body from a copy of the file's bytes instead of a mapping, when the index is not loaded.
-
-        A one-shot check of a closed segment reads every entry once; mapping the file for that costs several
-        times a read (see ``READ_NOT_MAP_BYTES``). A suspended (preallocated) index copies just its entries.
-        The copy is dropped on exit, leaving the index unloaded (or suspended) as before. The index lock is held
-        throughout, so no writer sees the copy. Loaded, fallback-mode, missing or large files take the normal
-        path inside the body.
-        """
-        with self._lock:
-            self._busy += 1  # the body uses this index while it opens others: the cache must not close it
-            try:
-                with self._copy_for_check():
-                    yield
-            finally:
-                self._busy -= 1
-
-    @contextmanager
-    def _copy_for_check(self) -> Iterator[None]:
-        """``read_for_check``'s body (caller holds the lock)."""
-        if self._loaded or not self._use_mmap:
-            yield
-            return
-        try:
-            fd = self._cache().call(lambda: os.open(self._fspath, os.O_RDONLY), f"opening {self._fspath}")
-        except FileNotFoundError:
-            yield
-            return
-        suspended = self._suspended_entries
-        try:
-            length = os.fstat(fd).st_size
-            # A suspended (preallocated) index: only its entries are read; the length stays the file's.
-            entries = length // self.ENTRY_SIZE if suspended is None else min(length // self.ENTRY_SIZE, suspended)
-            used = entries * self.ENTRY_SIZE if suspended is not None else length
-            data = read_fully(fd, used) if used <= READ_NOT_MAP_BYTES else None
-        finally:
-            os.close(fd)
-        if data is None:
-            yield
-            return
-        self._install(bytearray(data), None, None, length, entries)
-        try:
-            yield
-        finally:
-            self._release()
 
     def _map(self, fh: io.BufferedRandom, length: int, entries: int, st: os.stat_result | None = None) -> None:
         """Map ``fh`` (taking ownership of it) or fall back to an in-memory copy plus file writes.
@@ -532,32 +479,6 @@ class AbstractIndex(IndexFile, IndexSearch):
                 fh.close()
                 raise
             return True
-
-    def _resize_unloaded(self, rounded: int) -> bool | None:
-        """``resize`` of an index nobody has mapped: set the file's size through a bare descriptor and leave the
-        index suspended with its entry count (as ``_load(resize_to=...)`` then ``suspend`` would, without the
-        map and unmap: a loaded partition's active index is mapped by its first append, not by the load). None
-        when the file does not exist (``_load`` creates it). Caller holds the lock."""
-        try:
-            fd = self._cache().call(lambda: os.open(self._fspath, os.O_RDWR), f"opening {self._fspath}")
-        except FileNotFoundError:
-            return None
-        try:
-            length = os.fstat(fd).st_size
-            entries = length // self.ENTRY_SIZE
-            if self._suspended_entries is not None:
-                entries = min(entries, self._suspended_entries)
-            changed = rounded != length
-            if changed:
-                if rounded < entries * self.ENTRY_SIZE:
-                    raise IndexStateError(
-                        f"Cannot resize {self._path} to {rounded} bytes: it holds {entries} entries"
-                    )
-                os.ftruncate(fd, rounded)
-        finally:
-            os.close(fd)
-        self._suspended_entries = entries
-        return changed
 
     def trim_to_valid_size(self) -> None:
         """Cut the file to the bytes in use (on roll and close). A never-loaded index is left untouched; a
