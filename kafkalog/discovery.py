@@ -85,7 +85,7 @@ def _classify_dir(dirpath: str) -> tuple[str, str, int, str] | None:
     m = _LOCAL_DIR.match(name)
     if m:
         return "local", m["topic"], int(m["partition"]), m["state"] or "live"
-    if name.isdigit():
+    if name.isascii() and name.isdigit():
         parent = storage.basename(storage.dirname(dirpath))
         pm = _AIVEN_TOPIC_DIR.match(parent)
         if pm:

@@ -139,3 +139,4 @@ def test_progress_bar_on_a_terminal_leaves_redirected_output_intact(golden_copy,
     assert proc.returncode == plain.returncode == 0
     assert out_file.read_text() == plain.stdout
     assert b"dumping" in seen
+

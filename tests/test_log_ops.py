@@ -435,3 +435,17 @@ def test_crash_recovery_keeps_a_prefix_with_every_flushed_batch(tmp_path: Path, 
     assert all(e.start_offset < log.log_end_offset for e in log.leader_epoch_cache.entries())
     log.append_as_leader(_recs(1))  # and the log is usable
     log.close()
+
+
+@pytest.mark.parametrize("name", ["0\u00b2.log.cleaned", "\u00b9\u00b2.log.swap", "\u0663.log.cleaned"])
+def test_leftovers_with_non_ascii_digit_names_do_not_break_a_load(tmp_path: Path, name: str) -> None:
+    """``str.isdigit`` is true for '²' and '٣', which ``int`` refuses or reads as a number Kafka never writes: a
+    leftover so named is not a segment's file and must not stop the partition from loading."""
+    log = Log.open(tmp_path / "t-0")
+    log.append_as_leader([(b"k", b"v")])
+    log.close()
+    (tmp_path / "t-0" / name).write_bytes(b"junk")
+    again = Log.open(tmp_path / "t-0", clean_shutdown=False)
+    assert again.log_end_offset == 1
+    assert [r.value for b in again.read(0) for r in b.records()] == [b"v"]
+    again.close()

@@ -64,9 +64,11 @@ def _segment_maker(config, clock, handles, dir: Path, base: int) -> LogSegment:
 
 
 def offset_prefix(name: str) -> int | None:
-    """Kafka's ``offsetFromFile``: the digits before the first dot, or None when they are not a number."""
+    """Kafka's ``offsetFromFile``: the digits before the first dot, or None when they are not a number. ASCII
+    digits only: ``str.isdigit`` also accepts '²' (which ``int`` refuses) and other scripts' digits, and Kafka
+    names files with ASCII digits alone."""
     head = name.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+    return int(head) if head.isascii() and head.isdigit() else None
 
 
 def _is_file(entry: os.DirEntry) -> bool:
@@ -392,7 +394,7 @@ class LogLoader:
             already is those 20 digits: formatting it again for each of a segment's files was a per-segment
             startup cost."""
             head = name[:20]
-            if len(name) > 20 and name[20] == "." and head.isdigit():
+            if len(name) > 20 and name[20] == "." and head.isascii() and head.isdigit():
                 return head
             return offset_to_name(off)
 

@@ -106,7 +106,7 @@ def _topic_partition(path: Path) -> tuple[str | None, int | None]:
         return tp.topic, tp.partition
     except Exception:  # noqa: BLE001 - any dir name is allowed for a standalone Log
         head, _, tail = path.name.rpartition("-")
-        return (head or None), (int(tail) if tail.isdigit() else None)
+        return (head or None), (int(tail) if tail.isascii() and tail.isdigit() else None)
 
 
 class Log(LogAppend, LogRetention):
