@@ -24,7 +24,7 @@ from typing import IO
 from kafkalog.oserrors import is_resource_exhaustion
 
 __all__ = [
-    "drop_pages", "fallocate", "is_real_file", "map_file", "pread", "pwrite_all", "read_file", "read_fully",
+    "append_at", "drop_pages", "fallocate", "is_real_file", "map_file", "pread", "pwrite_all", "read_file", "read_fully",
     "read_whole", "sync", "truncate",
 ]  # fmt: skip
 
@@ -93,6 +93,16 @@ def pread(fh: IO[bytes], position: int, size: int) -> bytes:
         return fh.read(size)
 
 
+def append_at(fh: IO[bytes], data: bytes | memoryview, position: int) -> None:
+    """Write all of ``data`` at ``position`` of an unbuffered file (a ``.log`` being appended to): seek, then
+    ``write`` until done, so a short write continues where it stopped; the caller holds the file's lock."""
+    fh.seek(position)
+    view = memoryview(data)
+    written = 0
+    while written < len(view):
+        written += fh.write(view[written:])
+
+
 def pwrite_all(fh: IO[bytes], data: bytes | memoryview, position: int, name: str) -> None:
     """Write all of ``data`` at ``position``. A real file takes ``pwrite``, past Python's buffer (a failed buffered
     write stays in the buffer and fails every later flush, trim and close); others seek+write+flush."""
@@ -103,7 +113,7 @@ def pwrite_all(fh: IO[bytes], data: bytes | memoryview, position: int, name: str
         while done < len(view):
             n = os.pwrite(fd, view[done:], position + done)
             if n <= 0:
-                raise OSError(errno.EIO, "short write to the index file", name)
+                raise OSError(errno.EIO, "short write", name)
             done += n
     else:
         fh.seek(position)

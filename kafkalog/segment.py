@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kafkalog import file_access
 from kafkalog.cpu_gate import io_wait
 from kafkalog.errors import (
     CorruptRecordError,
@@ -207,11 +208,8 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
             assert physical is not None
             if physical == 0 and self._rolling_based_timestamp is None:
                 self._rolling_based_timestamp = batches[0].max_timestamp
-            f.seek(physical)
             self._unsynced = True
-            written = 0
-            while written < len(data):
-                written += f.write(data[written:])
+            file_access.append_at(f, data, physical)
             self._size = physical + len(data)
         max_ts = self.max_timestamp_so_far
         for batch in batches:
@@ -490,7 +488,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
                 f = self._open_file()
                 self._unsynced = False
                 with io_wait():
-                    os.fsync(f.fileno())
+                    file_access.sync(f)
         self._offset_index.flush()
         self._time_index.flush()
         self._txn_index.flush()

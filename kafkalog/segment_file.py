@@ -230,7 +230,7 @@ class SegmentLogFile:
         with self._lock:
             f = self._open_file()
             self._unsynced = True
-            f.truncate(size)
+            file_access.truncate(f, size)
             self._size = size
 
     def _close_log_file(self, *, ignore_errors: bool = False) -> None:

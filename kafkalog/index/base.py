@@ -203,7 +203,7 @@ class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
                 raise ConfigError(f"Invalid max index size {self._max_index_size} for {self._path}")
             newly_created = True
             with self._cache().call(lambda: open(self._fspath, "xb"), f"creating {self._fspath}") as fh:
-                fh.truncate(es * (self._max_index_size // es))
+                file_access.truncate(fh, es * (self._max_index_size // es))
         mode = "r+b" if self._writable else "rb"
         fh = self._cache().call(lambda: open(self._fspath, mode), f"opening {self._fspath}")
         try:
@@ -219,7 +219,7 @@ class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
                     raise IndexStateError(
                         f"Cannot resize {self._path} to {resize_to} bytes: it holds {entries} entries"
                     )
-                fh.truncate(resize_to)
+                file_access.truncate(fh, resize_to)
                 length = resize_to  # type: ignore[assignment]
             self._map(fh, length, entries, st)
         except BaseException:
@@ -471,7 +471,7 @@ class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
             self._release()
             opener = self._cache().call
             with opener(lambda: open(self._fspath, "r+b"), f"opening {self._fspath}") as fh:
-                fh.truncate(rounded)
+                file_access.truncate(fh, rounded)
             fh = opener(lambda: open(self._fspath, "r+b"), f"opening {self._fspath}")
             try:
                 self._map(fh, rounded, entries)
