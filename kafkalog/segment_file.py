@@ -128,14 +128,21 @@ class SegmentLogFile:
             state: dict = {"valid_end": start, "error": None}
             if end <= start:
                 return iter(()), state
-            if end <= SCAN_READ_NOT_MAP_BYTES:  # a small file: one read costs less than map + faults + unmap
-                data = file_access.read_whole(f, end)
-                if data is not None:
-                    return self._scan_buffer(memoryview(data), start, end, validate, state), state
-            mm = file_access.map_file(f, end)
-            if mm is None:
+            view, _ = self._whole_view(f, end, SCAN_READ_NOT_MAP_BYTES)
+            if view is None:
                 return self._scan_chunked(start, end, validate, state), state
-        return self._scan_buffer(memoryview(mm), start, end, validate, state), state
+        return self._scan_buffer(view, start, end, validate, state), state
+
+    @staticmethod
+    def _whole_view(f: BinaryIO, size: int, read_not_map_bytes: int) -> tuple[memoryview | None, mmap.mmap | None]:
+        """(a view of the ``.log``'s first ``size`` bytes, the map under it or None): read when ``size`` is at most
+        ``read_not_map_bytes`` (one read costs less than map + page faults + munmap), mapped otherwise; (None,
+        None) where :mod:`~kafkalog.file_access` can neither (the caller's batch-by-batch path). Under the lock."""
+        if size <= read_not_map_bytes:
+            whole = file_access.read_whole(f, size)
+            return (None if whole is None else memoryview(whole)), None
+        mm = file_access.map_file(f, size)
+        return (None if mm is None else memoryview(mm)), mm
 
     @staticmethod
     def _scan_buffer(buf, start, end, validate, state):
@@ -205,18 +212,11 @@ class SegmentLogFile:
             yield memoryview(b"")
             return
         with self._lock:  # the descriptor is used only here: the map holds its own
-            f = self._open_file()
-            data: memoryview | None = None
-            mm: mmap.mmap | None = None
-            if size <= read_not_map_bytes:
-                whole = file_access.read_whole(f, size)
-                data = None if whole is None else memoryview(whole)
-            else:
-                mm = file_access.map_file(f, size)
+            buf, mm = self._whole_view(self._open_file(), size, read_not_map_bytes)
         if mm is None:
-            yield data
+            yield buf
             return
-        buf = memoryview(mm)
+        assert buf is not None
         try:
             yield buf
         finally:
