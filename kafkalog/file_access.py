@@ -45,12 +45,13 @@ def is_real_file(fh: object) -> bool:
     return isinstance(fh, (io.BufferedRandom, io.BufferedReader, io.FileIO))
 
 
-def read_fully(fd: int, size: int) -> bytes:
-    """The first ``size`` bytes of ``fd`` (fewer if the file is shorter), by positional reads."""
+def read_fully(fd: int, size: int | None = None) -> bytes:
+    """The first ``size`` bytes of ``fd`` (fewer if the file is shorter; None: up to its end), by positional
+    reads."""
     chunks = []
     got = 0
-    while got < size:
-        chunk = os.pread(fd, size - got, got)
+    while size is None or got < size:
+        chunk = os.pread(fd, (1 << 16) if size is None else size - got, got)
         if not chunk:
             break
         chunks.append(chunk)
@@ -64,15 +65,9 @@ def read_file(path: str | os.PathLike[str]) -> bytes:
     ``open``'s (a directory fails at the read instead of the open, with the same IsADirectoryError)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
+        return read_fully(fd)
     finally:
         os.close(fd)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def read_whole(fh: IO[bytes], size: int) -> bytes | None:
