@@ -27,9 +27,14 @@ import os
 
 from kafkalog.errors import ResourceExhaustedError, io_cause
 
+#: The errors ``Path.exists`` and ``Path.is_file`` answer False for (pathlib's ignored errnos): nothing usable is at
+#: the path, which code that skips a stat and tries the open directly must read the same way.
+MISSING_PATH_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
 __all__ = [
     "DISK_ERRNOS",
     "INPUT_ERRNOS",
+    "MISSING_PATH_ERRNOS",
     "RESOURCE_ERRNOS",
     "OSErrorClass",
     "classify",

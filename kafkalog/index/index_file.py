@@ -4,7 +4,6 @@ offset, handle-cache bookkeeping and delete/rename (OS file access itself is :mo
 
 from __future__ import annotations
 
-import errno
 import os
 import threading
 from pathlib import Path
@@ -12,11 +11,9 @@ from typing import TypeVar
 
 from kafkalog.handle_cache import HandleCache, default_cache
 from kafkalog.names import LazyPath
+from kafkalog.oserrors import MISSING_PATH_ERRNOS
 
 _Index = TypeVar("_Index", bound="IndexFile")
-
-#: The errors ``Path.exists`` answers False for (pathlib's ``_IGNORED_ERRNOS``).
-_MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 class IndexFile:
@@ -65,7 +62,7 @@ class IndexFile:
         try:
             os.stat(self._fspath)
         except OSError as exc:
-            if exc.errno in _MISSING_ERRNOS:
+            if exc.errno in MISSING_PATH_ERRNOS:
                 return False
             raise
         return True

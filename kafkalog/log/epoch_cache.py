@@ -9,7 +9,6 @@ entry), truncations flush too (Kafka flushes those asynchronously; a synchronous
 from __future__ import annotations
 
 import bisect
-import errno
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import NamedTuple
 
 from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
 from kafkalog.errors import InvalidArgumentError
+from kafkalog.oserrors import MISSING_PATH_ERRNOS
 
 #: Kafka's ``UNDEFINED_EPOCH`` / ``UNDEFINED_EPOCH_OFFSET`` (OffsetsForLeaderEpochResponse).
 UNDEFINED_EPOCH = -1
@@ -47,7 +47,7 @@ def _default_reader(path: Path) -> list[EpochEntry]:
     try:
         entries = read_leader_epoch_checkpoint(path)
     except OSError as exc:  # no stat first: a missing file costs one failed open
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):  # what Path.exists calls missing
+        if exc.errno in MISSING_PATH_ERRNOS:
             return []
         raise
     return [_entry(e) for e in entries]

@@ -15,7 +15,6 @@ Files Kafka would delete "asynchronously" during load are deleted at once: nobod
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import re
@@ -42,6 +41,7 @@ from kafkalog.names import (
     TXN_INDEX_SUFFIX,
     offset_to_name,
 )
+from kafkalog.oserrors import MISSING_PATH_ERRNOS
 from kafkalog.segment import LogSegment
 
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -76,7 +76,7 @@ def _is_file(entry: os.DirEntry) -> bool:
     try:
         return entry.is_file()
     except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+        if exc.errno in MISSING_PATH_ERRNOS:
             return False
         raise
 

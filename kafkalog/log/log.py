@@ -18,7 +18,6 @@ first has the segments it lands on sanity-checked when KIP-263 left them pending
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -47,6 +46,7 @@ from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.segments import LogSegments
 from kafkalog.log.storage_hooks import StorageHooks, storage_op
 from kafkalog.names import parse_partition_dir
+from kafkalog.oserrors import MISSING_PATH_ERRNOS
 from kafkalog.owned_lock import OwnedRLock
 from kafkalog.records import RecordBatch, TimestampType
 from kafkalog.segment import LogSegment, TimestampAndOffset
@@ -59,8 +59,6 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
 PARTITION_METADATA_FILE = "partition.metadata"
-#: The errors ``Path.exists`` answers False for: a file failing to open with one of these does not exist.
-_MISSING_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 def _as_config(config: LogConfig | Mapping[str, Any] | None) -> LogConfig:
@@ -244,7 +242,7 @@ class Log(LogAppend, LogRetention):
             if listed:
                 stored = read_partition_metadata(meta)
         except OSError as exc:  # no stat first: one failed open is the whole cost of a missing file
-            if exc.errno not in _MISSING_ERRNOS:
+            if exc.errno not in MISSING_PATH_ERRNOS:
                 raise
         if topic_id is not None:
             if stored is not None and stored != topic_id:
