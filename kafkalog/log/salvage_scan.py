@@ -29,13 +29,13 @@ import numpy as np
 from kafkalog.errors import CorruptRecordError
 from kafkalog.limits import INT_MAX
 from kafkalog.records.batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
-from kafkalog.records.reader import LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1, read_batches
+from kafkalog.records.reader import LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1, V2_MIN_LENGTH, read_batches
 from kafkalog.segment_read import served_span
 
 __all__ = ["Kept", "Removed", "SegmentScan", "choose_batches", "epoch_entries", "scan_segment"]
 
 _PREFIX = struct.Struct(">qi4xb")  # base offset, length, magic (after the 4-byte epoch / legacy crc)
-_MIN_SIZE = {2: RECORD_BATCH_OVERHEAD - LOG_OVERHEAD, 1: LEGACY_RECORD_OVERHEAD_V1, 0: LEGACY_RECORD_OVERHEAD_V0}
+_MIN_SIZE = {2: V2_MIN_LENGTH, 1: LEGACY_RECORD_OVERHEAD_V1, 0: LEGACY_RECORD_OVERHEAD_V0}
 _WINDOW = 1 << 18
 
 

@@ -20,13 +20,13 @@ from ..file_access import drop_pages, map_file
 from .batch import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
 from .legacy import LegacyBatch
 
-__all__ = ["BatchReader", "SourceReader", "read_batches", "open_source", "HEADER_SIZE_UP_TO_MAGIC"]
+__all__ = ["BatchReader", "SourceReader", "read_batches", "open_source", "HEADER_SIZE_UP_TO_MAGIC", "V2_MIN_LENGTH"]
 
 HEADER_SIZE_UP_TO_MAGIC = 17  # baseOffset, length, partitionLeaderEpoch/crc, magic
 LEGACY_RECORD_OVERHEAD_V0 = 14  # crc, magic, attributes, key length, value length
 LEGACY_RECORD_OVERHEAD_V1 = 22  # + timestamp
 
-_V2_MINIMUM = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # the smallest length field of a v2 batch
+V2_MIN_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # the smallest length field of a v2 batch
 _LEGACY_MINIMUM = (LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1)  # the smallest size of a message, by magic
 
 
@@ -158,7 +158,7 @@ class BatchReader(SourceReader):
             _, size, _, magic = _unpack_prefix(buf, pos)
             stop = pos + LOG_OVERHEAD + size
             if magic == 2:
-                minimum = _V2_MINIMUM
+                minimum = V2_MIN_LENGTH
             elif magic == 0 or magic == 1:
                 minimum = _LEGACY_MINIMUM[magic]
             else:

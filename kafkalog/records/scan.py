@@ -21,7 +21,13 @@ from ..errors import CorruptRecordError, InvalidArgumentError, UnsupportedMagicE
 from . import native
 from .batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from .legacy import LegacyBatch
-from .reader import HEADER_SIZE_UP_TO_MAGIC, LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1, open_source
+from .reader import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_RECORD_OVERHEAD_V0,
+    LEGACY_RECORD_OVERHEAD_V1,
+    V2_MIN_LENGTH,
+    open_source,
+)
 
 __all__ = ["ScanResult", "scan_batches", "HEADER_DTYPE"]
 
@@ -94,7 +100,7 @@ def _walk(buf, pos: int, end: int) -> tuple[list[int], list[int], bool, CorruptR
     add_stop = stops.append
     legacy = False
     error = None
-    v2_min = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+    v2_min = V2_MIN_LENGTH
     while pos < end:
         if end - pos < HEADER_SIZE_UP_TO_MAGIC:
             error = CorruptRecordError(f"truncated batch header: {end - pos} bytes left", position=pos)
@@ -177,7 +183,7 @@ def _walk_fast(buf, pos: int, end: int, with_crc: bool):
     sizes = stops_arr - first - LOG_OVERHEAD
     magic = arr[first + 16].view(np.int8)
     ok = (
-        ((magic == 2) & (sizes >= RECORD_BATCH_OVERHEAD - LOG_OVERHEAD))
+        ((magic == 2) & (sizes >= V2_MIN_LENGTH))
         | ((magic == 1) & (sizes >= LEGACY_RECORD_OVERHEAD_V1))
         | ((magic == 0) & (sizes >= LEGACY_RECORD_OVERHEAD_V0))
     ) & (stops_arr <= end)
@@ -322,7 +328,6 @@ def scan_batches(
 
 #: ``small_batch_table`` takes files up to this size: below it numpy's fixed cost per call outweighs the loop.
 SMALL_TABLE_BYTES = 64 * 1024
-_V2_MIN_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 # base offset, length, magic at 16, last offset delta at 23, max timestamp at 35
 _TABLE_ROW = struct.Struct(">qi4xb6xi8xq").unpack_from
 
@@ -345,7 +350,7 @@ def small_batch_table(buf, size: int) -> tuple[list[int], list[int], list[int]] 
     prev = None
     while pos <= last_header:
         base, length, magic, delta, ts = row(buf, pos)
-        if magic != 2 or length < _V2_MIN_LENGTH:
+        if magic != 2 or length < V2_MIN_LENGTH:
             return None
         stop = pos + LOG_OVERHEAD + length
         if stop > size:
