@@ -401,3 +401,20 @@ def test_compiled_column_memory_reuse_keeps_live_arrays_intact() -> None:
             assert len(c) <= 500 + 30
     for k, v in keep.arrays.items():
         assert np.array_equal(v, snapshot[k]), k
+
+
+def test_compiled_columns_grown_far_past_the_input_keep_their_bytes() -> None:
+    """lz4 batches inflating ~100x grow the value column from a small reservation through the mapped sizes (moved,
+    not copied, by mremap) and back into the pool: every byte must survive each move and each reuse."""
+    data = b"".join(
+        build_batch([(b"k%d" % j, bytes([(i + j) % 251]) * 1024) for j in range(40)], base_offset=i * 40,
+                    timestamp=i, compression=CompressionType.LZ4)
+        for i in range(500)
+    )  # fmt: skip
+    assert len(data) * 50 < 500 * 40 * 1024  # the value column outgrows the bytes it was reserved from
+    expected = read_record_columns(data, implementation="python").values()
+    for _ in range(3):
+        cols = read_record_columns(data, implementation="compiled")
+        assert len(cols) == 20_000
+        assert cols.values() == expected
+        del cols

@@ -4,7 +4,7 @@
 #define KAFKALOG_COLUMNS_MEM_H
 
 typedef struct {
-    char *p; /* malloc'd (or taken from the block pool); handed to a Block by finish() */
+    char *p; /* malloc'd, or mapped when BIG_COL or larger (or taken from the block pool); handed to a Block by finish() */
     Py_ssize_t len, cap;
 } Col;
 
@@ -22,6 +22,52 @@ static struct {
 } pool[POOL_SLOTS];
 static Py_ssize_t pool_bytes;
 
+/* Columns of BIG_COL bytes or more live in their own anonymous mapping, advised for huge pages before the first
+ * touch and grown by mremap, which moves page tables instead of bytes. Through realloc they were not: glibc's
+ * chunk header shares a page with the start of the data, so advising the data split the mapping, mremap then
+ * failed (EFAULT) and every doubling copied the column into fresh 4 KiB pages. */
+#if defined(__linux__) && defined(MREMAP_MAYMOVE) && defined(MADV_HUGEPAGE)
+#define BIG_COL ((Py_ssize_t)4 << 20)
+#define BIG_ALIGN ((Py_ssize_t)2 << 20)
+#else
+#define BIG_COL PY_SSIZE_T_MAX
+#endif
+
+static void mem_free(char *p, Py_ssize_t cap) {
+#if defined(__linux__) && defined(MREMAP_MAYMOVE) && defined(MADV_HUGEPAGE)
+    if (cap >= BIG_COL) {
+        munmap(p, (size_t)cap);
+        return;
+    }
+#endif
+    free(p);
+}
+
+/* the column's memory grown to ncap bytes (ncap >= BIG_COL), its first c->len bytes kept; NULL when out of memory */
+static char *big_grow(Col *c, Py_ssize_t *ncap) {
+#if defined(__linux__) && defined(MREMAP_MAYMOVE) && defined(MADV_HUGEPAGE)
+    Py_ssize_t want = (*ncap + BIG_ALIGN - 1) & ~(BIG_ALIGN - 1);
+    void *np_;
+    if (c->cap >= BIG_COL) {
+        np_ = mremap(c->p, (size_t)c->cap, (size_t)want, MREMAP_MAYMOVE);
+    } else {
+        np_ = mmap(NULL, (size_t)want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (np_ != MAP_FAILED) {
+            (void)madvise(np_, (size_t)want, MADV_HUGEPAGE);
+            if (c->len) memcpy(np_, c->p, (size_t)c->len);
+            free(c->p);
+        }
+    }
+    if (np_ == MAP_FAILED) return NULL;
+    *ncap = want;
+    return (char *)np_;
+#else
+    (void)c;
+    (void)ncap;
+    return NULL;
+#endif
+}
+
 static void mem_release(char *p, Py_ssize_t cap) {
     if (!p) return;
     if (cap >= POOL_MIN_BLOCK && pool_bytes + cap <= POOL_MAX_BYTES) {
@@ -34,7 +80,7 @@ static void mem_release(char *p, Py_ssize_t cap) {
             }
         }
     }
-    free(p);
+    mem_free(p, cap);
 }
 
 /* the smallest pooled block of at least `want` bytes and at most 4x that, or NULL */
@@ -72,21 +118,13 @@ static int col_grow(Col *c, Py_ssize_t extra) {
             return 0;
         }
     }
-    char *np_ = realloc(c->p, (size_t)ncap);
+    char *np_ = ncap >= BIG_COL ? big_grow(c, &ncap) : realloc(c->p, (size_t)ncap);
     if (!np_) {
         PyErr_NoMemory();
         return -1;
     }
     c->p = np_;
     c->cap = ncap;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    /* Large columns are written once, front to back: with 4 KiB pages the first-touch faults of a fresh buffer
-     * cost more than copying the bytes into it (numpy asks for huge pages on large arrays for the same reason). */
-    if (ncap >= (4 << 20)) {
-        uintptr_t lo = ((uintptr_t)c->p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)c->p + ncap) & ~(uintptr_t)4095;
-        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-    }
-#endif
     return 0;
 }
 
