@@ -23,7 +23,9 @@ dirs of the same archive, best of ``--rounds``:
   only), and against Spark's own Parquet scan of the same records (written once by the bench, same aggregates).
   Each DataSource time is split into the tasks' Python time (the ``scan_seconds`` metric), the same read's
   one-record query (planning, job, task start-up) and the rest (Arrow transfer to the JVM, row conversion,
-  aggregation).
+  aggregation). The Arrow floor is a Python DataSource that yields the very Arrow batches ours yields, read back
+  from memory-mapped IPC files with no decoding: what Spark's Python DataSource path (pyspark runs it as
+  ``mapInArrow`` and hands the JVM rows, never columnar batches) costs before any reader does any work.
 * ``remote``: the validation job and the DataSource full scan on ``local[2]`` reading the archive from moto's S3
   server on 127.0.0.1 against the same partition dirs on local disk.
 * ``cluster``: the same two jobs on a standalone cluster (master + 2 one-core workers from the pyspark package,
@@ -211,6 +213,66 @@ SCAN_READS = [
 ]
 
 
+#: user-specified schemas the Arrow floor is measured with (None: the full schema)
+FLOOR_SCHEMAS = [None, "offset long, value binary"]
+
+
+def _floor_source():
+    """A Python DataSource that only hands Spark Arrow batches already built (memory-mapped IPC files, one per
+    input partition): the least any Python DataSource can cost in this Spark. Defined here, in ``__main__``, so
+    cloudpickle ships it to the Python workers by value."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class ArrowFloorReader(DataSourceReader):
+        def __init__(self, files: list[str]) -> None:
+            self.files = files
+
+        def partitions(self):
+            return [InputPartition(f) for f in self.files]
+
+        def read(self, partition):
+            import pyarrow as pa
+
+            with pa.memory_map(partition.value) as src:
+                reader = pa.ipc.open_file(src)
+                for i in range(reader.num_record_batches):
+                    yield reader.get_batch(i)
+
+    class ArrowFloorSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "kafkalog_arrow_floor"
+
+        def schema(self):
+            from kafkalog.spark.datasource import SCHEMA
+
+            return SCHEMA
+
+        def reader(self, schema):
+            return ArrowFloorReader(json.loads(self.options["files"]))
+
+    return ArrowFloorSource
+
+
+def _floor_files(scan_roots: list[str], schema, workdir: Path, parallelism: int) -> list[str]:
+    """Our reader's own Arrow batches for ``schema``, one IPC file per input partition it plans."""
+    import pyarrow as pa
+
+    from kafkalog.spark.datasource import KafkaLogReader
+
+    reader = KafkaLogReader({"paths": json.dumps(scan_roots)}, schema, parallelism)
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    files = []
+    for i, part in enumerate(reader.partitions()):
+        path = workdir / f"part-{i}.arrow"
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, reader.out_schema) as w:
+            for batch in reader.read(part):
+                w.write_batch(batch)
+        files.append(str(path))
+    return files
+
+
 def scan_section(scan_roots: list[str], parquet_dir: Path, rounds: int) -> None:
     """DataSource on local[1] (full schema and user-specified schemas) vs the in-process columnar rate vs Spark's
     Parquet scan of the same records; the tasks' own Python time (``scan_seconds``) and a one-record query of the
@@ -268,6 +330,18 @@ def scan_section(scan_roots: list[str], parquet_dir: Path, rounds: int) -> None:
             opts = {"paths": json.dumps(scan_roots), **options}
             tasks = len(KafkaLogReader(opts, None, spark.sparkContext.defaultParallelism).partitions())
             results.append((label, agg, s, m["scan_seconds"], tiny_s, tasks, load_s))
+        spark.dataSource.register(_floor_source())
+        floors = []
+        for ddl in FLOOR_SCHEMAS:
+            struct = spark.createDataFrame([], ddl).schema if ddl else None
+            files = _floor_files(scan_roots, struct, parquet_dir.parent / "arrow-floor",
+                                 spark.sparkContext.defaultParallelism)  # fmt: skip
+            r = spark.read.format("kafkalog_arrow_floor").option("files", json.dumps(files))
+            fdf = (r.schema(ddl) if ddl else r).load()
+            _aggregates(fdf)
+            f_s, (f_n, f_v) = _best(lambda fdf=fdf: _aggregates(fdf), rounds)
+            assert (f_n, f_v) == (c_n, c_v), (ddl, f_n, f_v)
+            floors.append((ddl or "full schema", f_s, len(files)))
         shutil.rmtree(parquet_dir, ignore_errors=True)
         ds.write.parquet(str(parquet_dir))
         pq = spark.read.parquet(str(parquet_dir))
@@ -284,6 +358,12 @@ def scan_section(scan_roots: list[str], parquet_dir: Path, rounds: int) -> None:
           f"({c_s:.3f}s); to_arrow(['value']) only: {c_n / cv_s / 1e6:.2f}M records/s ({cv_s:.3f}s)")
     print(f"  Parquet local[1]: count+sum(length(value)) {p_n / p_s / 1e6:.2f}M rows/s ({p_s:.3f}s); count "
           f"{pcount_s:.3f}s; one-record query {ptiny_s:.3f}s")
+    print("  Arrow floor local[1] (a Python DataSource yielding our own Arrow batches from memory-mapped files, no "
+          "decoding): what Spark's Python DataSource path costs by itself")
+    for label, f_s, parts in floors:
+        print(f"    {label:<36} count+sum  {c_n / f_s / 1e6:5.2f}M rows/s ({f_s:.3f}s, {parts} tasks): "
+              f"{c_s / f_s:4.0%} of columnar, {p_s / f_s:.2f}x Parquet count+sum; the floor minus Parquet "
+              f"{(f_s - p_s) * 1e9 / c_n:+.0f} ns/row")
     print("  DataSource local[1] (tasks' Python time = scan_seconds; fixed = the same read with offset < 1):")
     for label, agg, s, py, tiny_s, parts, load_s in results:
         ref = p_s if agg == "count+sum" else pcount_s
