@@ -314,7 +314,10 @@ def test_debug_shows_traceback(monkeypatch, tmp_path: Path) -> None:
 
 
 def kafkalog(*args: str) -> subprocess.CompletedProcess:
-    exe = shutil.which("kafkalog")
+    """The installed console script of the interpreter running the tests (a venv used without activating it has
+    its own beside ``sys.executable``; PATH may hold another install's), else the CLI module."""
+    beside = Path(sys.executable).with_name("kafkalog")
+    exe = str(beside) if beside.exists() else shutil.which("kafkalog")
     cmd = [exe] if exe else [sys.executable, "-c", "from kafkalog_cli.main import main; main()"]
     return subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, check=False)
 
