@@ -13,7 +13,7 @@ typedef struct {
  * page zeroing on first touch, which for 1 KiB values was a fifth of the decode (perf); chunked decoding (the
  * DataSource, iter_record_columns) frees a chunk's columns while the next ones are built. */
 #define POOL_SLOTS 32
-#define POOL_MIN_BLOCK (1 << 20)
+#define POOL_MIN_BLOCK (64 << 10)
 #define POOL_MAX_BYTES ((Py_ssize_t)192 << 20)
 
 static struct {
@@ -83,15 +83,15 @@ static void mem_release(char *p, Py_ssize_t cap) {
     mem_free(p, cap);
 }
 
-/* the smallest pooled block of at least `want` bytes that is at most 4x that or, for a request of POOL_MIN_BLOCK
- * or more, a mapping of any size: a mapping's untouched pages cost only address space, and its touched ones are
+/* the smallest pooled block of at least `want` bytes that is at most 4x that or, for a request of 1 MiB or more,
+ * a mapping of any size: a mapping's untouched pages cost only address space, and its touched ones are
  * resident whether they wait here or serve the column (a chunk's reservation follows the bytes left to read, so
  * the last chunks of a source ask for less than the blocks the first ones freed), or NULL */
 static char *pool_take(Py_ssize_t want, Py_ssize_t *cap) {
     int best = -1;
     for (int i = 0; i < POOL_SLOTS; i++)
         if (pool[i].p && pool[i].cap >= want &&
-            (pool[i].cap / 4 <= want || (pool[i].cap >= BIG_COL && want >= POOL_MIN_BLOCK)) &&
+            (pool[i].cap / 4 <= want || (pool[i].cap >= BIG_COL && want >= (1 << 20))) &&
             (best < 0 || pool[i].cap < pool[best].cap))
             best = i;
     if (best < 0) return NULL;
