@@ -554,6 +554,7 @@ static PyMethodDef module_methods[] = {
      "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, pos): the length-chain walk of scan.py in C"},
     CRC_METHODS
     CODEC_METHODS
+    MEM_METHODS
     {NULL, NULL, 0, NULL},
 };
 

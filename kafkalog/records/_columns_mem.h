@@ -21,6 +21,8 @@ static struct {
     Py_ssize_t cap;
 } pool[POOL_SLOTS];
 static Py_ssize_t pool_bytes;
+/* column allocations of POOL_MIN_BLOCK or more: served by the pool, or fresh memory (for the tests: mem_stats) */
+static unsigned long long mem_reused, mem_fresh;
 
 /* Columns of BIG_COL bytes or more live in their own anonymous mapping, advised for huge pages before the first
  * touch and grown by mremap, which moves page tables instead of bytes. Through realloc they were not: glibc's
@@ -120,9 +122,11 @@ static int col_grow(Col *c, Py_ssize_t extra) {
             mem_release(c->p, c->cap);
             c->p = pooled;
             c->cap = pcap;
+            mem_reused++;
             return 0;
         }
     }
+    if (ncap >= POOL_MIN_BLOCK) mem_fresh++;
     char *np_ = ncap >= BIG_COL ? big_grow(c, &ncap) : realloc(c->p, (size_t)ncap);
     if (!np_) {
         PyErr_NoMemory();
@@ -149,6 +153,27 @@ static inline int put_bytes(Col *c, const void *src, Py_ssize_t n) {
         type v_ = (type)(value);                                \
         if (put_bytes((col), &v_, sizeof(type)) < 0) return -1; \
     } while (0)
+
+/* for the tests: mem_stats() -> (reused, fresh, pooled blocks), and mem_stats(True) also empties the pool first */
+static PyObject *py_mem_stats(PyObject *self, PyObject *args) {
+    int drain = 0;
+    if (!PyArg_ParseTuple(args, "|p", &drain)) return NULL;
+    int n = 0;
+    for (int i = 0; i < POOL_SLOTS; i++) {
+        if (pool[i].p && drain) {
+            mem_free(pool[i].p, pool[i].cap);
+            pool[i].p = NULL;
+        }
+        n += pool[i].p != NULL;
+    }
+    if (drain) pool_bytes = 0;
+    return Py_BuildValue("(KKi)", mem_reused, mem_fresh, n);
+}
+
+#define MEM_METHODS \
+    {"mem_stats", py_mem_stats, METH_VARARGS, \
+     "mem_stats(drain=False) -> (reused, fresh, pooled): column allocations of >= 64 KiB served by the block pool " \
+     "and by fresh memory so far, and the blocks pooled now (drain: free those first)"},
 
 /* A finished column: owns its bytes, exports them through the buffer protocol (numpy, Arrow wrap it). */
 typedef struct {
