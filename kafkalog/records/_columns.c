@@ -99,6 +99,9 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
             if (r == -2) goto decline;
         }
         if (pos != rec_end) goto decline;
+        /* the next record starts where this one's size said it ends: known as soon as the size was read, so its
+         * parse need not wait on the loads and decodes of this one's key and value lengths */
+        pos = rec_end;
         n_headers += (Py_ssize_t)nh;
         int64_t hoff = (int64_t)n_headers;
         int64_t off = (int64_t)(base_offset + (uint64_t)off_delta);
@@ -554,6 +557,7 @@ static PyMethodDef module_methods[] = {
      "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, pos): the length-chain walk of scan.py in C"},
     CRC_METHODS
     CODEC_METHODS
+    MEM_METHODS
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,8 +12,8 @@ typedef struct {
  * memory goes to a small pool that the next builder's large columns take first. Fresh memory costs the kernel's
  * page zeroing on first touch, which for 1 KiB values was a fifth of the decode (perf); chunked decoding (the
  * DataSource, iter_record_columns) frees a chunk's columns while the next ones are built. */
-#define POOL_SLOTS 8
-#define POOL_MIN_BLOCK (1 << 20)
+#define POOL_SLOTS 32
+#define POOL_MIN_BLOCK (64 << 10)
 #define POOL_MAX_BYTES ((Py_ssize_t)192 << 20)
 
 static struct {
@@ -21,6 +21,8 @@ static struct {
     Py_ssize_t cap;
 } pool[POOL_SLOTS];
 static Py_ssize_t pool_bytes;
+/* column allocations of POOL_MIN_BLOCK or more: served by the pool, or fresh memory (for the tests: mem_stats) */
+static unsigned long long mem_reused, mem_fresh;
 
 /* Columns of BIG_COL bytes or more live in their own anonymous mapping, advised for huge pages before the first
  * touch and grown by mremap, which moves page tables instead of bytes. Through realloc they were not: glibc's
@@ -83,11 +85,16 @@ static void mem_release(char *p, Py_ssize_t cap) {
     mem_free(p, cap);
 }
 
-/* the smallest pooled block of at least `want` bytes and at most 4x that, or NULL */
+/* the smallest pooled block of at least `want` bytes that is at most 4x that or, for a request of 1 MiB or more,
+ * a mapping of any size: a mapping's untouched pages cost only address space, and its touched ones are
+ * resident whether they wait here or serve the column (a chunk's reservation follows the bytes left to read, so
+ * the last chunks of a source ask for less than the blocks the first ones freed), or NULL */
 static char *pool_take(Py_ssize_t want, Py_ssize_t *cap) {
     int best = -1;
     for (int i = 0; i < POOL_SLOTS; i++)
-        if (pool[i].p && pool[i].cap >= want && pool[i].cap / 4 <= want && (best < 0 || pool[i].cap < pool[best].cap))
+        if (pool[i].p && pool[i].cap >= want &&
+            (pool[i].cap / 4 <= want || (pool[i].cap >= BIG_COL && want >= (1 << 20))) &&
+            (best < 0 || pool[i].cap < pool[best].cap))
             best = i;
     if (best < 0) return NULL;
     char *p = pool[best].p;
@@ -115,9 +122,11 @@ static int col_grow(Col *c, Py_ssize_t extra) {
             mem_release(c->p, c->cap);
             c->p = pooled;
             c->cap = pcap;
+            mem_reused++;
             return 0;
         }
     }
+    if (ncap >= POOL_MIN_BLOCK) mem_fresh++;
     char *np_ = ncap >= BIG_COL ? big_grow(c, &ncap) : realloc(c->p, (size_t)ncap);
     if (!np_) {
         PyErr_NoMemory();
@@ -144,6 +153,27 @@ static inline int put_bytes(Col *c, const void *src, Py_ssize_t n) {
         type v_ = (type)(value);                                \
         if (put_bytes((col), &v_, sizeof(type)) < 0) return -1; \
     } while (0)
+
+/* for the tests: mem_stats() -> (reused, fresh, pooled blocks), and mem_stats(True) also empties the pool first */
+static PyObject *py_mem_stats(PyObject *self, PyObject *args) {
+    int drain = 0;
+    if (!PyArg_ParseTuple(args, "|p", &drain)) return NULL;
+    int n = 0;
+    for (int i = 0; i < POOL_SLOTS; i++) {
+        if (pool[i].p && drain) {
+            mem_free(pool[i].p, pool[i].cap);
+            pool[i].p = NULL;
+        }
+        n += pool[i].p != NULL;
+    }
+    if (drain) pool_bytes = 0;
+    return Py_BuildValue("(KKi)", mem_reused, mem_fresh, n);
+}
+
+#define MEM_METHODS \
+    {"mem_stats", py_mem_stats, METH_VARARGS, \
+     "mem_stats(drain=False) -> (reused, fresh, pooled): column allocations of >= 64 KiB served by the block pool " \
+     "and by fresh memory so far, and the blocks pooled now (drain: free those first)"},
 
 /* A finished column: owns its bytes, exports them through the buffer protocol (numpy, Arrow wrap it). */
 typedef struct {
