@@ -110,6 +110,28 @@ def test_validation_and_datasource_on_the_cluster_equal_local(cluster_spark, loc
     assert statuses == {"ok", "corrupt"} and len(got["rows"]) > 500
 
 
+def test_cluster_workers_are_frozen_by_kafkalog_tasks(cluster_spark) -> None:
+    """The workers run PySpark's own daemon, which collects every object after every task; a DataSource scan's
+    tasks freeze each reused worker's objects once (kafkalog.spark.worker_gc), as a mapInArrow probe, served by
+    the same workers, sees."""
+    from kafkalog.spark import register
+
+    register(cluster_spark)
+    df = cluster_spark.read.format("kafkalog").option("minPartitions", "4").load(_roots()[:-1])
+    assert df.count() > 500
+
+    def probe(batches):
+        import gc
+
+        import pyarrow as pa
+
+        for b in batches:
+            yield pa.RecordBatch.from_pydict({"frozen": [gc.get_freeze_count()] * b.num_rows})
+
+    counts = [r.frozen for r in cluster_spark.range(4, numPartitions=4).mapInArrow(probe, "frozen long").collect()]
+    assert len(counts) == 4 and all(c > 0 for c in counts), counts
+
+
 def test_spark_submit_runs_the_validation_entry_point(cluster, tmp_path: Path) -> None:
     """The documented command: ``spark-submit --master URL --py-files kafkalog.zip $(python -m kafkalog.spark.submit)
     ROOT --out DIR``, here in a child process against the running cluster."""

@@ -9,18 +9,20 @@ This module runs the stock daemon unchanged except for two things: a worker whos
 closed (``BrokenPipeError`` or ``ConnectionResetError``) exits at once, as SPARK-54344 wants, without printing
 anything (the JVM has already given up on that socket, so there is nobody left to tell; any other error keeps
 PySpark's behaviour); and a reused worker freezes its long-lived objects after its first task
-(:func:`_freeze_once`), so the full collection the stock daemon runs between tasks does not walk them.
+(:func:`kafkalog.spark.worker_gc.freeze_once`), so the full collection the stock daemon runs between tasks does
+not walk them.
 
 Executors import it as ``python -m kafkalog.spark.daemon``; they need kafkalog installed anyway for the jobs.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 from typing import Any
 
 import pyspark.daemon as _stock
+
+from kafkalog.spark.worker_gc import freeze_once
 
 _stock_worker = _stock.worker
 
@@ -33,26 +35,8 @@ def worker(sock: Any, authenticated: bool) -> int:
         # os._exit, as the stock daemon ends a worker: returning would free the worker's buffered socket files,
         # whose finalizers would try the failed flush again and print "Exception ignored" instead.
         os._exit(1)
-    _freeze_once()
+    freeze_once()
     return code
-
-
-_frozen = False
-
-
-def _freeze_once() -> None:
-    """After a reused worker's first task, collect once and ``gc.freeze()`` what is left.
-
-    The stock daemon runs a full ``gc.collect()`` after every task of a reused worker, before it reads the next
-    one; by then the worker holds every module it uses (pyspark, pyarrow, numpy, pandas, kafkalog), and walking
-    them all again is most of a short task's Python cost. Frozen objects are skipped by later collections
-    (reference counting still frees them); only cycles among objects alive after the first task stay uncollected.
-    """
-    global _frozen
-    if not _frozen:
-        _frozen = True
-        gc.collect()
-        gc.freeze()
 
 
 def main() -> None:
