@@ -25,9 +25,9 @@ static Py_ssize_t pool_bytes;
 static unsigned long long mem_reused, mem_fresh;
 
 /* Columns of BIG_COL bytes or more live in their own anonymous mapping, advised for huge pages before the first
- * touch and grown by mremap, which moves page tables instead of bytes. Through realloc they were not: glibc's
- * chunk header shares a page with the start of the data, so advising the data split the mapping, mremap then
- * failed (EFAULT) and every doubling copied the column into fresh 4 KiB pages. */
+ * touch and grown by mremap, which moves page tables instead of bytes. realloc cannot do this: glibc's chunk
+ * header shares a page with the start of the data, so advising the data splits the mapping, glibc's mremap then
+ * fails (EFAULT) and every doubling copies the column into fresh 4 KiB pages. */
 #if defined(__linux__) && defined(MREMAP_MAYMOVE) && defined(MADV_HUGEPAGE)
 #define BIG_COL ((Py_ssize_t)4 << 20)
 #define BIG_ALIGN ((Py_ssize_t)2 << 20)
