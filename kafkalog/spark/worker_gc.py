@@ -22,8 +22,3 @@ def freeze_once() -> None:
         _frozen = True
         gc.collect()
         gc.freeze()
-
-
-def frozen() -> bool:
-    """Whether this process has frozen its objects (for the tests)."""
-    return _frozen
