@@ -24,32 +24,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kafkalog.checkpoint.clean_shutdown import write_clean_shutdown  # noqa: E402
-from kafkalog.checkpoint.offset_checkpoint import RECOVERY_POINT_CHECKPOINT, write_offset_checkpoint  # noqa: E402
-from kafkalog.log.config import LogConfig  # noqa: E402
-from kafkalog.log.log import Log  # noqa: E402
+from tests.layouts import copied_log_dir  # noqa: E402
 
 _CLI = [sys.executable, "-c", "from kafkalog_cli.main import main; main()"]
 COMMANDS = (("verify",), ("dirs", "describe"), ("recover", "--dry-run"), ("recover",), ("dump",))
 
 
 def generate(root: Path, partitions: int, segments: int) -> Path:
-    template = root / "tpl" / "t-0"
-    log = Log.open(template, LogConfig.from_properties({"segment.bytes": 1 << 20, "index.interval.bytes": 256}))
-    for s in range(segments):
-        log.append_as_leader([(b"k%d" % (s * 10 + i), b"v" * 200) for i in range(10)])
-        if s < segments - 1:
-            log.roll()
-    end = log.log_end_offset
-    log.flush()
-    log.close()
-    d = root / "logs"
-    d.mkdir()
-    for p in range(partitions):
-        shutil.copytree(template, d / f"t-{p}")
-    write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {("t", p): end for p in range(partitions)})
-    write_clean_shutdown(d, 0)
-    return d
+    return copied_log_dir(root, partitions, segments, lambda s: [(b"k%d" % (s * 10 + i), b"v" * 200) for i in range(10)],
+                          index_interval=256)  # fmt: skip
 
 
 def read_everything(root: Path) -> tuple[float, int]:

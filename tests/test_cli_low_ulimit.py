@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from kafkalog.checkpoint.clean_shutdown import write_clean_shutdown
-from kafkalog.checkpoint.offset_checkpoint import RECOVERY_POINT_CHECKPOINT, write_offset_checkpoint
-from kafkalog.log.config import LogConfig
-from kafkalog.log.log import Log
+from tests.layouts import copied_log_dir
 
 PARTITIONS = 150
 SEGMENTS = 20
@@ -26,22 +22,8 @@ NOFILE = 64
 @pytest.fixture(scope="module")
 def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("cli-ulimit")
-    template = root / "tpl" / "t-0"
-    log = Log.open(template, LogConfig.from_properties({"segment.bytes": 1 << 20, "index.interval.bytes": 64}))
-    for s in range(SEGMENTS):
-        log.append_as_leader([(b"k%d" % s, b"v" * 50), (b"k", b"w" * 30)])
-        if s < SEGMENTS - 1:
-            log.roll()
-    end = log.log_end_offset
-    log.flush()
-    log.close()
-    d = root / "logs"
-    d.mkdir()
-    for p in range(PARTITIONS):
-        shutil.copytree(template, d / f"t-{p}")
-    write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {("t", p): end for p in range(PARTITIONS)})
-    write_clean_shutdown(d, 0)
-    return d
+    return copied_log_dir(root, PARTITIONS, SEGMENTS, lambda s: [(b"k%d" % s, b"v" * 50), (b"k", b"w" * 30)],
+                          index_interval=64)  # fmt: skip
 
 
 def _stable(out: str) -> str:
