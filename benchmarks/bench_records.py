@@ -15,6 +15,7 @@ fresh memory floor, faulting in as many bytes of new huge-page memory as the who
 decompression with every output kept (what the whole-segment call, which keeps all its columns, is also given
 against).
 ``--clock cpu`` times the runs in this process by its CPU time instead of wall time.
+headers: the compiled decoder on records with three ASCII headers each, beside the same records without.
 rss: peak RSS of a child process decoding a ``--rss-mb`` segment with ``iter_record_columns`` (slow: writes it).
 """
 
@@ -273,6 +274,18 @@ def bench_compressed(deep_mb: int, args_repeat: int = 5) -> None:
         print(f"    records() per batch                {n / t_recs / 1e6:8.2f} M records/s")
 
 
+def bench_headers(repeat: int = 15) -> None:
+    """Records carrying the headers tracing and schema registries add (three ASCII keys of 9-12 bytes): the
+    compiled decoder's per-header work, against the same records without headers, in the same run."""
+    print("== columnar decode, ~100 B values with 3 headers (traceparent, content-type, schema-id) ==")
+    hdrs = [("traceparent", b"00-" + b"a" * 52), ("content-type", b"application/json"), ("schema-id", b"42")]
+    for label, headers in (("no headers", []), ("3 headers", hdrs)):
+        recs = [(b"key-%d" % j, b"v" * 100, headers) for j in range(100)]
+        data = b"".join(build_batch(recs, base_offset=i * 100) for i in range(2000))
+        t = best_of(lambda data=data: read_record_columns(data), repeat=repeat)
+        print(f"  {label:<12} {t * 1e9 / 200_000:6.1f} ns/record  ({len(data) >> 20} MiB, 200,000 records)")
+
+
 # VmHWM (this process image's peak RSS, file pages of mappings included); ru_maxrss would carry the parent's peak
 _HWM = "int(next(x for x in open('/proc/self/status') if x.startswith('VmHWM')).split()[1])"
 _RSS_CHILD = f"""
@@ -319,7 +332,7 @@ def main() -> None:
                     help="time every run by wall clock or by this process's CPU time (less noisy on a shared machine)")
     ap.add_argument("--repeat", type=int, default=5, help="compressed section: turns of each timing (best kept)")
     ap.add_argument("--sections", default="shallow,columns,compressed",
-                    help="comma list of shallow, columns, compressed, rss")  # fmt: skip
+                    help="comma list of shallow, columns, compressed, headers, rss")  # fmt: skip
     args = ap.parse_args()
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -329,6 +342,8 @@ def main() -> None:
         bench_columns(args.deep_mb)
     if "compressed" in sections:
         bench_compressed(args.deep_mb, args.repeat)
+    if "headers" in sections:
+        bench_headers()
     if "rss" in sections:
         bench_rss(args.rss_mb)
     if "shallow" in sections:

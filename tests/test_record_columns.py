@@ -418,3 +418,35 @@ def test_compiled_columns_grown_far_past_the_input_keep_their_bytes() -> None:
         assert len(cols) == 20_000
         assert cols.values() == expected
         del cols
+
+
+def _zigzag(n: int) -> bytes:
+    u = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
+_BAD_UTF8 = [b"\x80", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82", b"\xff", b"\xc3\xa9", b"\xf0\x9f\x98\x80"]
+
+
+@pytest.mark.parametrize("tail", _BAD_UTF8)
+def test_header_keys_ascii_runs_then_any_byte_decode_alike(tail: bytes) -> None:
+    """Header keys of long ASCII runs with a valid or invalid UTF-8 sequence at every position: the compiled
+    decoder's checks (word-at-a-time over ASCII) accept and refuse exactly what bytes.decode("utf-8") does."""
+    for length in range(0, 27):
+        for at in range(0, length + 1):
+            key = b"k" * at + tail + b"x" * (length - at)
+            body = b"\x00" + _zigzag(0) + _zigzag(0) + _zigzag(-1) + _zigzag(1) + b"v" + _zigzag(1)
+            body += _zigzag(len(key)) + key + _zigzag(2) + b"hv"
+            record = _zigzag(len(body)) + body
+            data = bytearray(_record_body([record]))
+            data[57:61] = (1).to_bytes(4, "big")
+            data = bytes(data)
+            ref = reference(data, verify_crc=False)
+            for impl in IMPLS:
+                same(outcome(data, impl, verify_crc=False), ref)
+            same_columns(data, verify_crc=False)

@@ -53,9 +53,17 @@ static inline int rd_varlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim
     return 0;
 }
 
-/* Strict UTF-8 as Python's bytes.decode("utf-8"): no overlongs, no surrogates, nothing above U+10FFFF. */
+/* Strict UTF-8 as Python's bytes.decode("utf-8"): no overlongs, no surrogates, nothing above U+10FFFF. Header
+ * keys are nearly always ASCII ("traceparent", "content-type"): eight bytes are checked at a time until one has
+ * its top bit set; the byte loop takes over there, at a character boundary. */
 static int utf8_valid(const uint8_t *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
+    while (i + 8 <= n) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ULL) break;
+        i += 8;
+    }
     while (i < n) {
         uint8_t c = s[i];
         if (c < 0x80) {
