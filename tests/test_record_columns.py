@@ -27,6 +27,7 @@ from kafkalog.records import (
     read_record_columns,
 )
 from kafkalog.records.columns import _compiled
+from kafkalog.records.varint import encode_varint
 
 IMPLS = ["python"] + (["compiled"] if _compiled is not None else [])
 EXAMPLES = int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "200"))
@@ -420,16 +421,6 @@ def test_compiled_columns_grown_far_past_the_input_keep_their_bytes() -> None:
         del cols
 
 
-def _zigzag(n: int) -> bytes:
-    u = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
-
-
 _BAD_UTF8 = [b"\x80", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82", b"\xff", b"\xc3\xa9", b"\xf0\x9f\x98\x80"]
 
 
@@ -440,9 +431,10 @@ def test_header_keys_ascii_runs_then_any_byte_decode_alike(tail: bytes) -> None:
     for length in range(0, 27):
         for at in range(0, length + 1):
             key = b"k" * at + tail + b"x" * (length - at)
-            body = b"\x00" + _zigzag(0) + _zigzag(0) + _zigzag(-1) + _zigzag(1) + b"v" + _zigzag(1)
-            body += _zigzag(len(key)) + key + _zigzag(2) + b"hv"
-            record = _zigzag(len(body)) + body
+            # attributes, timestamp and offset deltas, null key, 1-byte value, one header
+            body = b"\x00" + encode_varint(0) + encode_varint(0) + encode_varint(-1) + encode_varint(1) + b"v"
+            body += encode_varint(1) + encode_varint(len(key)) + key + encode_varint(2) + b"hv"
+            record = encode_varint(len(body)) + body
             data = bytearray(_record_body([record]))
             data[57:61] = (1).to_bytes(4, "big")
             data = bytes(data)
