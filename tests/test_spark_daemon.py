@@ -89,33 +89,50 @@ def test_reused_worker_freezes_its_objects_once() -> None:
 _TASKS_FREEZE = textwrap.dedent(
     """
     import gc, json, sys
+    which, root, in_worker = sys.argv[1], sys.argv[2], sys.argv[3] == "worker"
+    if in_worker:
+        import pyspark.worker  # what PySpark's daemon has imported in a forked worker before any task
     from kafkalog.discovery import discover_segments
     from kafkalog.spark.datasource import KafkaLogReader
     from kafkalog.spark.validate import _check_tasks
     import pyarrow as pa
-    which, root = sys.argv[1], sys.argv[2]
-    before = gc.get_freeze_count()
-    if which == "read":
-        reader = KafkaLogReader({"paths": json.dumps([root])})
-        rows = [sum(b.num_rows for b in reader.read(p)) for p in reader.partitions()]
-    else:
+
+    def task():
+        if which == "read":
+            reader = KafkaLogReader({"paths": json.dumps([root])})
+            return sum(b.num_rows for p in reader.partitions() for b in reader.read(p))
         run = _check_tasks([discover_segments([root])], False, {})
-        rows = [r.num_rows for r in run([pa.RecordBatch.from_pydict({"task": [0]})])]
+        return sum(r.num_rows for r in run([pa.RecordBatch.from_pydict({"task": [0]})]))
+
+    before = gc.get_freeze_count()
+    rows = task()
     first = gc.get_freeze_count()
     cycle = [];  cycle.append(cycle)  # garbage made after the freeze stays collectable
     del cycle
-    print(before, first > before, sum(rows) > 0, gc.collect() >= 1)
+    collected = gc.collect() >= 1
+    task()
+    print(before, first > before, gc.get_freeze_count() <= first, rows > 0, collected)  # not frozen again
     """
 )
 
 
 @pytest.mark.parametrize("which", ["read", "validate"])
-def test_kafkalog_tasks_freeze_the_worker_once(golden_copy, which: str) -> None:
+def test_kafkalog_tasks_freeze_a_worker_once(golden_copy, which: str) -> None:
     """Cluster workers run PySpark's own daemon (kafkalog reaches them later, as a zip), which collects every
     object after every task: the DataSource's read and the validation task freeze the worker's objects themselves
-    at the start of their first task, so those collections skip pyspark, pyarrow, numpy and kafkalog."""
+    at the start of its first task, so those collections skip pyspark, pyarrow, numpy and kafkalog."""
     root = golden_copy("logdir/golden-none-0")
-    result = subprocess.run([sys.executable, "-c", _TASKS_FREEZE, which, str(root)], capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", _TASKS_FREEZE, which, str(root), "worker"], capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["0", "True", "True", "True"], result.stdout
+    assert result.stdout.split() == ["0", "True", "True", "True", "True"], result.stdout
+
+
+@pytest.mark.parametrize("which", ["read", "validate"])
+def test_kafkalog_tasks_freeze_nothing_outside_a_worker(golden_copy, which: str) -> None:
+    """A driver or script reading through the DataSource's reader in its own process keeps its collections."""
+    root = golden_copy("logdir/golden-none-0")
+    result = subprocess.run([sys.executable, "-c", _TASKS_FREEZE, which, str(root), "driver"], capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", "False", "True", "True", "True"], result.stdout

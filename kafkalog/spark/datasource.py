@@ -71,7 +71,7 @@ from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
 from kafkalog.log.index_check import checked_range
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
-from kafkalog.spark.worker_gc import freeze_once
+from kafkalog.spark.worker_gc import freeze_worker_once
 
 _NO_UPPER = 1 << 63
 
@@ -314,7 +314,7 @@ class KafkaLogReader(DataSourceReader):
         return pack_segments(out, self.max_partition_bytes, self.min_partitions)
 
     def read(self, partition: SegmentGroup):
-        freeze_once()
+        freeze_worker_once()
         if not isinstance(partition, SegmentGroup):  # Spark plans one InputPartition(None) when we return none
             return
         for segment in partition.segments:

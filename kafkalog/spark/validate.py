@@ -24,8 +24,8 @@ from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import KafkaLogError
 from kafkalog.remote import verify_partition_at, verify_segment_at
+from kafkalog.spark.worker_gc import freeze_worker_once
 from kafkalog.storage import parse_storage_options, storage_options
-from kafkalog.spark.worker_gc import freeze_once
 from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, summarize
 
 __all__ = [
@@ -98,7 +98,7 @@ def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: di
     Remote segments are fetched by the executor running the task (:func:`kafkalog.remote.verify_segment_at`)."""
 
     def run(batches):
-        freeze_once()
+        freeze_worker_once()
         for batch in batches:
             for task in batch.column(0).to_pylist():
                 reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep)
