@@ -62,9 +62,15 @@ class PartitionRecovery(Event):
     salvage: dict[str, Any] | None = None  # the salvage report (to_json) with --salvage
     type = "partition"  # type: ignore[misc]
 
+    def _below_log_start(self, d: dict[str, Any]) -> bool:
+        """A deleted segment whose offsets all lie below the log start: already deleted, nothing lost."""
+        return d["lastOffset"] is not None and d["lastOffset"] < (self.log_start_offset or 0)
+
     @property
     def kafka_loses(self) -> bool:
-        return bool(self.truncations or self.deleted)
+        return bool(self.truncations) or any(
+            not self._below_log_start(d) and (d["bytes"] or d["lastOffset"] is not None) for d in self.deleted
+        )
 
     @property
     def lost_data(self) -> bool:
@@ -93,7 +99,10 @@ class PartitionRecovery(Event):
             lines.append(f"  {kafka}{kwould}truncate {t['segment']} at position {t['position']}: {t['bytes']} bytes, "
                          f"{lost}")
         for d in self.deleted:
-            lost = f"offsets {d['firstOffset']}-{d['lastOffset']} lost" if d["lastOffset"] is not None else "empty"
+            if self._below_log_start(d):
+                lost = f"offsets {d['firstOffset']}-{d['lastOffset']} below the log start offset {self.log_start_offset}"
+            else:
+                lost = f"offsets {d['firstOffset']}-{d['lastOffset']} lost" if d["lastOffset"] is not None else "empty"
             lines.append(f"  {kafka}{kwould}delete {d['segment']}: {d['bytes']} bytes, {lost}")
         for a in self.actions:
             if a["action"] not in ("truncated", "deleted segment"):
@@ -187,11 +196,15 @@ class PartitionRecovery(Event):
     metavar="KEY=VALUE",
     help="Topic config used to rebuild indexes (e.g. index.interval.bytes=512); Kafka's defaults otherwise.",
 )
+@click.option("--now-ms", type=click.IntRange(min=0), default=None, metavar="MS",
+              help="Kafka's clock for the load, in ms since the epoch (default: now). It decides which producer ids "
+                   "have expired (producer.id.expiration.ms), so it fixes the producer snapshots recovery writes; "
+                   "set it to replay a broker's recovery of old data.")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per partition and a summary.")
 @click.pass_obj
 def recover(
     state: CliState | None, path: str, dry_run: bool, full: bool, salvage: bool, quarantine_dir: str | None,
-    configs: tuple[str, ...], json_mode: bool,
+    configs: tuple[str, ...], now_ms: int | None, json_mode: bool,
 ) -> None:
     """Run Kafka's log recovery offline on a partition dir or a whole log dir (or salvage it).
 
@@ -244,7 +257,7 @@ def recover(
         with out.progress("recovering", total=len(pdirs)) as bar:
             for pdir in pdirs:
                 rec = _recover_partition(pdir, config, ckpts, clean=clean, full=full, dry_run=dry_run,
-                                         salvage=salvage, quarantine_dir=quarantine_dir)
+                                         salvage=salvage, quarantine_dir=quarantine_dir, now_ms=now_ms)
                 if rec.lost_data or rec.unseen:
                     code = EXIT_CORRUPT
                 if rec.lost_data:
@@ -291,7 +304,7 @@ def _lock(log_dir: str, dry_run: bool) -> Any:
 
 def _recover_partition(
     pdir: str, config: Any, ckpts: dict[str, dict[tuple[str, int], int]], *, clean: bool, full: bool, dry_run: bool,
-    salvage: bool = False, quarantine_dir: str | None = None,
+    salvage: bool = False, quarantine_dir: str | None = None, now_ms: int | None = None,
 ) -> PartitionRecovery:
     from kafkalog.log.log import Log
     from kafkalog.log.recovery_plan import plan_recovery
@@ -299,6 +312,7 @@ def _recover_partition(
 
     parsed = parse_partition_dir(os.path.basename(pdir))
     key = (parsed.topic, parsed.partition)
+    clock = None if now_ms is None else (lambda: now_ms)
     recovery_point = 0 if full else ckpts["recovery-point-offset-checkpoint"].get(key, 0)
     log_start = ckpts["log-start-offset-checkpoint"].get(key)
     # With --salvage, Kafka's side of the comparison is its recovery after a crash from offset 0: what it would
@@ -322,7 +336,7 @@ def _recover_partition(
     rec.unseen = [{"segment": u.segment, "position": u.position, "bytes": u.bytes} for u in plan.unseen_corruption]
     if salvage:
         report = salvage_partition(pdir, quarantine_dir=quarantine_dir, dry_run=dry_run, config=config,
-                                   log_start_offset=log_start)
+                                   log_start_offset=log_start, clock=clock)
         doc = report.to_json()
         doc["kafkaLogEndOffsetAfter"] = plan.log_end_after
         doc["quarantineRoot"] = str(quarantine_dir or default_quarantine_dir(pdir))
@@ -333,7 +347,8 @@ def _recover_partition(
         rec.log_end_after = report.log_end_after
         return rec
     if not dry_run:
-        log = Log.open(pdir, config, recovery_point=recovery_point, log_start_offset=log_start, clean_shutdown=clean)
+        log = Log.open(pdir, config, recovery_point=recovery_point, log_start_offset=log_start, clean_shutdown=clean,
+                       clock=clock)
         try:
             rec.log_end_after = log.log_end_offset
         finally:

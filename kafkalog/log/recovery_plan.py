@@ -17,15 +17,19 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalog.errors import CorruptIndexError
+from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
+from kafkalog.errors import CorruptCheckpointError, CorruptIndexError
 from kafkalog.log.config import LogConfig
+from kafkalog.log.epoch_cache import CHECKPOINT_FILE
 from kafkalog.log.loader import classify_leftovers, offset_prefix
 from kafkalog.names import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, offset_to_name
 from kafkalog.segment import LogSegment
 
-__all__ = ["RecoveryPlan", "SegmentCut", "SegmentDrop", "UnseenCorruption", "plan_recovery"]
+__all__ = ["EPOCH_CHECKPOINT_REBUILT", "RecoveryPlan", "SegmentCut", "SegmentDrop", "UnseenCorruption", "plan_recovery"]
 
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+#: The plan's action for a malformed ``leader-epoch-checkpoint`` (Kafka refuses to load; ``Log.open`` rebuilds it).
+EPOCH_CHECKPOINT_REBUILT = "rebuild malformed checkpoint from the batches (Kafka refuses to load)"
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,9 @@ def plan_recovery(
     names = sorted(e.name for e in os.scandir(d) if e.is_file())
     doomed, swaps = classify_leftovers(names)
     actions: list[tuple[str, str]] = list(doomed)
+    if CHECKPOINT_FILE in names and _malformed_epoch_checkpoint(d / CHECKPOINT_FILE):
+        # Kafka refuses to load the partition; Log.open rebuilds the file from the batches' leader epochs.
+        actions.append((EPOCH_CHECKPOINT_REBUILT, CHECKPOINT_FILE))
     gone = {name for _why, name in doomed}
     names = [n for n in names if n not in gone]
 
@@ -248,6 +255,14 @@ def plan_recovery(
         d, clean_shutdown, recovery_point, log_start_offset, max(log_end_before, log_end_after), log_end_after,
         actions, truncations, deleted, unseen,
     )
+
+
+def _malformed_epoch_checkpoint(path: Path) -> bool:
+    try:
+        read_leader_epoch_checkpoint(path)
+    except CorruptCheckpointError:
+        return True
+    return False
 
 
 def _open(d: Path, base: int, config: LogConfig, suffix: str = "") -> LogSegment:
