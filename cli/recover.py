@@ -35,6 +35,7 @@ from kafkalog.names import parse_partition_dir
 
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
 from .output import Event, make_output
+from .recover_summary import RecoverSummary
 
 _LOG_DIR_FILES = ("meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                   "replication-offset-checkpoint", ".kafka_cleanshutdown")  # fmt: skip
@@ -251,6 +252,7 @@ def recover(
         _check_quarantine_dir(log_dir, quarantine_dir)
     lock = _lock(log_dir, dry_run)
     code = EXIT_OK
+    recs: list[PartitionRecovery] = []
     try:
         ckpts = read_log_dir_checkpoints(log_dir)
         clean = os.path.exists(os.path.join(log_dir, ".kafka_cleanshutdown")) and not full
@@ -263,10 +265,12 @@ def recover(
                 if rec.lost_data:
                     rec.checkpoints = _clamp_checkpoints(log_dir, pdir, rec, ckpts, dry_run)
                 out.emit(rec)
+                recs.append(rec)
                 bar.advance()
     finally:
         if lock is not None:
             lock.release()
+    out.emit(RecoverSummary.of(recs, dry_run=dry_run, salvage=salvage, exit_code=code))
     click.get_current_context().exit(code)
 
 

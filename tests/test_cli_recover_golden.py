@@ -153,3 +153,60 @@ def test_default_clock_is_the_wall_clock_as_a_broker_recovering_now(tmp_path: Pa
     run_oracle("load", kafka_dir, "--in-place", *config)
     assert _diff(kafka_dir / pdir.name, pdir) == ([], [])
     assert _diff(case["_recovered"], pdir) == (["00000000000000000199.snapshot"], [])
+
+
+def test_recover_json_ends_with_a_summary(tmp_path: Path) -> None:
+    """``recover --json`` closes with one summary object adding up the partitions (the dry run predicts it); the
+    text output closes with the same totals in one line."""
+    cases = {c["case"]: c for c in _cases()}
+    crc, tail = cases["unclean-corrupt-crc"], cases["unclean-truncated-tail"]
+    pdir = _operator_log_dir(crc, tmp_path)
+    log_dir = pdir.parent
+    shutil.copytree(tail["_input"], log_dir / tail["_input"].name)
+    writable(log_dir)
+    write_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, {
+        ("unclean-corrupt-crc", 0): crc["loadArgs"]["recoveryPointCheckpoint"],
+        ("unclean-truncated-tail", 0): tail["loadArgs"]["recoveryPointCheckpoint"],
+    })
+    # Bytes Kafka cuts: from its recovered position to the end of the damaged file.
+    cut = {c["case"]: (c["_input"] / f"{c['kafkaLoadResult']['nextOffsetSegmentBase']:020d}.log").stat().st_size
+           - c["kafkaLoadResult"]["nextOffsetPosition"] for c in (crc, tail)}
+    config = [f"--config={k}={v}" for k, v in crc["topicConfig"].items()]
+    dry = run("recover", "--dry-run", "--json", *config, log_dir)
+    result = run("recover", "--json", *config, log_dir)
+    again = run("recover", "--json", *config, log_dir)
+    summaries = []
+    for r in (dry, result, again):
+        out = [json.loads(line) for line in r.stdout.splitlines()]
+        assert [o["type"] for o in out] == ["partition", "partition", "summary"]
+        summaries.append(out[-1])
+    want = {
+        "type": "summary", "dryRun": True, "mode": "kafka", "partitions": 2, "recovered": 2, "skippedCleanShutdown": 0,
+        "changed": 2, "withDataLost": 2, "truncatedBytes": sum(cut.values()), "deletedSegments": 0, "deletedBytes": 0,
+        "salvagedRanges": 0, "bytesRemoved": sum(cut.values()),
+        # corrupt-crc loses its readable batches 199-203; truncated-tail only a torn batch with no readable offset.
+        "offsetsLost": crc["logEndOffsetBeforeDamage"] - crc["kafkaLoadResult"]["nextOffset"],
+        "unseenCorruption": 0, "checkpointsClamped": 0, "exitCode": 1, "ok": False,
+    }
+    assert summaries[0] == want
+    assert summaries[1] == want | {"dryRun": False}
+    assert summaries[2] | {"recovered": 2} == want | {
+        "dryRun": False, "changed": 0, "withDataLost": 0, "truncatedBytes": 0, "bytesRemoved": 0, "offsetsLost": 0,
+        "exitCode": 0, "ok": True,
+    }
+    assert (dry.exit_code, result.exit_code, again.exit_code) == (1, 1, 0)
+    text = run("recover", "--dry-run", log_dir).stdout.splitlines()[-1]
+    assert text.startswith("Summary: 2 partitions, 2 recovered, 0 skipped (clean shutdown); 0 would be changed")
+
+
+def test_recover_salvage_summary(tmp_path: Path) -> None:
+    (crc,) = [c for c in _cases() if c["case"] == "unclean-corrupt-crc"]
+    pdir = _operator_log_dir(crc, tmp_path)
+    out = [json.loads(line) for line in
+           run("recover", "--json", "--dry-run", "--salvage", pdir).stdout.splitlines()]
+    (rec,) = [o for o in out if o["type"] == "partition"]
+    summary = out[-1]
+    assert summary["type"] == "summary" and summary["mode"] == "salvage" and summary["dryRun"] is True
+    assert summary["salvagedRanges"] == len(rec["ranges"]) >= 1
+    assert summary["bytesRemoved"] == sum(r["bytes"] for r in rec["ranges"])
+    assert summary["offsetsLost"] == rec["offsetsLost"] and summary["truncatedBytes"] == 0
