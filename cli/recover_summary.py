@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import EXIT_OK
@@ -29,87 +30,66 @@ class _Partition(Protocol):
     def offsets_lost(self) -> int: ...
 
 
+#: The summary's counters, in JSON order.
+COUNTS = ("partitions", "recovered", "skippedCleanShutdown", "changed", "withDataLost", "truncatedBytes",
+          "deletedSegments", "deletedBytes", "salvagedRanges", "bytesRemoved", "offsetsLost", "unseenCorruption",
+          "checkpointsClamped")  # fmt: skip
+
+
 @dataclass
 class RecoverSummary(Event):
-    """Totals over the partitions of one ``recover`` run. ``recovered`` counts partitions Kafka's recovery (or
-    salvage) read, ``skipped`` those a clean shutdown exempts; byte and offset totals are what this run removed
-    (or, with ``--dry-run``, would)."""
+    """Totals over the partitions of one ``recover`` run (``COUNTS``). ``recovered`` counts partitions Kafka's
+    recovery (or salvage) read, ``skippedCleanShutdown`` those a clean shutdown exempts; byte and offset totals are
+    what this run removed (or, with ``--dry-run``, would)."""
 
     dry_run: bool
     mode: str
     exit_code: int
-    partitions: int = 0
-    recovered: int = 0
-    skipped: int = 0
-    changed: int = 0
-    lost_data: int = 0
-    truncated_bytes: int = 0
-    deleted_segments: int = 0
-    deleted_bytes: int = 0
-    salvaged_ranges: int = 0
-    bytes_removed: int = 0
-    offsets_lost: int = 0
-    unseen_corruption: int = 0
-    checkpoints_clamped: int = 0
+    n: Counter[str] = field(default_factory=Counter)
     type = "summary"  # type: ignore[misc]
 
     @classmethod
     def of(cls, recs: list[_Partition], *, dry_run: bool, salvage: bool, exit_code: int) -> RecoverSummary:
-        s = cls(dry_run, "salvage" if salvage else "kafka", exit_code, partitions=len(recs))
+        s = cls(dry_run, "salvage" if salvage else "kafka", exit_code)
+        n = s.n
+        n["partitions"] = len(recs)
         for r in recs:
-            s.skipped += r.clean_shutdown
-            s.recovered += not r.clean_shutdown
-            s.lost_data += r.lost_data
-            s.offsets_lost += r.offsets_lost if r.salvage is None else r.salvage["offsetsLost"]
-            s.unseen_corruption += bool(r.unseen)
-            s.checkpoints_clamped += len(r.checkpoints)
+            n["skippedCleanShutdown"] += r.clean_shutdown
+            n["recovered"] += not r.clean_shutdown
+            n["withDataLost"] += r.lost_data
+            n["offsetsLost"] += r.offsets_lost if r.salvage is None else r.salvage["offsetsLost"]
+            n["unseenCorruption"] += bool(r.unseen)
+            n["checkpointsClamped"] += len(r.checkpoints)
             if r.salvage is None:
-                s.truncated_bytes += sum(t["bytes"] for t in r.truncations)
-                s.deleted_segments += len(r.deleted)
-                s.deleted_bytes += sum(d["bytes"] for d in r.deleted)
-                s.changed += bool(r.truncations or r.deleted or r.actions)
+                n["truncatedBytes"] += sum(t["bytes"] for t in r.truncations)
+                n["deletedSegments"] += len(r.deleted)
+                n["deletedBytes"] += sum(d["bytes"] for d in r.deleted)
+                n["changed"] += bool(r.truncations or r.deleted or r.actions)
             else:
                 ranges = r.salvage["ranges"]
-                s.salvaged_ranges += len(ranges)
-                s.bytes_removed += sum(x["bytes"] for x in ranges)
-                s.changed += bool(ranges or r.salvage["rewritten"])
-        s.bytes_removed += s.truncated_bytes + s.deleted_bytes
+                n["salvagedRanges"] += len(ranges)
+                n["bytesRemoved"] += sum(x["bytes"] for x in ranges)
+                n["changed"] += bool(ranges or r.salvage["rewritten"])
+        n["bytesRemoved"] += n["truncatedBytes"] + n["deletedBytes"]
         return s
 
     def text(self) -> str:
-        would = "would be " if self.dry_run else ""
-        head = (f"Summary: {self.partitions} partition{'s' if self.partitions != 1 else ''}, {self.recovered} "
-                f"recovered, {self.skipped} skipped (clean shutdown); {self.changed} {would}changed, "
-                f"{self.lost_data} losing data")
+        n, would = self.n, "would be " if self.dry_run else ""
+        head = (f"Summary: {n['partitions']} partition{'s' if n['partitions'] != 1 else ''}, {n['recovered']} "
+                f"recovered, {n['skippedCleanShutdown']} skipped (clean shutdown); {n['changed']} {would}changed, "
+                f"{n['withDataLost']} losing data")
         if self.mode == "salvage":
-            removed = f"{self.salvaged_ranges} damaged ranges ({self.bytes_removed} bytes) {would}removed"
+            removed = f"{n['salvagedRanges']} damaged ranges ({n['bytesRemoved']} bytes) {would}removed"
         else:
-            removed = (f"{self.truncated_bytes} bytes {would}truncated, {self.deleted_segments} segments "
-                       f"({self.deleted_bytes} bytes) {would}deleted")
-        parts = [head, removed, f"{self.offsets_lost} offsets {would}lost"]
-        if self.unseen_corruption:
-            parts.append(f"{self.unseen_corruption} with corruption recovery does not read")
-        if self.checkpoints_clamped:
-            parts.append(f"{self.checkpoints_clamped} checkpoint entries {would}clamped")
+            removed = (f"{n['truncatedBytes']} bytes {would}truncated, {n['deletedSegments']} segments "
+                       f"({n['deletedBytes']} bytes) {would}deleted")
+        parts = [head, removed, f"{n['offsetsLost']} offsets {would}lost"]
+        if n["unseenCorruption"]:
+            parts.append(f"{n['unseenCorruption']} with corruption recovery does not read")
+        if n["checkpointsClamped"]:
+            parts.append(f"{n['checkpointsClamped']} checkpoint entries {would}clamped")
         return "; ".join(parts)
 
     def fields(self) -> dict[str, Any]:
-        return {
-            "dryRun": self.dry_run,
-            "mode": self.mode,
-            "partitions": self.partitions,
-            "recovered": self.recovered,
-            "skippedCleanShutdown": self.skipped,
-            "changed": self.changed,
-            "withDataLost": self.lost_data,
-            "truncatedBytes": self.truncated_bytes,
-            "deletedSegments": self.deleted_segments,
-            "deletedBytes": self.deleted_bytes,
-            "salvagedRanges": self.salvaged_ranges,
-            "bytesRemoved": self.bytes_removed,
-            "offsetsLost": self.offsets_lost,
-            "unseenCorruption": self.unseen_corruption,
-            "checkpointsClamped": self.checkpoints_clamped,
-            "exitCode": self.exit_code,
-            "ok": self.exit_code == EXIT_OK,
-        }
+        return {"dryRun": self.dry_run, "mode": self.mode, **{k: self.n[k] for k in COUNTS},
+                "exitCode": self.exit_code, "ok": self.exit_code == EXIT_OK}

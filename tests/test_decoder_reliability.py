@@ -21,6 +21,7 @@ from kafkalog.errors import CorruptRecordError
 from kafkalog.records import CompressionType, build_batch, columns, compression, read_record_columns
 from kafkalog.records.compression import BLOCK_DECODERS, decompress
 from kafkalog.records.native import compiled
+from tests.test_record_columns_codec import outcome, with_body
 
 GZIP, LZ4, ZSTD = CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD
 needs_compiled = pytest.mark.skipif(compiled is None, reason="kafkalog.records._columns was not built")
@@ -43,25 +44,9 @@ def lz4_garbage_block() -> bytes:
             + struct.pack("<I", len(block)) + block + b"\0" * 4)  # fmt: skip
 
 
-def with_body(batch: bytes, body: bytes) -> bytes:
-    """``batch`` with its records section replaced by ``body``, length and CRC fixed (so the codec runs)."""
-    out = bytearray(batch[:61] + body)
-    struct.pack_into(">i", out, 8, len(out) - 12)
-    struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
-    return bytes(out)
-
-
 def batch_of(codec: CompressionType, n: int = 20, base_offset: int = 0) -> bytes:
     recs = [(b"k%d" % i, b"value-%d" % i * 3, []) for i in range(n)]
     return build_batch(recs, base_offset=base_offset, timestamp=1_700_000_000_000, compression=codec)
-
-
-def outcome(data: bytes, impl: str):
-    try:
-        cols = read_record_columns(data, implementation=impl)
-    except CorruptRecordError as exc:
-        return exc
-    return cols
 
 
 class Calls:
