@@ -61,6 +61,7 @@ class PartitionRecovery(Event):
     lost_ranges: list[list[int]] = field(default_factory=list)  # Kafka's recovery: offsets past the new log end
     unseen: list[dict[str, Any]] = field(default_factory=list)
     salvage: dict[str, Any] | None = None  # the salvage report (to_json) with --salvage
+    now_ms: int | None = None  # the load's clock (None: the wall clock)
     type = "partition"  # type: ignore[misc]
 
     def _below_log_start(self, d: dict[str, Any]) -> bool:
@@ -160,6 +161,7 @@ class PartitionRecovery(Event):
             "recoveryPoint": self.recovery_point,
             "logStartOffset": self.log_start_offset,
             "logEndOffsetBefore": self.log_end_before,
+            "nowMs": self.now_ms,
         }
         if self.salvage is None:
             return {**head, "logEndOffsetAfter": self.log_end_after, **kafka, "actions": self.actions,
@@ -198,9 +200,9 @@ class PartitionRecovery(Event):
     help="Topic config used to rebuild indexes (e.g. index.interval.bytes=512); Kafka's defaults otherwise.",
 )
 @click.option("--now-ms", type=click.IntRange(min=0), default=None, metavar="MS",
-              help="Kafka's clock for the load, in ms since the epoch (default: now). It decides which producer ids "
-                   "have expired (producer.id.expiration.ms), so it fixes the producer snapshots recovery writes; "
-                   "set it to replay a broker's recovery of old data.")
+              help="Kafka's clock for the load, in ms since the epoch. It decides which producer ids have expired "
+                   "(producer.id.expiration.ms), so it fixes the producer snapshots recovery writes. Default: the "
+                   "partition's own clock, its newest batch timestamp (the wall clock when it has none).")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per partition and a summary.")
 @click.pass_obj
 def recover(
@@ -316,7 +318,6 @@ def _recover_partition(
 
     parsed = parse_partition_dir(os.path.basename(pdir))
     key = (parsed.topic, parsed.partition)
-    clock = None if now_ms is None else (lambda: now_ms)
     recovery_point = 0 if full else ckpts["recovery-point-offset-checkpoint"].get(key, 0)
     log_start = ckpts["log-start-offset-checkpoint"].get(key)
     # With --salvage, Kafka's side of the comparison is its recovery after a crash from offset 0: what it would
@@ -327,6 +328,11 @@ def _recover_partition(
                          log_start_offset=log_start or 0, look_everywhere=True)
     rec = PartitionRecovery(pdir, dry_run, kafka_clean, kafka_point, log_start, plan.log_end_before,
                             plan.log_end_after)
+    # Producer-id expiry is measured against this clock: by default the partition's own (its last kept batch's
+    # timestamp), so a recovery writes the producer snapshots Kafka writes recovering right after the last write,
+    # whenever it runs, and drops no producer state for the time the files sat idle.
+    now = rec.now_ms = now_ms if now_ms is not None else plan.last_timestamp
+    clock = None if now is None else (lambda: now)
     rec.truncations = [
         {"segment": t.segment, "position": t.position, "bytes": t.bytes, "firstOffsetLost": t.first_offset_lost,
          "lastOffsetLost": t.last_offset_lost} for t in plan.truncations

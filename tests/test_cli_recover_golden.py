@@ -1,9 +1,9 @@
 """``kafkalog recover`` as an operator runs it, against Kafka's own recoveries: every golden unclean and loader case
 placed in a log dir whose checkpoints and clean-shutdown marker say what Kafka's ``LogLoader`` was given, the topic
-config on the command line, and the broker's clock of that load (``--now-ms``: producer-id expiry decides the
-producer snapshots). The CLI and ``Log.open`` with the same arguments must both give Kafka's recovered files byte
-for byte, snapshots included. Kafka's ``generate-loader`` cases (``tests/oracle.py``) are run the same way, through
-the whole log dir the oracle wrote."""
+config on the command line. The CLI (at its default clock, the partition's newest batch timestamp) and ``Log.open``
+with Kafka's load arguments and clock must both give Kafka's recovered files byte for byte, snapshots included.
+Kafka's ``generate-loader`` cases (``tests/oracle.py``) are run the same way, through the whole log dir the oracle
+wrote; ``--now-ms`` replays Kafka's load at any other clock."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from kafkalog.checkpoint.offset_checkpoint import (
     write_offset_checkpoint,
 )
 from kafkalog.log import Log
+from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.log.recovery_plan import EPOCH_CHECKPOINT_REBUILT
 from tests.test_cli_commands import tree_hash, writable
 
@@ -78,7 +79,7 @@ def _operator_log_dir(case: dict, root: Path) -> Path:
 def test_cli_and_log_open_recover_as_kafka(case: dict, tmp_path: Path) -> None:
     cli_pdir = _operator_log_dir(case, tmp_path / "cli")
     config = [f"--config={k}={v}" for k, v in case["topicConfig"].items()]
-    result = run("recover", "--json", "--now-ms", case["_clock"], *config, cli_pdir)
+    result = run("recover", "--json", *config, cli_pdir)
     (rec,) = [o for o in map(json.loads, result.stdout.splitlines()) if o["type"] == "partition"]
 
     lib_pdir = _operator_log_dir(case, tmp_path / "lib")
@@ -88,6 +89,10 @@ def test_cli_and_log_open_recover_as_kafka(case: dict, tmp_path: Path) -> None:
                   clock=lambda: case["_clock"]) as log:
         lib_end = log.log_end_offset
 
+    # The CLI's default clock: the newest batch timestamp of what the load keeps.
+    kept = load_manifest(f"{case['_input'].parent.parent.name}/manifests/{case['case']}.recovered.json")
+    assert rec["nowMs"] == max((b["maxTimestamp"] for seg in kept["segments"] for b in seg["log"]["batches"]),
+                               default=None)  # None: nothing kept, the wall clock
     # One recovery path: the CLI leaves exactly the files the library's load leaves.
     assert _diff(lib_pdir, cli_pdir) == ([], [])
     assert rec["logEndOffsetAfter"] == lib_end
@@ -130,7 +135,7 @@ def test_cli_recovers_kafka_generated_loader_cases_as_kafka(tmp_path: Path) -> N
     configs = {json.dumps(c["topicConfig"], sort_keys=True) for c in doc["unclean"]}
     assert len(configs) == 1  # one log dir, one --config set
     config = [f"--config={k}={v}" for k, v in doc["unclean"][0]["topicConfig"].items()]
-    result = run("recover", "--json", "--now-ms", doc["brokerClockStartMs"], *config, gen / "input")
+    result = run("recover", "--json", *config, gen / "input")
     recs = {Path(o["path"]).name: o for o in map(json.loads, result.stdout.splitlines()) if o["type"] == "partition"}
     assert len(recs) == len(doc["unclean"]) >= 7
     for case in doc["unclean"]:
@@ -140,19 +145,23 @@ def test_cli_recovers_kafka_generated_loader_cases_as_kafka(tmp_path: Path) -> N
 
 
 @needs_oracle
-def test_default_clock_is_the_wall_clock_as_a_broker_recovering_now(tmp_path: Path) -> None:
-    """Without ``--now-ms`` the load runs at the wall clock, as a broker started now would: producers idle past
-    ``producer.id.expiration.ms`` are dropped at load, so the snapshot differs from the 2023 golden one, and is what
-    Kafka's own load at the wall clock writes."""
+def test_now_ms_is_kafkas_clock(tmp_path: Path) -> None:
+    """``--now-ms`` runs the load at that clock, as Kafka's own load at it: a year after the data, producers idle
+    past ``producer.id.expiration.ms`` are dropped at load and producer 2000 comes back from the replayed batches
+    without its coordinator epoch (-1 where the golden recovery, made right after the writes, kept 8)."""
     (case,) = [c for c in _cases() if c["case"] == "unclean-corrupt-crc"]
     pdir = _operator_log_dir(case, tmp_path / "cli")
     kafka_dir = tmp_path / "kafka"
     shutil.copytree(pdir.parent, kafka_dir)
     config = [a for k, v in case["topicConfig"].items() for a in ("--config", f"{k}={v}")]
-    assert run("recover", *config, pdir).exit_code == 1
-    run_oracle("load", kafka_dir, "--in-place", *config)
+    later = str(case["_clock"] + 365 * 86_400_000)
+    assert run("recover", "--now-ms", later, *config, pdir).exit_code == 1
+    run_oracle("load", kafka_dir, "--in-place", "--clock-ms", later, *config)
     assert _diff(kafka_dir / pdir.name, pdir) == ([], [])
     assert _diff(case["_recovered"], pdir) == (["00000000000000000199.snapshot"], [])
+    epochs = {e.producer_id: e.coordinator_epoch for e in read_producer_snapshot(pdir / "00000000000000000199.snapshot")}
+    golden = read_producer_snapshot(case["_recovered"] / "00000000000000000199.snapshot")
+    assert epochs[2000] == -1 and {e.producer_id: e.coordinator_epoch for e in golden}[2000] == 8
 
 
 def test_recover_json_ends_with_a_summary(tmp_path: Path) -> None:
