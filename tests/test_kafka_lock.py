@@ -244,3 +244,19 @@ def test_dry_run_probe_creates_nothing(tmp_path: Path) -> None:
     with DirLock.acquire(str(tmp_path)):
         with pytest.raises(LogDirLockedError, match="in this process"):
             DirLock.check_free(str(tmp_path))
+
+
+def test_under_pyfakefs_the_registry_is_the_lock() -> None:
+    """pyfakefs replaces ``fcntl`` with no-ops: the process-wide registry still keeps a second owner out."""
+    from pyfakefs.fake_filesystem_unittest import Patcher
+
+    with Patcher():
+        os.makedirs("/kafka-logs")
+        DirLock.check_free("/kafka-logs")
+        with DirLock.acquire("/kafka-logs"):
+            assert os.listdir("/kafka-logs") == [".lock"]
+            with pytest.raises(LogDirLockedError, match="/kafka-logs/.lock: .*in this process"):
+                DirLock.acquire("/kafka-logs")
+            with pytest.raises(LogDirLockedError):
+                DirLock.check_free("/kafka-logs")
+        DirLock.acquire("/kafka-logs").release()
