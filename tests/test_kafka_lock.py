@@ -102,10 +102,10 @@ def jvm() -> Iterator[JavaLocker]:
 
 def _proc_locks(path: Path) -> list[list[str]]:
     """``/proc/locks`` entries on ``path``'s inode: [kind, ADVISORY, type, pid, dev:inode, start, end]."""
-    ino = os.stat(path).st_ino
-    with open("/proc/locks") as f:
+    ino = str(os.stat(path).st_ino)  # by inode only: the device /proc/locks prints is the superblock's, which
+    with open("/proc/locks") as f:  # is not st_dev on every filesystem (btrfs subvolumes)
         rows = [line.split()[1:] for line in f]
-    return [r for r in rows if len(r) >= 7 and r[4].rsplit(":", 1)[-1] == str(ino)]
+    return [r for r in rows if len(r) >= 7 and r[4].rsplit(":", 1)[-1] == ino]
 
 
 needs_proc_locks = pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="no /proc/locks (not Linux)")
