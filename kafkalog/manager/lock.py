@@ -6,8 +6,8 @@ Linux and other POSIX systems turns into ``fcntl(F_SETLK)``: a classic POSIX wri
 those on Linux, so this module takes a record lock over the whole file too:
 
 * Linux: an open-file-description lock (``F_OFD_SETLK``). It conflicts with the broker's POSIX lock both ways,
-  and it belongs to the open file description, not the process: two ``DirLock``\\ s on one dir conflict even inside
-  one process, and closing some other descriptor of the file does not drop it.
+  and it belongs to the open file description, not the process: two ``DirLock`` objects on one dir conflict even
+  inside one process, and closing some other descriptor of the file does not drop it.
 * other systems (and Linux kernels before 3.15, which answer ``EINVAL``): a classic POSIX lock
   (``fcntl.lockf``). It still conflicts with a broker, but POSIX record locks belong to the process: a second
   lock taken in the same process succeeds, and closing *any* descriptor of the file in this process releases it.
