@@ -173,7 +173,8 @@ class ResourceExhaustedError(KafkaLogError):
 
 
 class LogDirLockedError(KafkaStorageError):
-    """Another process or LogManager holds the log dir's ``.lock``."""
+    """Someone else holds the log dir's ``.lock``: a Kafka broker, a LogManager or a kafkalog writer (the message
+    starts with the lock file's path)."""
 
 
 class NoLiveLogDirsError(KafkaStorageError):

@@ -102,7 +102,7 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
     for anything else (a bug: the CLI offers ``--debug``).
     """
     if isinstance(exc, E.LogDirLockedError):
-        return "error", f"log dir is in use: {exc}"
+        return "error", one_line(exc)  # "PATH/.lock: the log dir is in use: ..."
     if isinstance(exc, E.KafkaStorageError):
         return "error", f"storage error: {one_line(exc)}"
     if isinstance(exc, E.ResourceExhaustedError):  # a process limit, not bad data: retry with more descriptors
