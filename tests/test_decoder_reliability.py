@@ -249,3 +249,21 @@ def test_reentry_cannot_crash_the_interpreter() -> None:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["True", "600"]
+
+
+@needs_compiled
+def test_records_that_do_not_decode_cost_one_more_decompression_not_two(monkeypatch) -> None:
+    """A payload that inflates but whose records do not decode: the walker's attempt declines, then the Python path
+    decompresses it once and decodes the records from that payload (``RecordBatch.records_from``)."""
+    good = batch_of(GZIP)
+    section = bytearray(decompress(GZIP, good[61:]))
+    section[-3:] = b"\xff\xff\xff"  # the last record's varints run past its end
+    bad = with_body(good, compression.compress(GZIP, bytes(section)))
+    want = outcome(bad, "python")
+    assert isinstance(want, CorruptRecordError)
+    calls = []
+    real_gzip = compression._gzip_decompress
+    monkeypatch.setattr(compression, "_gzip_decompress", lambda *a: calls.append(1) or real_gzip(*a))
+    got = outcome(bad, "compiled")
+    assert type(got) is type(want) and str(got) == str(want)
+    assert len(calls) == 2

@@ -327,8 +327,9 @@ def _add_batch(builder, batch, fast: bool, declined: tuple[int, BaseException] |
             if declined is not None:
                 _raise_declined(batch, *declined)
             payload = batch.records_payload()
-            if builder.decode_records(payload, h[12], h[0], h[7], h[8] if h[5] & 0x08 else None):
-                return
+            if not builder.decode_records(payload, h[12], h[0], h[7], h[8] if h[5] & 0x08 else None):
+                builder.add_records(batch.records_from(payload))  # raises what records() raises
+            return
     builder.add_records(batch.records())
 
 
