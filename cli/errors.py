@@ -7,31 +7,42 @@ this module adds the CLI's own :class:`CommandError` and the ``--debug`` traceba
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kafkalog.verify.findings import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, describe_error
 
-__all__ = ["EXIT_CORRUPT", "EXIT_OK", "EXIT_USAGE", "CliState", "CommandError", "classify", "report_error"]
+if TYPE_CHECKING:
+    from .output import Output
+
+__all__ = ["EXIT_CORRUPT", "EXIT_OK", "EXIT_USAGE", "CliState", "CommandError", "classify", "error_path",
+           "report_error"]  # fmt: skip
 
 
 class CommandError(Exception):
-    """An error the CLI itself detects (bad path kind, refused operation); carries its exit code."""
+    """An error the CLI itself detects (bad path kind, refused operation); carries its exit code and, when it is
+    about one, the path (the ``path`` of the JSON error object)."""
 
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+    def __init__(self, message: str, code: int = EXIT_USAGE, *, path: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.path = path
 
 
 @dataclass
 class CliState:
-    """Options of the group, visible to every command through ``ctx.obj``."""
+    """Options of the group, visible to every command through ``ctx.obj``; ``output`` is the running command's
+    renderer (set by :func:`~kafkalog_cli.output.make_output`), so an error that ends the command is a JSON object
+    under ``--json`` too."""
 
     debug: bool = False
     quiet: bool = False
+    output: Any = None
 
 
 def classify(exc: BaseException) -> tuple[int, str]:
@@ -46,14 +57,34 @@ def classify(exc: BaseException) -> tuple[int, str]:
     return EXIT_USAGE, message
 
 
-def report_error(exc: BaseException, *, debug: bool = False) -> int:
-    """Print the one-line form of ``exc`` (with the traceback under --debug) and return its exit code.
+def error_path(exc: BaseException) -> str | None:
+    """The path an error is about, when it carries one (an ``OSError``'s filename, a typed error's ``path``)."""
+    path = getattr(exc, "filename", None) if isinstance(exc, OSError) else getattr(exc, "path", None)
+    if path is None:
+        return None
+    return os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
+
+
+def report_error(exc: BaseException, *, debug: bool = False, out: Output | None = None,
+                 path: str | None = None) -> int:
+    """Print the one-line form of ``exc`` (``kafkalog: error: PATH: reason``; the traceback too under --debug),
+    and under ``--json`` (``out`` a JSON output) also an ``{"type": "error", "message", "path", "exitCode"}``
+    object on stdout; return the exit code. The one helper every command's errors go through.
 
     Commands that keep going after a per-file failure (``dump a b c``) call this so their lines and codes match
-    what the group would have printed for a fatal error.
+    what the group would have printed for a fatal error. ``path``: the path checked, when the error does not say.
     """
     code, message = classify(exc)
     if debug:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    if out is not None:
+        if out.is_json:
+            from .output import Line
+
+            where = error_path(exc) or path
+            out.stdout.flush()
+            out.emit(Line(message, kind="error", extra={"path": where, "exitCode": code}))
+            out.stdout.flush()
+        message = out.shown(message)
     click.echo(f"kafkalog: error: {message}", err=True)
     return code

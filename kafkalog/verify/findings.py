@@ -25,6 +25,8 @@ __all__ = [
     "describe_error",
     "error_finding",
     "one_line",
+    "row_field",
+    "row_value",
 ]
 
 EXIT_OK = 0
@@ -65,6 +67,16 @@ class Finding:
     @property
     def exit_code(self) -> int:
         return STATUS_EXIT_CODES[self.status]
+
+
+def row_value(r: Any, name: str) -> Any:
+    """A field of a result row: a dict, a report or a pyspark Row alike."""
+    return r[name] if isinstance(r, dict) else getattr(r, name)
+
+
+def row_field(r: Any, name: str) -> Any:
+    """:func:`row_value`, or None when the row does not carry that field (a slimmer selection of columns)."""
+    return r.get(name) if isinstance(r, dict) else getattr(r, name, None)
 
 
 def one_line(exc: BaseException) -> str:
@@ -133,16 +145,30 @@ def error_finding(kind: str, path: str, exc: BaseException) -> Finding:
 
 @dataclass
 class Tally:
-    """Counts by kind and status, bytes read and the exit code of a run of findings (``add`` each one)."""
+    """Counts by kind and status, bytes read, what could not be checked and the exit code of a run of findings
+    (``add`` each one). Nothing added is not a pass: :attr:`exit_code` is 2 then, as for a path holding nothing."""
 
     counts: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
-    exit_code: int = EXIT_OK
+    worst: int = EXIT_OK
     checked_bytes: int = 0
+    #: the paths of ``error`` findings: what was not (fully) checked, in the order met
+    not_checked: list[str] = field(default_factory=list)
 
     def add(self, finding: Finding) -> None:
         self.counts[finding.kind][finding.status] += 1
         self.checked_bytes += finding.checked_bytes
-        self.exit_code = max(self.exit_code, finding.exit_code)
+        self.worst = max(self.worst, finding.exit_code)
+        if finding.status == "error":
+            self.not_checked.append(finding.path)
+
+    @property
+    def checked(self) -> int:
+        """How many things were checked (found ok, warning or corrupt)."""
+        return sum(n for by_status in self.counts.values() for s, n in by_status.items() if s != "error")
+
+    @property
+    def exit_code(self) -> int:
+        return self.worst if self.checked or self.worst else EXIT_USAGE
 
     def plain_counts(self) -> dict[str, dict[str, int]]:
         return {kind: dict(by_status) for kind, by_status in self.counts.items()}
