@@ -11,14 +11,13 @@ import os
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from kafkalog.verify.findings import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, describe_error
 
-if TYPE_CHECKING:
-    from .output import Output
+from .output import Line, Output
 
 __all__ = ["EXIT_CORRUPT", "EXIT_OK", "EXIT_USAGE", "CliState", "CommandError", "classify", "error_path",
            "report_error"]  # fmt: skip
@@ -79,8 +78,6 @@ def report_error(exc: BaseException, *, debug: bool = False, out: Output | None 
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     if out is not None:
         if out.is_json:
-            from .output import Line
-
             where = error_path(exc) or path
             out.stdout.flush()
             out.emit(Line(message, kind="error", extra={"path": where, "exitCode": code}))

@@ -155,7 +155,10 @@ def test_missing_path_one_line_exit_2(tmp_path: Path) -> None:
     result = run("verify", tmp_path / "nope")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"kafkalog: error: {tmp_path / 'nope'}: No such file or directory"]
-    assert result.stdout == ""
+    # issue 28: the summary says what was not checked (it printed nothing before)
+    assert result.stdout.splitlines() == [
+        f"Summary: ERRORS: 1 files (error 1); 0 bytes read; not checked (1): {tmp_path / 'nope'}"
+    ]
 
 
 def test_unreadable_segment_exit_2(golden_copy, monkeypatch) -> None:
