@@ -7,7 +7,6 @@ this module adds the CLI's own :class:`CommandError` and the ``--debug`` traceba
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -15,7 +14,15 @@ from typing import Any
 
 import click
 
-from kafkalog.verify.findings import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, describe_error
+from kafkalog.verify.findings import (
+    EXIT_CORRUPT,
+    EXIT_OK,
+    EXIT_USAGE,
+    describe_error,
+    error_line,
+    error_object,
+    error_path,
+)
 
 from .output import Line, Output
 
@@ -56,14 +63,6 @@ def classify(exc: BaseException) -> tuple[int, str]:
     return EXIT_USAGE, message
 
 
-def error_path(exc: BaseException) -> str | None:
-    """The path an error is about, when it carries one (an ``OSError``'s filename, a typed error's ``path``)."""
-    path = getattr(exc, "filename", None) if isinstance(exc, OSError) else getattr(exc, "path", None)
-    if path is None:
-        return None
-    return os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
-
-
 def report_error(exc: BaseException, *, debug: bool = False, out: Output | None = None,
                  path: str | None = None) -> int:
     """Print the one-line form of ``exc`` (``kafkalog: error: PATH: reason``; the traceback too under --debug),
@@ -78,10 +77,10 @@ def report_error(exc: BaseException, *, debug: bool = False, out: Output | None 
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     if out is not None:
         if out.is_json:
-            where = error_path(exc) or path
+            obj = error_object(message, code, error_path(exc) or path)
             out.stdout.flush()
-            out.emit(Line(message, kind="error", extra={"path": where, "exitCode": code}))
+            out.emit(Line(message, kind="error", extra={k: obj[k] for k in ("path", "exitCode")}))
             out.stdout.flush()
         message = out.shown(message)
-    click.echo(f"kafkalog: error: {message}", err=True)
+    click.echo(error_line(message), err=True)
     return code

@@ -52,11 +52,11 @@ def _state(ctx: click.Context) -> CliState:
 
 def _path_error(exc: click.BadParameter) -> str:
     """``PATH: reason`` from click's message for a refused path (``File 'x' is a directory.``)."""
-    message = exc.format_message().rstrip(".")
+    message = exc.message.rstrip(".")
     for quote in ("'", '"'):
         first, _, rest = message.partition(quote)
         path, sep, reason = rest.partition(quote)
-        if sep and first.strip() in ("File", "Directory", "Path", "Invalid value:"):
+        if sep and first.strip() in ("File", "Directory", "Path"):
             return f"{path}: {reason.strip()}"
     return message
 

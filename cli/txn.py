@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from kafkalog.discovery import nothing_found
 from kafkalog.names import parse_segment_file_name
 from kafkalog.records import ControlRecordType, read_batches
 
@@ -131,10 +132,9 @@ def report(state: CliState | None, paths: tuple[str, ...], transaction_timeout_m
 
 
 def _partition_dirs(path: str) -> list[str]:
-    if not os.path.exists(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
+    os.stat(path)  # a missing or unreadable path: the OS's reason
     if not os.path.isdir(path):
-        raise CommandError(f"{path}: not a directory (give a partition dir or a log dir)")
+        raise CommandError(f"{path}: not a directory (give a partition dir or a log dir)", path=path)
     if any(n.endswith(".log") for n in os.listdir(path)):
         return [os.path.abspath(path)]
     found = sorted(
@@ -143,7 +143,7 @@ def _partition_dirs(path: str) -> list[str]:
         if os.path.isdir(os.path.join(path, n)) and any(f.endswith(".log") for f in os.listdir(os.path.join(path, n)))
     )
     if not found:
-        raise CommandError(f"{path}: no partition dirs with segments found")
+        raise nothing_found(path)
     return [os.path.abspath(p) for p in found]
 
 

@@ -8,10 +8,12 @@ what is corrupt. The exit codes are api.md's: 0 ok, 1 corruption found, 2 usage 
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from .. import errors as E
 
@@ -24,6 +26,10 @@ __all__ = [
     "Tally",
     "describe_error",
     "error_finding",
+    "error_line",
+    "error_object",
+    "error_path",
+    "print_error",
     "one_line",
     "row_field",
     "row_value",
@@ -132,6 +138,43 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, MemoryError):
         return "error", "out of memory"
     return "internal", f"internal error ({type(exc).__name__}): {one_line(exc)}"
+
+
+#: how every error line starts (``kafkalog: error: PATH: reason``), in the CLI and in the Spark job alike
+ERROR_PREFIX = "kafkalog: error: "
+
+
+def error_path(exc: BaseException) -> str | None:
+    """The path an error is about, when it carries one (an ``OSError``'s filename, a typed error's ``path``)."""
+    path = getattr(exc, "filename", None) if isinstance(exc, OSError) else getattr(exc, "path", None)
+    if path is None:
+        return None
+    return os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
+
+
+def error_line(message: str) -> str:
+    """The one line an error is printed as: ``kafkalog: error: PATH: reason``."""
+    return ERROR_PREFIX + message
+
+
+def error_object(message: str, code: int, path: str | None) -> dict[str, Any]:
+    """The JSON form of an error, the same for every command: ``{"type": "error", "message", "path",
+    "exitCode"}``."""
+    return {"type": "error", "message": message, "path": path, "exitCode": code}
+
+
+def print_error(exc: BaseException, *, json_mode: bool = False, stdout: TextIO | None = None,
+                stderr: TextIO | None = None) -> int:
+    """Print ``exc`` as its one line on stderr (and its JSON object on stdout under ``json_mode``); return its exit
+    code (1 for corruption, 2 otherwise). For library entry points that end a run themselves (the Spark job)."""
+    status, message = describe_error(exc)
+    code = EXIT_CORRUPT if status == "corrupt" else EXIT_USAGE
+    if json_mode:
+        out = stdout or sys.stdout
+        out.write(json.dumps(error_object(message, code, error_path(exc))) + "\n")
+        out.flush()
+    print(error_line(message), file=stderr or sys.stderr)
+    return code
 
 
 def error_finding(kind: str, path: str, exc: BaseException) -> Finding:

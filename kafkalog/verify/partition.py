@@ -18,7 +18,7 @@ from .findings import Finding, row_value
 from .metadata import PartitionFiles, check_partition_files, read_checkpoint_offsets
 from .segment import SegmentReport, segment_status
 
-__all__ = ["PARTITION_FIELDS", "PartitionReport", "partition_finding", "row_value", "verify_partition"]
+__all__ = ["PARTITION_FIELDS", "PARTITION_STATUS", "PartitionReport", "partition_finding", "row_value", "verify_partition"]
 
 
 #: ``PartitionReport.to_row()``/``to_dict()`` names, in order (the Spark job's partition columns).
@@ -159,7 +159,7 @@ def _int_or_none(v) -> int | None:
 
 
 #: the finding status of each ``PartitionReport.status``
-_STATUS = {"ok": "ok", "gap": "ok", "overlap": "corrupt", "checkpoint_mismatch": "corrupt", "corrupt": "corrupt",
+PARTITION_STATUS = {"ok": "ok", "gap": "ok", "overlap": "corrupt", "checkpoint_mismatch": "corrupt", "corrupt": "corrupt",
            "unreadable": "error"}  # fmt: skip
 
 
@@ -190,7 +190,7 @@ def partition_finding(partition_dir: str, segments: Sequence[Any]) -> Finding:
             continuity=p.continuity,
         )
         problems = list(p.problems)
-        status = _STATUS[p.status]
+        status = PARTITION_STATUS[p.status]
         summary = f"{len(segments)} segments, log start {p.log_start_offset}, log end {p.log_end_offset}"
     else:
         files = check_partition_files(partition_dir, None)

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .findings import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, row_value
+from .partition import PARTITION_STATUS
 from .segment import segment_status
 
-__all__ = ["exit_code", "summarize"]
+__all__ = ["exit_code", "summarize", "summary_fields"]
 
 
 def summarize(seg_rows: Sequence, part_rows: Sequence) -> str:
@@ -58,3 +59,29 @@ def exit_code(seg_rows: Sequence, part_rows: Sequence) -> int:
     if any(get(r, "status") not in ("ok", "gap") for r in part_rows):
         return EXIT_CORRUPT
     return EXIT_OK
+
+
+def summary_fields(seg_rows: Sequence, part_rows: Sequence) -> dict:
+    """The verdict as ``kafkalog verify --json``'s summary object gives it (``ok``, ``exitCode``, ``bytesChecked``,
+    ``counts`` by kind and status, ``notChecked``: the paths that could not be read), so both tools' JSON agree."""
+    get = row_value
+    counts: dict[str, dict[str, int]] = {}
+    not_checked: list[str] = []
+    for kind, rows, status_of, path in (
+        ("segment", seg_rows, segment_status, "path"),
+        ("partition", part_rows, lambda r: PARTITION_STATUS[get(r, "status")], "partition_dir"),
+    ):
+        for r in rows:
+            status = status_of(r)
+            counts.setdefault(kind, {}).setdefault(status, 0)
+            counts[kind][status] += 1
+            if status == "error":
+                not_checked.append(get(r, path))
+    code = exit_code(seg_rows, part_rows)
+    return {
+        "ok": code == EXIT_OK,
+        "exitCode": code,
+        "bytesChecked": sum(get(r, "size_bytes") or 0 for r in seg_rows),
+        "counts": counts,
+        "notChecked": not_checked,
+    }
