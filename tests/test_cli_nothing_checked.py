@@ -15,7 +15,6 @@ from click.testing import CliRunner
 from kafkalog_cli.main import main
 
 from kafkalog.discovery import discover_segments
-from kafkalog.errors import NothingToCheckError
 from tests.conftest import needs_golden
 
 NOTHING = "no Kafka log files found: nothing checked"
@@ -156,6 +155,8 @@ def test_a_partition_dir_symlink_that_does_not_resolve_is_an_io_error(golden_cop
 
 
 def test_discovery_refuses_a_root_with_nothing_when_asked(not_kafka: Path) -> None:
+    from kafkalog.errors import NothingToCheckError
+
     assert discover_segments(not_kafka) == []  # listing alone: an empty answer
     with pytest.raises(NothingToCheckError) as info:
         discover_segments(not_kafka, require=True)
