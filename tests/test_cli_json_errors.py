@@ -20,6 +20,7 @@ from kafkalog import errors as E
 from kafkalog.discovery import discover_segments
 from kafkalog.names import base_offset_prefix
 from tests.conftest import GOLDEN, load_manifest, needs_golden
+from tests.unreadable import ELOOP, deny_open, make_loop
 
 
 def run(*args: str | os.PathLike):
@@ -135,14 +136,7 @@ def test_dump_of_a_dir_reports_an_unreadable_log_once(golden_copy, monkeypatch) 
     where chmod 000 does not deny reads: the open is refused in process, as the kernel refuses it to a user."""
     pdir = golden_copy("logdir/golden-none-0")
     log = pdir / "00000000000000000000.log"
-    real_open = open
-
-    def deny(file, *a, **k):
-        if os.path.abspath(os.fspath(file)) == str(log):
-            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(file))
-        return real_open(file, *a, **k)
-
-    monkeypatch.setattr("builtins.open", deny)
+    deny_open(monkeypatch, log)
     result = run("dump", pdir)
     assert result.exit_code == 2
     assert [line for line in result.stderr.splitlines() if "Permission denied" in line] == [
@@ -155,14 +149,12 @@ def test_dump_of_a_dir_reports_an_unreadable_log_once(golden_copy, monkeypatch) 
 @needs_golden
 def test_dump_of_a_dir_whose_log_is_a_symlink_loop_gives_the_real_reason_once(golden_copy) -> None:
     pdir = golden_copy("logdir/golden-none-0")
-    log = pdir / "00000000000000000000.log"
-    log.unlink()
-    os.symlink(log.name, log)
+    log = make_loop(pdir / "00000000000000000000.log")
     result = run("dump", pdir)
     assert result.exit_code == 2
     assert "not found" not in result.stderr  # a loop is not a missing file
     errors = [line for line in result.stderr.splitlines() if line.startswith("kafkalog: error:")]
-    assert errors == [f"kafkalog: error: {log}: {os.strerror(errno.ELOOP)}"]
+    assert errors == [f"kafkalog: error: {log}: {ELOOP}"]
 
 
 @needs_golden
@@ -183,8 +175,6 @@ def test_the_library_names_bad_segment_names_with_typed_errors(tmp_path: Path) -
     odd.write_bytes(b"")
     with pytest.raises(E.InvalidArgumentError, match="not a segment file"):
         discover_segments(odd)
-    loop = tmp_path / "loop"
-    os.symlink(loop.name, loop)
     with pytest.raises(OSError) as info:
-        discover_segments(loop)
+        discover_segments(make_loop(tmp_path / "loop"))
     assert info.value.errno == errno.ELOOP

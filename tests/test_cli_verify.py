@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from kafkalog_cli.main import main
 
 from tests.conftest import load_manifest, needs_golden
+from tests.unreadable import deny_open
 
 pytestmark = needs_golden
 
@@ -163,15 +164,7 @@ def test_missing_path_one_line_exit_2(tmp_path: Path) -> None:
 
 def test_unreadable_segment_exit_2(golden_copy, monkeypatch) -> None:
     d = golden_copy("logdir/golden-none-0")
-    path = os.path.realpath(d / "00000000000000000000.log")
-    real_open = open
-
-    def deny(file, *a, **k):
-        if os.fspath(file) == path:
-            raise PermissionError(13, "Permission denied", path)
-        return real_open(file, *a, **k)
-
-    monkeypatch.setattr("builtins.open", deny)
+    path = deny_open(monkeypatch, os.path.realpath(d / "00000000000000000000.log"))
     result = run("verify", d)
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"kafkalog: error: {path}: Permission denied"]

@@ -5,7 +5,6 @@ reason; ``dump --max-bytes`` stops where Kafka's DumpLogSegments stops, without 
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 from pathlib import Path
@@ -16,11 +15,9 @@ from kafkalog_cli.main import main
 from kafkalog.discovery import discover_segments
 from kafkalog.verify import exit_code, verify_partition, verify_segment
 from tests.conftest import load_manifest, needs_golden
+from tests.unreadable import ELOOP, deny_open, make_loop
 
 pytestmark = needs_golden
-
-ELOOP = os.strerror(errno.ELOOP)
-
 
 def run(*args: str | os.PathLike):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
@@ -65,15 +62,7 @@ def test_a_corrupt_index_makes_its_partition_and_the_summary_corrupt(golden_copy
 
 def test_an_unreadable_segment_makes_its_partition_error(golden_copy, monkeypatch) -> None:
     pdir = golden_copy("logdir/golden-segments-0")
-    path = os.path.realpath(pdir / "00000000000000000040.log")
-    real_open = open
-
-    def deny(file, *a, **k):
-        if os.fspath(file) == path:
-            raise PermissionError(errno.EACCES, "Permission denied", path)
-        return real_open(file, *a, **k)
-
-    monkeypatch.setattr("builtins.open", deny)
+    path = deny_open(monkeypatch, os.path.realpath(pdir / "00000000000000000040.log"))
     result = run("verify", "--json", pdir)
     assert result.exit_code == 2
     out = objs(result)
@@ -87,9 +76,7 @@ def test_an_unreadable_segment_makes_its_partition_error(golden_copy, monkeypatc
 
 def test_an_index_that_is_a_symlink_loop_is_an_io_error_not_a_missing_index(golden_copy) -> None:
     pdir = golden_copy("logdir/golden-segments-0")
-    index = pdir / "00000000000000000040.index"
-    index.unlink()
-    os.symlink(index.name, index)
+    index = make_loop(pdir / "00000000000000000040.index")
     result = run("verify", "--json", pdir)
     assert result.exit_code == 2
     out = objs(result)
@@ -103,9 +90,7 @@ def test_an_index_that_is_a_symlink_loop_is_an_io_error_not_a_missing_index(gold
 
 def test_a_log_that_is_a_symlink_loop_is_eloop_exit_2_not_corrupt(golden_copy) -> None:
     pdir = golden_copy("logdir/golden-gzip-0")
-    log = pdir / "00000000000000000000.log"
-    log.unlink()
-    os.symlink(log.name, log)
+    log = make_loop(pdir / "00000000000000000000.log")
     for target in (log, pdir):
         result = run("verify", target)
         assert result.exit_code == 2, target
