@@ -103,7 +103,7 @@ class DumpState:
 
     def failed(self, exc: BaseException, path: str) -> None:
         """Report an error met on ``path`` once (one line; an ``error`` object under --json) and remember it: the
-        index dumps that would open the same unreadable ``.log`` say so in a note instead of a second error."""
+        index dumps that need the same unreadable ``.log`` print their entries unchecked, without a second line."""
         key = os.path.abspath(error_path(exc) or path)
         if key in self.unreadable:
             self.code = max(self.code, classify(exc)[0])

@@ -24,7 +24,7 @@ from kafkalog.verify.findings import (
     error_path,
 )
 
-from .output import Line, Output
+from .output import Output, Simple
 
 __all__ = ["EXIT_CORRUPT", "EXIT_OK", "EXIT_USAGE", "CliState", "CommandError", "classify", "error_path",
            "report_error"]  # fmt: skip
@@ -77,9 +77,8 @@ def report_error(exc: BaseException, *, debug: bool = False, out: Output | None 
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     if out is not None:
         if out.is_json:
-            obj = error_object(message, code, error_path(exc) or path)
             out.stdout.flush()
-            out.emit(Line(message, kind="error", extra={k: obj[k] for k in ("path", "exitCode")}))
+            out.emit(Simple(message, error_object(message, code, error_path(exc) or path), type="error"))
             out.stdout.flush()
         message = out.shown(message)
     click.echo(error_line(message), err=True)
