@@ -70,12 +70,18 @@ class SegmentItem:
 
 
 def _size(path: str) -> int:
-    """The file's size; -1 when it is absent. A file that is there but cannot be stat'ed (a symlink loop, a
-    permission) counts as present (0): the check that opens it meets the same error and reports its reason."""
+    """The file's size; -1 when it is absent (other ``OSError``s propagate)."""
     try:
         return os.stat(path).st_size
     except FileNotFoundError:
         return -1
+
+
+def _size_or_present(path: str) -> int:
+    """:func:`_size`, but a file that is there and cannot be stat'ed (a symlink loop, a permission) counts as
+    present (0): a check that opens it meets the same error and reports it for that file alone."""
+    try:
+        return _size(path)
     except OSError:
         return 0
 
@@ -175,8 +181,10 @@ def discover_segments(
     Remote roots (``s3://...``) are listed through :mod:`kafkalog.storage` with ``options`` (credentials,
     endpoint; default: the AWS environment). A root that cannot be read raises its ``OSError`` (ENOENT, ELOOP,
     EACCES: the OS's reason); a file that is not a segment raises InvalidArgumentError; a failed remote listing a
-    ``storage.StorageError``. Below a root, a dir that cannot be listed and a partition dir name that does not
-    resolve (a dangling symlink, a symlink loop) go to ``on_error`` (default: passed over, as ``os.walk`` does).
+    ``storage.StorageError``. With ``on_error``, a checker's view: below a root, a dir that cannot be listed and a
+    partition dir name that does not resolve (a dangling symlink, a symlink loop) go to ``on_error``, and a segment
+    file that cannot be stat'ed is listed (size 0) for its check to report; without it, unlistable dirs are passed
+    over (as ``os.walk`` does) and a file that cannot be stat'ed raises its ``OSError``.
     ``require``: a root holding no segment raises :func:`nothing_found`'s NothingToCheckError.
     """
     if isinstance(roots, (str, os.PathLike)):
@@ -195,9 +203,10 @@ def discover_segments(
                 raise InvalidArgumentError(f"{os.fspath(raw)}: not a segment file (<20-digit offset>.log)")
         elif os.path.isdir(root):
             found = []
+            size_of = _size if on_error is None else _size_or_present
             for dirpath, dirnames, filenames in os.walk(root, onerror=on_error, followlinks=False):
                 dirnames.sort()
-                found.extend(_segments_in_dir(dirpath, filenames))
+                found.extend(_segments_in_dir(dirpath, filenames, size_of))
                 if on_error is not None:
                     _report_broken_dirs(dirpath, filenames, on_error)
         else:
