@@ -135,16 +135,21 @@ def _partition_dirs(path: str) -> list[str]:
     os.stat(path)  # a missing or unreadable path: the OS's reason
     if not os.path.isdir(path):
         raise CommandError(f"{path}: not a directory (give a partition dir or a log dir)", path=path)
-    if any(n.endswith(".log") for n in os.listdir(path)):
+    if _has_segments(path):
         return [os.path.abspath(path)]
     found = sorted(
         os.path.join(path, n)
         for n in os.listdir(path)
-        if os.path.isdir(os.path.join(path, n)) and any(f.endswith(".log") for f in os.listdir(os.path.join(path, n)))
+        if os.path.isdir(os.path.join(path, n)) and _has_segments(os.path.join(path, n))
     )
     if not found:
         raise nothing_found(path)
     return [os.path.abspath(p) for p in found]
+
+
+def _has_segments(path: str) -> bool:
+    """Whether a dir holds a segment this report reads (a ``.log`` named by a base offset Kafka can parse)."""
+    return any((p := parse_segment_file_name(n)) is not None and p.suffix == ".log" for n in os.listdir(path))
 
 
 def _report_partition(pdir: str, timeout_ms: int) -> PartitionTxnReport:

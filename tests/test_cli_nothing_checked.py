@@ -182,3 +182,16 @@ def test_spark_validate_of_a_missing_root_uses_the_common_prefix(tmp_path: Path)
     result = run("spark", "validate", missing, "--out", tmp_path / "report")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"kafkalog: error: {missing}: No such file or directory"]
+
+
+@needs_golden
+def test_txn_report_of_a_dir_whose_segments_cannot_be_named_is_exit_2(golden_copy, tmp_path: Path) -> None:
+    """A partition dir whose only .log has a base offset beyond a long (Kafka cannot load it) has nothing to report."""
+    src = golden_copy("logdir/golden-txn-0") / "00000000000000000000.log"
+    pdir = tmp_path / "t-0"
+    pdir.mkdir()
+    (pdir / "99999999999999999999.log").write_bytes(src.read_bytes())
+    result = run("txn", "report", pdir)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"kafkalog: error: {pdir}: {NOTHING}"]
+    assert "no transactional producers" not in result.stdout
