@@ -182,8 +182,12 @@ class ResourceExhaustedError(KafkaLogError):
 
 
 class LogDirLockedError(KafkaStorageError):
-    """Someone else holds the log dir's ``.lock``: a Kafka broker, a LogManager or a kafkalog writer (the message
-    starts with the lock file's path)."""
+    """Someone else holds the log dir's ``.lock``: a Kafka broker, a LogManager or a kafkalog writer (``path`` is
+    the lock file, and the message starts with it)."""
+
+    def __init__(self, message: str, *, path: object | None = None) -> None:
+        super().__init__(message if path is None else f"{path}: {message}")
+        self.path = path
 
 
 class NoLiveLogDirsError(KafkaStorageError):
