@@ -252,6 +252,8 @@ def recover(
                 pdirs.append(full_path)
         if not pdirs and not any(os.path.exists(os.path.join(path, n)) for n in _LOG_DIR_FILES):
             raise CommandError(f"{path}: neither a partition dir (<topic>-<partition>) nor a log dir")
+        if not pdirs:  # nothing recovered is never "nothing lost"
+            raise CommandError(f"{path}: a log dir without partition dirs: nothing to recover", path=path)
     if salvage:
         _check_quarantine_dir(log_dir, quarantine_dir)
     code = EXIT_OK

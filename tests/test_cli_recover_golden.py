@@ -219,3 +219,15 @@ def test_recover_salvage_summary(tmp_path: Path) -> None:
     assert summary["salvagedRanges"] == len(rec["ranges"]) >= 1
     assert summary["bytesRemoved"] == sum(r["bytes"] for r in rec["ranges"])
     assert summary["offsetsLost"] == rec["offsetsLost"] and summary["truncatedBytes"] == 0
+
+
+def test_log_dir_without_partitions_is_not_ok(tmp_path: Path) -> None:
+    """A log dir with its checkpoints but no partition dir: nothing recovered is an error (exit 2), not a summary
+    saying nothing was lost."""
+    write_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT, {})
+    text = run("recover", tmp_path)
+    assert text.exit_code == 2
+    assert text.stderr.splitlines() == [f"kafkalog: error: {tmp_path}: a log dir without partition dirs: nothing to recover"]
+    js = run("recover", "--json", tmp_path)
+    assert js.exit_code == 2
+    assert [json.loads(line)["type"] for line in js.stdout.splitlines()] == ["error"]
