@@ -230,16 +230,22 @@ class RecordBatch:
         ``stored_timestamps=True`` the timestamps written in the records (base + delta) are returned instead,
         which is what a rewrite needs to reproduce the bytes.
         """
-        h = self._h
-        count = h[12]
+        count = self._h[12]
         if count < 0:
             raise CorruptRecordError(f"negative record count {count}", position=self.position)
-        payload = self.records_payload(max_size=max_size)
+        return self.records_from(self.records_payload(max_size=max_size), stored_timestamps=stored_timestamps)
+
+    def records_from(self, payload: bytes | memoryview, *, stored_timestamps: bool = False) -> list[Record]:
+        """``records()`` from this batch's records section already decompressed (``records_payload()``), so a
+        caller that holds it does not decompress it again."""
+        h = self._h
+        if h[12] < 0:
+            raise CorruptRecordError(f"negative record count {h[12]}", position=self.position)
         log_append = None
         if (h[5] & _TIMESTAMP_TYPE_MASK) and not stored_timestamps:
             log_append = h[8]
         try:
-            return _decode_records(payload, count, h[0], h[7], h[11], log_append)
+            return _decode_records(payload, h[12], h[0], h[7], h[11], log_append)
         except CorruptRecordError as exc:
             raise CorruptRecordError(str(exc), position=self.position) from None
 
