@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from kafkalog.checkpoint.atomic import fsync_dir
 from kafkalog.checkpoint.clean_shutdown import CleanShutdownFile
 from kafkalog.checkpoint.offset_checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -28,7 +29,7 @@ from kafkalog.manager.broker_config import BrokerConfig
 from kafkalog.manager.log_dir import LogDir, reconcile_meta_properties, write_meta
 from kafkalog.manager.registry import LogEntry, LogRegistry
 from kafkalog.manager.sanity_checker import SanityChecker, release_segment
-from kafkalog.names import TopicPartition, TopicPartitionDir, parse_partition_dir
+from kafkalog.names import TopicPartition, TopicPartitionDir, delete_dir_name, parse_partition_dir
 
 __all__ = ["DirLoad", "DirLoader", "LoadProgress", "OpenLog"]
 
@@ -160,18 +161,22 @@ class DirLoader:
         self._process_failures(raise_if_none_live=True)
 
     def load_logs(self) -> None:
-        """Kafka's ``loadLogs``: marker, checkpoints and a pool of recovery threads per dir, all dirs at once."""
+        """Kafka's ``loadLogs``: marker, checkpoints and a pool of recovery threads per dir, all dirs at once.
+        Partitions with two or more ``-future`` dirs are set aside and resolved once the rest is loaded
+        (:meth:`_resolve_duplicate_futures`)."""
         jobs: list[tuple[LogDir, Future[None]]] = []
         pools: list[ThreadPoolExecutor] = []
         errors: list[BaseException] = []
+        listed: list[tuple[LogDir, list[str]]] = []
+        for d in self._reg.live_dirs():
+            try:
+                listed.append((d, self._prepare_dir(d)))
+            except OSError as e:
+                self._report_or_raise(d.path, e, "failed to read the log dir at startup")
+                self.load.setdefault(d.path, DirLoad()).failed = True
+        duplicates = self._set_aside_duplicate_futures(listed)
         try:
-            for d in self._reg.live_dirs():
-                try:
-                    names = self._prepare_dir(d)
-                except OSError as e:
-                    self._report_or_raise(d.path, e, "failed to read the log dir at startup")
-                    self.load.setdefault(d.path, DirLoad()).failed = True
-                    continue
+            for d, names in listed:
                 pool = ThreadPoolExecutor(
                     max_workers=self._config.num_recovery_threads_per_data_dir,
                     thread_name_prefix=f"kafkalog-recovery-{os.path.basename(d.path)}",
@@ -189,9 +194,88 @@ class DirLoader:
                 pool.shutdown(wait=True)
         if errors:
             raise errors[0]
+        self._resolve_duplicate_futures(duplicates)
         for d in self._reg.live_dirs():
             ld = self.load.get(d.path)
             d.loaded_fully = d.online and ld is not None and not ld.failed
+
+    def _set_aside_duplicate_futures(self, listed: list[tuple[LogDir, list[str]]]
+                                     ) -> dict[TopicPartition, list[tuple[LogDir, str]]]:
+        """Take out of ``listed`` every ``-future`` dir of a partition that has more than one (in any dirs);
+        they count as handled for the progress counters."""
+        futures: dict[TopicPartition, list[tuple[LogDir, str]]] = {}
+        for d, names in listed:
+            for name in names:
+                parsed = parse_partition_dir(name)
+                if parsed.kind == "future":
+                    futures.setdefault((parsed.topic, parsed.partition), []).append((d, name))
+        duplicates = {k: v for k, v in futures.items() if len(v) > 1}
+        aside = {(d.path, name) for found in duplicates.values() for d, name in found}
+        for d, names in listed:
+            kept = [n for n in names if (d.path, n) not in aside]
+            ld = self.load[d.path]
+            for name in names:
+                if (d.path, name) in aside:
+                    ld.partitions_remaining -= 1
+                    ld.segments_remaining -= segment_count(os.path.join(d.path, name)) if self._progress else 0
+            names[:] = kept
+        return duplicates
+
+    def _resolve_duplicate_futures(self, duplicates: dict[TopicPartition, list[tuple[LogDir, str]]]) -> None:
+        """Two futures of one partition: Kafka's loader refuses the whole broker ("Duplicate log directories
+        found") because its mover never makes a second one. kafkalog's never does either, but an older kafkalog
+        left one per restarted copy; resolved per partition so that every other partition starts:
+
+        * the current log is loaded: it holds everything, and no copy can be told complete, so every future is
+          dropped (renamed ``-delete`` and queued, as Kafka drops a future); a new move copies afresh;
+        * no current log, and exactly one future paired with a ``-delete`` of the same uuid (a crash between the
+          two renames of a swap): that one is loaded (``resolve_future_logs`` promotes it), the others dropped;
+        * otherwise the current may be on a disk that is offline now: nothing is loaded or touched, one error
+          names every copy for the operator to choose.
+        """
+        reg = self._reg
+        for key, found in sorted(duplicates.items()):
+            found = [(d, n) for d, n in found if d.online]
+            if not found:
+                continue
+            paths = ", ".join(os.path.join(d.path, n) for d, n in found)
+            keep: tuple[LogDir, str] | None = None
+            if reg.get(key) is None:
+                paired = [(d, n) for d, n in found if self._paired_with_delete(key, parse_partition_dir(n).uuid)]
+                if len(paired) != 1:
+                    _log.error("ambiguous future logs of %s-%d and no current log: %s left on disk, not loaded; "
+                               "keep the complete copy and delete the others", key[0], key[1], paths)
+                    continue
+                keep = paired[0]
+            _log.warning("%d future logs of %s-%d (%s): %s", len(found), key[0], key[1], paths,
+                         f"keeping {os.path.join(keep[0].path, keep[1])}, dropping the others" if keep
+                         else "the current log is loaded, dropping them all")
+            for d, name in found:
+                if (d, name) == keep:
+                    parsed = parse_partition_dir(name)
+                    ld = self.load[d.path]
+                    with self._gate.held():
+                        self._load_partition(d, ld, os.path.join(d.path, name), parsed, key)
+                else:
+                    self._drop_future_dir(d, key, name)
+
+    def _paired_with_delete(self, key: TopicPartition, uid: str | None) -> bool:
+        for log_dir, path, _ in self._reg.pending_deletions():
+            parsed = parse_partition_dir(os.path.basename(path))
+            if parsed.uuid == uid and (parsed.topic, parsed.partition) == key and self._reg.dir(log_dir).online:
+                return True
+        return False
+
+    def _drop_future_dir(self, d: LogDir, key: TopicPartition, name: str) -> None:
+        """Rename a future dir that was never loaded ``-delete`` and queue it (an I/O error: the dir goes offline)."""
+        gone = os.path.join(d.path, delete_dir_name(*key))
+        try:
+            os.rename(os.path.join(d.path, name), gone)
+            fsync_dir(d.path)
+        except OSError as e:
+            self._report_or_raise(d.path, e, f"error dropping the future log {name}")
+            return
+        self._reg.queue_delete(d.path, gone)
 
     def _prepare_dir(self, d: LogDir) -> list[str]:
         """Read + delete the marker, read checkpoints, list the partition dirs (OSError: the dir goes offline)."""
