@@ -13,8 +13,7 @@ import pytest
 
 from kafkalog.errors import KafkaStorageError, MoveRestartsExhaustedError
 from kafkalog.log.config import LogConfig
-from kafkalog.manager import LogManager
-from kafkalog.manager import move_copy
+from kafkalog.manager import LogManager, move_copy
 from kafkalog.manager.replica_mover import MAX_RESTARTS
 from kafkalog.names import delete_dir_name, future_dir_name, parse_partition_dir
 
