@@ -4,13 +4,16 @@ Before loading, every dir is created or validated, locked, and all dirs agree on
 Per dir: read and delete the clean-shutdown marker (a crash while loading must count as unclean), read the offset
 checkpoints tolerantly, list the partition dirs, then load them on a pool of ``num.recovery.threads.per.data.dir``
 threads, all dirs at once. An ``OSError`` takes only its dir offline (through the failure funnel); any other
-failure aborts startup, as in Kafka.
+failure aborts startup, as in Kafka. A process limit (EMFILE ...) is no dir's failure: the load stops with one
+warning, and the manager puts back the markers it deleted (:meth:`DirLoader.markers_to_restore`), so a retry is
+not turned into a full unclean recovery by a limit that has nothing to do with the files.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,13 +26,20 @@ from kafkalog.checkpoint.offset_checkpoint import (
     read_offset_checkpoint,
 )
 from kafkalog.cpu_gate import CpuGate
-from kafkalog.errors import CorruptCheckpointError, InconsistentMetadataError, InvalidPartitionDirError, io_cause
+from kafkalog.errors import (
+    CorruptCheckpointError,
+    InconsistentMetadataError,
+    InvalidPartitionDirError,
+    ResourceExhaustedError,
+    io_cause,
+)
 from kafkalog.log.log import Log
 from kafkalog.manager.broker_config import BrokerConfig
 from kafkalog.manager.log_dir import LogDir, reconcile_meta_properties, write_meta
 from kafkalog.manager.registry import LogEntry, LogRegistry
 from kafkalog.manager.sanity_checker import SanityChecker, release_segment
 from kafkalog.names import TopicPartition, TopicPartitionDir, delete_dir_name, parse_partition_dir
+from kafkalog.oserrors import is_resource_exhaustion, resource_error
 
 __all__ = ["DirLoad", "DirLoader", "LoadProgress", "OpenLog"]
 
@@ -66,6 +76,8 @@ class DirLoad:
     segments_remaining: int = 0
     failed: bool = False
     listed: list[TopicPartition] = field(default_factory=list)
+    #: broker epoch of the clean-shutdown marker deleted before loading (-1: unreadable; None: there was none)
+    marker_epoch: int | None = None
 
 
 def segment_count(path: str) -> int:
@@ -120,6 +132,9 @@ class DirLoader:
         self._clock = clock
         self._progress = progress
         self.load = load
+        #: set when the load stopped on a process limit (EMFILE, ENOMEM ...) and nothing else
+        self.stopped_by_limit = False
+        self._stop_loading = threading.Event()  # a job failed in a way that aborts startup: skip the rest
 
     def open_dirs(self, *, cluster_id: str | None, node_id: int | None) -> None:
         """Kafka's ``createAndValidateLogDirs`` and ``lockLogDirs``, then one ``meta.properties`` for all dirs. A dir
@@ -172,6 +187,10 @@ class DirLoader:
             try:
                 listed.append((d, self._prepare_dir(d)))
             except OSError as e:
+                if is_resource_exhaustion(e):
+                    err = resource_error(e, f"reading {d.path} at startup")
+                    self._stopped([err], 0)
+                    raise err from e
                 self._report_or_raise(d.path, e, "failed to read the log dir at startup")
                 self.load.setdefault(d.path, DirLoad()).failed = True
         duplicates = self._set_aside_duplicate_futures(listed)
@@ -193,11 +212,59 @@ class DirLoader:
             for pool in pools:
                 pool.shutdown(wait=True)
         if errors:
+            self._stopped(errors, len(jobs))
             raise errors[0]
         self._resolve_duplicate_futures(duplicates)
         for d in self._reg.live_dirs():
             ld = self.load.get(d.path)
             d.loaded_fully = d.online and ld is not None and not ld.failed
+
+    def _stopped(self, errors: list[BaseException], jobs: int) -> None:
+        """Startup aborts on ``errors``. When all are process limits: one warning for the whole load (not one per
+        partition), and :attr:`stopped_by_limit` tells the manager to put the clean-shutdown markers back."""
+        if not all(isinstance(e, ResourceExhaustedError) for e in errors):
+            return
+        self.stopped_by_limit = True
+        first = errors[0]
+        _log.warning(
+            "startup stopped at a process limit: %d of %d partition loads failed (first: %s), the rest were not "
+            "tried; no log dir goes offline and the clean-shutdown markers are kept, so a retry loads as cleanly "
+            "as this one would have. Raise the limit (ulimit -n) or lower kafkalog.max.open.files, then start "
+            "again", len(errors), jobs, first,
+        )
+
+    def markers_to_restore(self) -> dict[str, int]:
+        """``{log dir: broker epoch}`` of the clean-shutdown markers an aborted load deleted and may put back: the
+        load stopped on a process limit alone, and the dir is online and had one (nothing of it failed)."""
+        if not self.stopped_by_limit:
+            return {}
+        out = {}
+        for d in self._reg.dirs.values():
+            ld = self.load.get(d.path)
+            if ld is not None and ld.marker_epoch is not None and d.online and not self._has_offline_dir(d.path):
+                out[d.path] = ld.marker_epoch
+        return out
+
+    def close_after_abort(self, entries: list[LogEntry]) -> None:
+        """Close what an aborted startup loaded. In a dir whose marker may go back (:meth:`markers_to_restore`)
+        the logs are flushed and closed as a clean shutdown closes them, then the marker is written again; if
+        any of that fails the marker stays deleted and the next load recovers, as after a crash."""
+        restore = self.markers_to_restore()
+        for e in entries:
+            if e.dir.path in restore:
+                try:
+                    e.log.flush()
+                    e.log.close()
+                    continue
+                except Exception:  # noqa: BLE001 - any failure: the dir is not known to be clean any more
+                    _log.debug("closing %s after an aborted startup failed", e.log.dir, exc_info=True)
+                    restore.pop(e.dir.path, None)
+            e.close_handles()
+        for path, epoch in restore.items():
+            try:
+                CleanShutdownFile(path).write(epoch)
+            except OSError as exc:
+                _log.warning("could not put back the clean shutdown marker of %s: %s", path, exc)
 
     def _set_aside_duplicate_futures(self, listed: list[tuple[LogDir, list[str]]]
                                      ) -> dict[TopicPartition, list[tuple[LogDir, str]]]:
@@ -283,8 +350,9 @@ class DirLoader:
         marker = CleanShutdownFile(d.path)
         d.had_clean_shutdown = marker.exists()
         if d.had_clean_shutdown:
-            marker.read_state()  # logs a warning for an unreadable marker; existence alone decides
+            epoch = marker.read_state().broker_epoch  # a warning for an unreadable marker; existence alone decides
             marker.delete()  # before loading: a crash while loading must count as unclean
+            ld.marker_epoch = -1 if epoch is None else epoch
         ld.recovery_points = read_checkpoint_tolerantly(d, RECOVERY_POINT_CHECKPOINT)
         ld.log_start_offsets = read_checkpoint_tolerantly(d, LOG_START_OFFSET_CHECKPOINT)
         names = []
@@ -330,8 +398,13 @@ class DirLoader:
         key = (parsed.topic, parsed.partition)
         segments = segment_count(path) if self._progress is not None else 0
         try:
+            if self._stop_loading.is_set():
+                return  # startup is aborting: loading more would only fail the same way
             with self._gate.held():
                 self._load_partition(d, ld, path, parsed, key)
+        except BaseException:
+            self._stop_loading.set()
+            raise
         finally:
             with self._reg.lock:
                 ld.partitions_remaining -= 1
@@ -369,11 +442,12 @@ class DirLoader:
                 entry.close_handles()
                 raise
             # Recovery may have opened every segment; closed segments reopen lazily, so hand the descriptors
-            # back now (thousands of partitions x segments x 3 files would otherwise exhaust the fd limit). The
-            # active segment too, untrimmed: it reopens with its entries and room on the first append or read.
+            # back now (thousands of partitions x segments x 3 files would otherwise exhaust the fd limit), and
+            # forget the objects of those on disk as they are (built again on first use). The active segment
+            # only suspends, untrimmed: it reopens with its entries and room on the first append or read.
             active = log.segments.last
             for seg in log.segments.made():  # segments a lazy load added by offset alone hold nothing
-                if seg is not active:
+                if seg is not active and not log.unload_segment(seg):
                     release_segment(seg)
             if active is not None:
                 active.suspend()
@@ -390,8 +464,10 @@ class DirLoader:
                 target[key] = entry
         except BaseException as e:
             cause = io_cause(e)
-            if cause is None:
-                ld.failed = True
-                raise
             ld.failed = True
+            if cause is None:
+                raise
+            if is_resource_exhaustion(cause):
+                # not the dir's fault, and not reported one by one: the load stops with one summary warning
+                raise resource_error(cause, f"loading {path}") from cause
             self._report_or_raise(d.path, cause, f"error loading {path}")
