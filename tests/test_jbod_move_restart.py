@@ -27,6 +27,12 @@ def _futures(dirs: list[Path], name: str = "t-0") -> list[Path]:
             if p.name.startswith(name + ".") and p.name.endswith("-future")]
 
 
+def _fill(m: LogManager, n: int, partition: int = 0) -> None:
+    m.get_or_create_log("t", partition)
+    for i in range(n):
+        m.append("t", partition, [(f"{i}".encode(), VALUE)])
+
+
 def _keys(m: LogManager, topic: str = "t", partition: int = 0) -> list[int]:
     log = m.get_log(topic, partition)
     out: list[int] = []
@@ -61,9 +67,7 @@ def _cut_source_during_copy(monkeypatch: pytest.MonkeyPatch, m: LogManager, dirs
 def test_a_restarted_copy_removes_its_partial_future(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     with LogManager([a, b], log_config=CFG) as m:
-        m.get_or_create_log("t", 0)
-        for i in range(300):
-            m.append("t", 0, [(f"{i}".encode(), VALUE)])
+        _fill(m, 300)
         seen: list[int] = []
         starts: list[int] = []
 
@@ -89,9 +93,7 @@ def test_a_restarted_copy_removes_its_partial_future(tmp_path: Path, monkeypatch
 def test_too_many_restarts_is_its_own_error_and_no_dir_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     with LogManager([a, b], log_config=CFG) as m:
-        m.get_or_create_log("t", 0)
-        for i in range(600):
-            m.append("t", 0, [(f"{i}".encode(), VALUE)])
+        _fill(m, 600)
         _cut_source_during_copy(monkeypatch, m, [a, b], times=MAX_RESTARTS + 1, seen=[])
         p = m.alter_replica_log_dir("t", 0, str(b), wait=True)
         assert p.state == "failed" and p.restarts == MAX_RESTARTS + 1
@@ -108,9 +110,7 @@ def test_a_stopped_copy_removes_its_partial_future(tmp_path: Path, monkeypatch: 
     """Abort during the copy of the inactive segments: the unregistered half copy does not outlive the move."""
     a, b = tmp_path / "a", tmp_path / "b"
     with LogManager([a, b], log_config=CFG) as m:
-        m.get_or_create_log("t", 0)
-        for i in range(300):
-            m.append("t", 0, [(f"{i}".encode(), VALUE)])
+        _fill(m, 300)
         real = move_copy.MoveCopier._copy_file
 
         def copy_file(self, mv, e, fd, dest, size):  # noqa: ANN001, ANN202
@@ -136,9 +136,7 @@ def test_back_and_forth_under_retention_keeps_one_future(tmp_path: Path) -> None
     errors: list[BaseException] = []
     with LogManager([a, b], log_config=cfg) as m:
         for p in parts:
-            m.get_or_create_log("t", p)
-            for i in range(200):
-                m.append("t", p, [(f"{i}".encode(), VALUE)])
+            _fill(m, 200, p)
 
         def check(key, step) -> None:  # noqa: ANN001 - at every step of every move
             for p in parts:
@@ -185,10 +183,8 @@ def test_back_and_forth_under_retention_keeps_one_future(tmp_path: Path) -> None
 
 def _make_partition(tmp_path: Path, dirs: list[Path]) -> None:
     with LogManager(dirs, log_config=CFG) as m:
-        m.get_or_create_log("t", 0)  # in dirs[0]
+        _fill(m, 150)  # in dirs[0]
         m.get_or_create_log("x", 0)
-        for i in range(150):
-            m.append("t", 0, [(f"{i}".encode(), VALUE)])
         assert m.log_dir_of("t", 0) == str(dirs[0])
 
 

@@ -92,3 +92,20 @@ def test_a_read_keeps_its_segment_and_forgets_the_one_checked_beside_it(tmp_path
                 got.extend(r.key for b in batches for r in b.records())
                 offset = batches[-1].last_offset + 1
             assert got == [b"k%d" % i for i in range(60)]
+
+
+def test_a_retention_pass_builds_only_the_segments_it_asks_about(tmp_path: Path) -> None:
+    """Retention walks from the oldest segment and stops at the first it keeps: the segments after that one stay
+    the bare base offsets a lazy load left (a broker runs this every few minutes on every partition)."""
+    cfg = LogConfig.from_properties({"segment.bytes": 200, "index.interval.bytes": 100, "retention.ms": 10**12})
+    _make(tmp_path / "a", cfg, partitions=1, appends=40)
+    with LogManager([tmp_path / "a"], log_config=cfg, properties=LAZY) as m:
+        log = m.get_log("t", 0)
+        bases = log.segments.base_offsets()
+        assert len(bases) > 10
+        assert m.delete_old_segments("t", 0) == 0
+        assert [s.base_offset for s in log.segments.made()] == [bases[0], bases[-1]]
+        log.maybe_increment_log_start_offset(bases[3])
+        assert m.delete_old_segments("t", 0) == 3  # the log start breached: the first three go
+        assert log.segments.base_offsets() == bases[3:]
+        assert [s.base_offset for s in log.segments.made()] == [bases[3], bases[-1]]
