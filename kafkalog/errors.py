@@ -181,6 +181,15 @@ class ResourceExhaustedError(KafkaLogError):
         self.errno = errno
 
 
+class MoveRestartsExhaustedError(KafkaLogError):
+    """A KIP-113 replica move gave up: the source changed under its copy (retention or a roll removed a file it
+    was copying) more often than the move restarts. No dir failed and nothing was lost: the source keeps serving
+    and the half-made copy is gone. Retriable: move again later (with retention or rolls less busy). Deliberately
+    not a ``KafkaStorageError``, which means a dir failed."""
+
+    retriable = True
+
+
 class LogDirLockedError(KafkaStorageError):
     """Someone else holds the log dir's ``.lock``: a Kafka broker, a LogManager or a kafkalog writer (``path`` is
     the lock file, and the message starts with it)."""

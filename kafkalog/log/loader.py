@@ -304,6 +304,7 @@ class LogLoader:
         # The producer-state manager learns its snapshot files from the loader's listing, not by listing again.
         self.psm.reset_snapshot_listing(self._snapshot_files())
         resized = None
+        self.segments.set_maker(self.dir, functools.partial(_segment_maker, self.config, self.clock, self.handles))
         try:
             self._load_segment_files()  # may recover segments whose index is missing or corrupt
             if self.clean_shutdown and self.segments:

@@ -290,8 +290,7 @@ class LogManager:
             entries = [*reg.current.values(), *reg.future.values()]
             reg.current.clear()
             reg.future.clear()
-        for e in entries:
-            e.close_handles()
+        self._loader.close_after_abort(entries)
         for d in self._dirs.values():
             d.release_lock()
         self._stopped = True
