@@ -361,7 +361,7 @@ OFFSET_CHECKPOINT_FILES: tuple[str, ...] = (
     "cleaner-offset-checkpoint",
 )
 _SUFFIX_KINDS = ((".log", "log"), (".index", "index"), (".timeindex", "timeindex"), (".txnindex", "txnindex"),
-                 (".snapshot", "snapshot"))  # fmt: skip
+                 (".snapshot", "snapshot"), (".checkpoint", "kraft-snapshot"))  # fmt: skip
 _NAME_KINDS = {
     **{name: "offset-checkpoint" for name in OFFSET_CHECKPOINT_FILES},
     "leader-epoch-checkpoint": "leader-epoch-checkpoint",
@@ -374,8 +374,8 @@ _NAME_KINDS = {
 def file_kind(name: str) -> tuple[str, str]:
     """(kind, name without a temporary suffix) of a file in a log or partition dir.
 
-    Kinds: ``log``, ``index``, ``timeindex``, ``txnindex``, ``snapshot`` (by suffix, as Kafka's tools go by the
-    suffix alone), ``offset-checkpoint``, ``leader-epoch-checkpoint``, ``partition-metadata``, ``meta-properties``,
+    Kinds: ``log``, ``index``, ``timeindex``, ``txnindex``, ``snapshot``, ``kraft-snapshot`` (``.checkpoint``; by
+    suffix, as Kafka's tools go by the suffix alone), ``offset-checkpoint``, ``leader-epoch-checkpoint``, ``partition-metadata``, ``meta-properties``,
     ``clean-shutdown`` and ``unknown``. ``.deleted``/``.cleaned``/``.swap`` are looked through.
     """
     base = name

@@ -1,0 +1,282 @@
+"""Decoding one record of ``__cluster_metadata``, ``__consumer_offsets`` or ``__transaction_state`` with the tables.
+
+Each ``decode_*`` returns a small frozen object and raises a :class:`~kafkalog.errors.MessageDecodeError` subclass
+for anything it cannot read (unknown type, unsupported version, malformed bytes); nothing else escapes for bad input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import MalformedRecordError, MessageDecodeError, UnknownRecordTypeError, UnsupportedRecordVersionError
+from ..records.control import ControlRecordType
+from .codec import Reader, read_message, to_json
+from .group_records import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, GROUP_KEYS, GROUP_VALUES
+from .kraft_records import CONTROL_MESSAGES
+from .metadata_records import RECORD_TYPES, TYPE_NAMES
+from .schema import Message
+from .txn_records import TXN_KEY, TXN_STATES, TXN_VALUE
+
+__all__ = [
+    "MetadataRecord",
+    "ControlMessage",
+    "GroupRecord",
+    "TxnRecord",
+    "decode_metadata_record",
+    "decode_control_record",
+    "decode_group_record",
+    "decode_txn_record",
+    "scala_set_order",
+]
+
+#: MetadataRecordSerde's only frame version
+FRAME_VERSION = 1
+
+
+def _version(r: Reader, what: str) -> int:
+    value = r.uvarint(what)
+    if value > 0x7FFF:
+        raise MalformedRecordError(f"Value for {what} was too large.")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRecord:
+    """A metadata record: ``type_name`` as ``MetadataRecordType`` prints it, ``data`` with JSON field names."""
+
+    api_key: int
+    version: int
+    data: dict[str, Any]
+
+    @property
+    def type_name(self) -> str:
+        return TYPE_NAMES[self.api_key]
+
+    @property
+    def schema(self) -> Message:
+        return RECORD_TYPES[self.api_key]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"type", "version", "data"}`` as kafka-dump-log.sh's cluster metadata decoder prints it."""
+        return {"type": self.type_name, "version": self.version,
+                "data": to_json(self.schema.fields, self.version, self.data)}
+
+
+def decode_metadata_record(value: bytes | bytearray | memoryview | None) -> MetadataRecord:
+    """A ``__cluster_metadata`` record value (frame version, api key, version as unsigned varints, then the record)."""
+    if value is None:
+        raise MalformedRecordError("metadata record without a value")
+    r = Reader(value)
+    frame = _version(r, "frame version")
+    if frame != FRAME_VERSION:
+        raise MalformedRecordError(
+            f"Could not deserialize metadata record due to unknown frame version {frame}"
+            f"(only frame version {FRAME_VERSION} is supported)"
+        )
+    api_key = _version(r, "type")
+    version = _version(r, "version")
+    schema = RECORD_TYPES.get(api_key)
+    if schema is None:
+        raise UnknownRecordTypeError("metadata", api_key)
+    return MetadataRecord(api_key, version, read_message(schema, r, version))
+
+
+@dataclass(frozen=True, slots=True)
+class ControlMessage:
+    """A KRaft control record's message (leader change, snapshot header/footer, kraft.version, voters)."""
+
+    control_type: ControlRecordType
+    version: int
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return to_json(CONTROL_MESSAGES[self.control_type].fields, self.version, self.data)
+
+
+def decode_control_record(control_type: ControlRecordType, value: bytes | bytearray | memoryview | None
+                          ) -> ControlMessage:
+    """The message of a KRaft control record; its leading int16 ``Version`` field is the version it is read at."""
+    schema = CONTROL_MESSAGES.get(control_type)
+    if schema is None:
+        raise UnknownRecordTypeError("KRaft control", int(control_type))
+    if value is None:
+        raise MalformedRecordError(f"{schema.name} without a value")
+    r = Reader(value)
+    version = r.fixed("int16", f"{schema.name} version")
+    r.pos = 0
+    return ControlMessage(control_type, version, read_message(schema, r, version))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """A ``__consumer_offsets`` record: its type (the key's version), key, and value (None for a tombstone)."""
+
+    record_type: int
+    key: dict[str, Any]
+    value_version: int | None
+    value: dict[str, Any] | None
+
+    @property
+    def name(self) -> str:
+        return GROUP_KEYS[self.record_type].name
+
+    def key_json(self) -> dict[str, Any]:
+        return to_json(GROUP_KEYS[self.record_type].fields, self.record_type, self.key)
+
+    def value_json(self) -> dict[str, Any] | None:
+        """The value as the offsets decoder prints it: a classic consumer group's member subscription and
+        assignment bytes are expanded when they parse (kept as base64 when they do not, as Kafka does)."""
+        if self.value is None or self.value_version is None:
+            return None
+        out = to_json(GROUP_VALUES[self.record_type].fields, self.value_version, self.value)
+        if self.record_type == 2 and out.get("protocolType") == "consumer":
+            for member, raw in zip(out.get("members") or [], self.value.get("members") or [], strict=False):
+                for name, schema in (("subscription", CONSUMER_SUBSCRIPTION), ("assignment", CONSUMER_ASSIGNMENT)):
+                    if name in member:
+                        expanded = _consumer_protocol(schema, raw.get(name))
+                        if expanded is not None:
+                            member[name] = expanded
+        return out
+
+
+def _consumer_protocol(schema: Message, data: bytes | None) -> dict[str, Any] | None:
+    if data is None:
+        return None
+    try:
+        r = Reader(data)
+        version = r.fixed("int16", schema.name)
+        return to_json(schema.fields, version, read_message(schema, r, version, exact=False))
+    except MessageDecodeError:
+        return None
+
+
+def decode_group_record(key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None
+                        ) -> GroupRecord:
+    """A ``__consumer_offsets`` record (GroupCoordinatorRecordSerde's layout)."""
+    if key is None:
+        raise MalformedRecordError("group coordinator record without a key")
+    r = Reader(key)
+    record_type = r.fixed("int16", "key version")
+    key_schema = GROUP_KEYS.get(record_type)
+    if key_schema is None:
+        raise UnknownRecordTypeError("group coordinator", record_type)
+    key_data = read_message(key_schema, r, record_type)
+    if value is None:
+        return GroupRecord(record_type, key_data, None, None)
+    rv = Reader(value)
+    version = rv.fixed("int16", "value version")
+    schema = GROUP_VALUES[record_type]
+    if version not in schema.valid:
+        raise UnsupportedRecordVersionError(schema.name, version)
+    return GroupRecord(record_type, key_data, version, read_message(schema, rv, version))
+
+
+@dataclass(frozen=True, slots=True)
+class TxnRecord:
+    """A ``__transaction_state`` record; ``value`` None is the tombstone of an expired transactional id."""
+
+    key_version: int
+    transactional_id: str | None
+    value_version: int | None
+    value: dict[str, Any] | None
+
+    @property
+    def state(self) -> str | None:
+        return None if self.value is None else TXN_STATES[self.value["transactionStatus"]]
+
+    @property
+    def partitions(self) -> list[tuple[str, int]]:
+        """The transaction's partitions, in the order the coordinator's Scala set iterates them (Empty: none)."""
+        if self.value is None or self.state == "Empty":
+            return []
+        groups = [[(p["topic"], pid) for pid in p["partitionIds"]] for p in self.value["transactionPartitions"] or []]
+        return scala_set_order(groups)
+
+    def key_text(self) -> str:
+        if self.transactional_id is None:
+            return f"unknown::version={self.key_version}"
+        return f"transaction_metadata::transactionalId={self.transactional_id}"
+
+    def value_text(self) -> str | None:
+        """``TransactionLog.formatRecordKeyAndValue``'s payload (None for an unknown key version)."""
+        if self.transactional_id is None:
+            return None
+        v = self.value
+        if v is None:
+            return "<DELETE>"
+        parts = ",".join(f"{t}-{p}" for t, p in self.partitions)
+        return (
+            f"producerId:{v['producerId']},producerEpoch:{v['producerEpoch']},state={self.state},"
+            f"partitions=[{parts}],txnLastUpdateTimestamp={v['transactionLastUpdateTimestampMs']},"
+            f"txnTimeoutMs={v['transactionTimeoutMs']}"
+        )
+
+
+def decode_txn_record(key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None
+                      ) -> TxnRecord:
+    """A ``__transaction_state`` record; a key version other than 0 is an unknown key (no value is read)."""
+    if key is None:
+        raise MalformedRecordError("transaction log record without a key")
+    r = Reader(key)
+    key_version = r.fixed("int16", "key version")
+    if key_version != 0:
+        return TxnRecord(key_version, None, None, None)
+    txn_id = read_message(TXN_KEY, r, 0, exact=False)["transactionalId"]
+    if value is None:
+        return TxnRecord(0, txn_id, None, None)
+    rv = Reader(value)
+    version = rv.fixed("int16", "value version")
+    data = read_message(TXN_VALUE, rv, version, exact=False)
+    if data["transactionStatus"] not in TXN_STATES:
+        raise MalformedRecordError(
+            f"Unknown transaction state byte {data['transactionStatus']} from the transaction status message"
+        )
+    return TxnRecord(0, txn_id, version, data)
+
+
+# --- Scala's mutable.HashSet iteration order --------------------------------------------------------------------
+
+
+def _i32(x: int) -> int:
+    x &= 0xFFFFFFFF
+    return x - (1 << 32) if x & 0x80000000 else x
+
+
+def _java_string_hash(s: str) -> int:
+    h = 0
+    data = s.encode("utf-16-be", errors="surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return _i32(h)
+
+
+def _improved_hash(topic: str, partition: int) -> int:
+    h = _i32(31 * _i32(31 + partition) + _java_string_hash(topic))  # TopicPartition.hashCode
+    u = h & 0xFFFFFFFF
+    return _i32(u ^ (u >> 16))  # mutable.HashSet.improveHash
+
+
+def _table_size_for(capacity: int) -> int:
+    n = max(capacity - 1, 4)
+    return min((1 << (n.bit_length() - 1)) * 2, 1 << 30)
+
+
+def scala_set_order(groups: list[list[tuple[str, int]]]) -> list[tuple[str, int]]:
+    """The iteration order of a Scala 2.13 ``mutable.HashSet[TopicPartition]`` filled with ``++=`` once per group:
+    buckets in index order, each bucket sorted by hash (the order ``TransactionMetadata.topicPartitions`` prints)."""
+    table, size = 16, 0
+    seen: dict[tuple[str, int], int] = {}
+    for group in groups:
+        unique = list(dict.fromkeys(group))
+        target = _table_size_for(int((len(unique) + 1) / 0.75))
+        table = max(table, target)
+        for tp in unique:
+            if tp in seen:
+                continue
+            if size + 1 >= int(table * 0.75):
+                table *= 2
+            seen[tp] = len(seen)
+            size += 1
+    mask = table - 1
+    return sorted(seen, key=lambda tp: (_improved_hash(*tp) & mask, _improved_hash(*tp), seen[tp]))
