@@ -32,6 +32,7 @@ from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.metadata.snapshot import parse_snapshot_name
 from kafkalog.names import base_offset_prefix, file_kind
 from kafkalog.records import read_batches
+from kafkalog.verify.kraft_snapshot import check_kraft_snapshot
 
 from .dump_events import (
     DECODERS,
@@ -292,8 +293,6 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
 
 def _dump_kraft_snapshot(path: str, base: str, st: DumpState) -> None:
     """A KRaft snapshot: its batches as a segment's, then what breaks the raft layer's rules (exit 1)."""
-    from kafkalog.verify.kraft_snapshot import check_kraft_snapshot
-
     _dump_log(path, base, st)
     check = check_kraft_snapshot(path)
     for problem in check.problems:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafkalog.metadata.snapshot import parse_snapshot_name
 from kafkalog import names
 from kafkalog.errors import InvalidPartitionDirError, InvalidTopicError
 from kafkalog.names import (
@@ -103,6 +104,9 @@ def test_every_golden_file_name_parses() -> None:
     seen = 0
     for p in GOLDEN.rglob("*"):
         if p.is_file() and p.name[:1].isdigit():
+            if p.suffix == ".checkpoint":  # a KRaft snapshot, named <offset>-<epoch>.checkpoint
+                assert parse_snapshot_name(p.name) is not None, p
+                continue
             parsed = parse_segment_file_name(p.name)
             assert parsed is not None, p
             assert file_name(p.parent, parsed.offset, parsed.suffix + parsed.temp_suffix) == p
