@@ -322,10 +322,12 @@ METADATA_TOPIC_ID = ONE_UUID
 #: Kafka's ``Uuid.RESERVED``: never returned by ``Uuid.randomUuid``.
 RESERVED_UUIDS = frozenset({ZERO_UUID, ONE_UUID})
 
-# DirectoryId.java (KIP-858)
-UNASSIGNED_DIRECTORY_ID = _reserved(0)
-LOST_DIRECTORY_ID = _reserved(1)
-MIGRATING_DIRECTORY_ID = _reserved(2)
+# DirectoryId.java (KIP-858), as Kafka 4.0's records carry them (golden/metadata METADATA.json
+# "specialDirectoryIds"): the zero id is MIGRATING, so a PartitionRecord v0 replica without a directory reads as
+# one placed before directories were tracked.
+MIGRATING_DIRECTORY_ID = _reserved(0)
+UNASSIGNED_DIRECTORY_ID = _reserved(1)
+LOST_DIRECTORY_ID = _reserved(2)
 #: DirectoryId.random() avoids the first 100 ids (0..99), reserved for future special meanings.
 DIRECTORY_ID_RESERVED_BELOW = 100
 

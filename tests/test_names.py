@@ -295,10 +295,10 @@ def test_unique_id_must_be_32_hex() -> None:
 
 
 def test_reserved_ids() -> None:
-    assert UNASSIGNED_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAA"
-    assert LOST_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAQ"
-    assert MIGRATING_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAg"
-    assert names.ZERO_UUID == UNASSIGNED_DIRECTORY_ID and names.ONE_UUID == LOST_DIRECTORY_ID
+    assert MIGRATING_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert UNASSIGNED_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAQ"
+    assert LOST_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAg"
+    assert names.ZERO_UUID == MIGRATING_DIRECTORY_ID and names.ONE_UUID == UNASSIGNED_DIRECTORY_ID
     for rid in (UNASSIGNED_DIRECTORY_ID, LOST_DIRECTORY_ID, MIGRATING_DIRECTORY_ID, uuid_to_base64url(99)):
         assert names.is_reserved_directory_id(rid)
     assert not names.is_reserved_directory_id(uuid_to_base64url(100))

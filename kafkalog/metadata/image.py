@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidRecordError, KafkaLogError, MessageDecodeError
+from ..names import LOST_DIRECTORY_ID, MIGRATING_DIRECTORY_ID, UNASSIGNED_DIRECTORY_ID
 from ..records import read_batches
 from ..records.control import ControlRecordType, parse_control_type
 from .decode import MetadataRecord, decode_control_record, decode_metadata_record
@@ -33,9 +34,9 @@ __all__ = [
 ]
 
 #: KIP-858's reserved directory ids (Kafka's DirectoryId)
-MIGRATING = "AAAAAAAAAAAAAAAAAAAAAA"
-UNASSIGNED = "AAAAAAAAAAAAAAAAAAAAAQ"
-LOST = "AAAAAAAAAAAAAAAAAAAAAg"
+MIGRATING = MIGRATING_DIRECTORY_ID
+UNASSIGNED = UNASSIGNED_DIRECTORY_ID
+LOST = LOST_DIRECTORY_ID
 SPECIAL_DIRECTORIES = {MIGRATING: "MIGRATING", UNASSIGNED: "UNASSIGNED", LOST: "LOST"}
 
 
