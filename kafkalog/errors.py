@@ -86,6 +86,10 @@ class MalformedRecordError(MessageDecodeError):
     """Bytes that end early, carry an impossible length, a bad varint or leftover bytes after the message."""
 
 
+class CorruptKraftSnapshotError(KafkaLogError):
+    """A KRaft ``.checkpoint`` snapshot breaking the raft layer's rules (CRC, offsets, header/footer records)."""
+
+
 # --- indexes, segments, logs -----------------------------------------------------------------------------------
 
 

@@ -153,3 +153,38 @@ def test_oracle_decode_command_agrees_on_a_snapshot(oracle_data: Path) -> None:
         for field in DECODED:
             if field in w:
                 assert g.get(field) == w[field], (w["offset"], field)
+
+
+@needs_golden
+def test_kraft_snapshots_are_verified(tmp_path: Path) -> None:
+    """A sound snapshot dumps with exit 0 and verifies; one whose footer batch is torn off, or whose header is not
+    first, is reported by both commands (exit 1) with each broken rule."""
+    src = GOLDEN / "metadata" / "__cluster_metadata-0" / "00000000000000000023-0000000001.checkpoint"
+    good = tmp_path / "good" / src.name
+    good.parent.mkdir()
+    shutil.copy(src, good)
+    result = _run(tmp_path, "--json", str(good))
+    assert result.exit_code == 0
+    head = json.loads(result.stdout.splitlines()[0])
+    assert (head["kind"], head["snapshotEndOffset"], head["snapshotEpoch"]) == ("kraft-snapshot", 23, 1)
+    verify = CliRunner().invoke(main, ["verify", str(good)], catch_exceptions=False)
+    assert verify.exit_code == 0 and "kraft-snapshot, 22 entries" in verify.stdout
+
+    torn = tmp_path / "torn" / src.name
+    torn.parent.mkdir()
+    torn.write_bytes(src.read_bytes()[:-30])
+    result = _run(tmp_path, str(torn))
+    assert result.exit_code == 1
+    assert f"{torn}: the last record is not a SnapshotFooter control record" in result.stderr.splitlines()
+    verify = CliRunner().invoke(main, ["verify", str(torn)], catch_exceptions=False)
+    assert verify.exit_code == 1 and "SnapshotFooter" in verify.stdout
+
+    headless = tmp_path / "headless" / src.name
+    headless.parent.mkdir()
+    first_batch = 299  # the control batch with SnapshotHeader, KRaftVersion, KRaftVoters
+    headless.write_bytes(src.read_bytes()[first_batch:])
+    result = _run(tmp_path, str(headless))
+    assert result.exit_code == 1
+    problems = result.stderr.splitlines()
+    assert f"{headless}: offset 3 where 0 was expected" in problems
+    assert f"{headless}: the first record is not a SnapshotHeader control record" in problems

@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..errors import InvalidRecordError, KafkaLogError, MessageDecodeError
+from ..errors import CorruptKraftSnapshotError, InvalidRecordError, KafkaLogError, MessageDecodeError
 from ..metadata.decode import decode_control_record, decode_metadata_record
 from ..metadata.snapshot import BOOTSTRAP_FILE, SnapshotId, parse_snapshot_name
 from ..records import read_batches
 from ..records.control import ControlRecordType, parse_control_type
 
-__all__ = ["SnapshotCheck", "check_kraft_snapshot"]
+__all__ = ["SnapshotCheck", "check_kraft_snapshot", "count_kraft_snapshot"]
 
 
 @dataclass
@@ -79,3 +79,11 @@ def check_kraft_snapshot(path: str) -> SnapshotCheck:
     if last != ControlRecordType.SNAPSHOT_FOOTER:
         check.problems.append("the last record is not a SnapshotFooter control record")
     return check
+
+
+def count_kraft_snapshot(path: str) -> int:
+    """The metadata records of a sound snapshot; CorruptKraftSnapshotError listing every problem otherwise."""
+    check = check_kraft_snapshot(path)
+    if check.problems:
+        raise CorruptKraftSnapshotError(f"{path}: " + "; ".join(check.problems))
+    return check.records
