@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalog.metadata.snapshot import parse_snapshot_name
 from kafkalog import names
 from kafkalog.errors import InvalidPartitionDirError, InvalidTopicError
+from kafkalog.metadata.snapshot import parse_snapshot_name
 from kafkalog.names import (
     LOST_DIRECTORY_ID,
     MIGRATING_DIRECTORY_ID,

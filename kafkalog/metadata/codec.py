@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import MalformedRecordError, UnsupportedRecordVersionError
+from ..names import base64url_to_uuid_bytes, uuid_to_base64url
 from .schema import Field, Message
 
 __all__ = [
@@ -42,18 +43,13 @@ MAX_STRING = 0x7FFF
 
 
 def uuid_to_str(raw: bytes) -> str:
-    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    """Kafka's ``Uuid.toString`` (URL-safe base64, no padding), as its JSON converters print a uuid field."""
+    return uuid_to_base64url(raw)
 
 
 def uuid_from_str(text: str) -> bytes:
-    try:
-        raw = base64.urlsafe_b64decode(text + "==")
-    except (ValueError, TypeError) as exc:
-        raise MalformedRecordError(f"not a Kafka UUID: {text!r}") from exc
-    if len(raw) != 16:
-        raise MalformedRecordError(f"not a Kafka UUID: {text!r}")
-    return raw
+    """The 16 bytes of a uuid field's value; InvalidArgumentError for anything else."""
+    return base64url_to_uuid_bytes(text)
 
 
 class Reader:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..checkpoint.meta_properties import java_string_hash
 from ..errors import MalformedRecordError, MessageDecodeError, UnknownRecordTypeError, UnsupportedRecordVersionError
 from ..records.control import ControlRecordType
 from .codec import Reader, read_message, to_json
@@ -243,16 +244,8 @@ def _i32(x: int) -> int:
     return x - (1 << 32) if x & 0x80000000 else x
 
 
-def _java_string_hash(s: str) -> int:
-    h = 0
-    data = s.encode("utf-16-be", errors="surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return _i32(h)
-
-
 def _improved_hash(topic: str, partition: int) -> int:
-    h = _i32(31 * _i32(31 + partition) + _java_string_hash(topic))  # TopicPartition.hashCode
+    h = _i32(31 * _i32(31 + partition) + java_string_hash(topic))  # TopicPartition.hashCode
     u = h & 0xFFFFFFFF
     return _i32(u ^ (u >> 16))  # mutable.HashSet.improveHash
 

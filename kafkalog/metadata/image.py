@@ -19,7 +19,7 @@ from ..names import LOST_DIRECTORY_ID, MIGRATING_DIRECTORY_ID, UNASSIGNED_DIRECT
 from ..records import read_batches
 from ..records.control import ControlRecordType, parse_control_type
 from .decode import MetadataRecord, decode_control_record, decode_metadata_record
-from .snapshot import SnapshotId, list_snapshots
+from .snapshot import SnapshotId, list_segments, list_snapshots
 
 __all__ = [
     "UNASSIGNED",
@@ -261,11 +261,11 @@ def read_metadata_log(partition_dir: str | os.PathLike) -> MetadataImage:
             break
         image.problems.extend(f"{path}: {p} (snapshot skipped)" for p in check.problems)
     start = image.end_offset
-    segments = sorted((int(n[:-4]), n) for n in os.listdir(root) if n.endswith(".log") and n[:-4].isdigit())
-    for i, (base, name) in enumerate(segments):
+    segments = list_segments(root)
+    for i, (_, path) in enumerate(segments):
         next_base = segments[i + 1][0] if i + 1 < len(segments) else None
         if next_base is not None and next_base <= start:
-            continue
-        if not replay(image, os.path.join(root, name), start):
+            continue  # the snapshot covers this whole segment
+        if not replay(image, path, start):
             break
     return image

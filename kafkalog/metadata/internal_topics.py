@@ -17,6 +17,7 @@ from ..errors import InvalidRecordError, KafkaLogError, MessageDecodeError
 from ..records import read_batches
 from ..records.control import ControlRecordType, parse_control_type
 from .decode import decode_group_record, decode_txn_record
+from .snapshot import list_segments
 
 __all__ = ["consumer_offsets", "transaction_states", "TransactionState"]
 
@@ -25,10 +26,8 @@ _OFFSET_COMMIT_TYPES = (0, 1)
 
 def _records(partition_dir: str | os.PathLike) -> Iterator[tuple[object, object]]:
     """(batch, record) of every readable batch of every segment, in offset order."""
-    root = os.fspath(partition_dir)
-    names = sorted((int(n[:-4]), n) for n in os.listdir(root) if n.endswith(".log") and n[:-4].isdigit())
-    for _, name in names:
-        reader = read_batches(os.path.join(root, name), populate=False)
+    for _, path in list_segments(partition_dir):
+        reader = read_batches(path, populate=False)
         for batch in reader:
             if not batch.is_valid():
                 return
