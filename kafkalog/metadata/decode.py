@@ -152,21 +152,25 @@ def _consumer_protocol(schema: Message, data: bytes | None) -> dict[str, Any] | 
         return None
 
 
+def _versioned(data: bytes | bytearray | memoryview | None, what: str) -> tuple[Reader, int]:
+    """A coordinator key or value: its leading int16 version and a reader after it."""
+    if data is None:
+        raise MalformedRecordError(f"no {what}")
+    r = Reader(data)
+    return r, r.fixed("int16", f"{what} version")
+
+
 def decode_group_record(key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None
                         ) -> GroupRecord:
     """A ``__consumer_offsets`` record (GroupCoordinatorRecordSerde's layout)."""
-    if key is None:
-        raise MalformedRecordError("group coordinator record without a key")
-    r = Reader(key)
-    record_type = r.fixed("int16", "key version")
+    r, record_type = _versioned(key, "group coordinator record key")
     key_schema = GROUP_KEYS.get(record_type)
     if key_schema is None:
         raise UnknownRecordTypeError("group coordinator", record_type)
     key_data = read_message(key_schema, r, record_type)
     if value is None:
         return GroupRecord(record_type, key_data, None, None)
-    rv = Reader(value)
-    version = rv.fixed("int16", "value version")
+    rv, version = _versioned(value, "value")
     schema = GROUP_VALUES[record_type]
     if version not in schema.valid:
         raise UnsupportedRecordVersionError(schema.name, version)
@@ -217,17 +221,13 @@ class TxnRecord:
 def decode_txn_record(key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None
                       ) -> TxnRecord:
     """A ``__transaction_state`` record; a key version other than 0 is an unknown key (no value is read)."""
-    if key is None:
-        raise MalformedRecordError("transaction log record without a key")
-    r = Reader(key)
-    key_version = r.fixed("int16", "key version")
+    r, key_version = _versioned(key, "transaction log record key")
     if key_version != 0:
         return TxnRecord(key_version, None, None, None)
     txn_id = read_message(TXN_KEY, r, 0, exact=False)["transactionalId"]
     if value is None:
         return TxnRecord(0, txn_id, None, None)
-    rv = Reader(value)
-    version = rv.fixed("int16", "value version")
+    rv, version = _versioned(value, "value")
     data = read_message(TXN_VALUE, rv, version, exact=False)
     if data["transactionStatus"] not in TXN_STATES:
         raise MalformedRecordError(
