@@ -27,20 +27,20 @@ _OFFSET_COMMIT_KEY = [F("Group", "string"), F("Topic", "string"), F("Partition",
 GROUP_KEYS: dict[int, Message] = {
     0: M("OffsetCommitKey", 0, "0-1", "none", _OFFSET_COMMIT_KEY),
     1: M("OffsetCommitKey", 1, "0-1", "none", _OFFSET_COMMIT_KEY),
-    2: M("GroupMetadataKey", 2, "0-2", "none", _GROUP),
-    3: M("ConsumerGroupMetadataKey", 3, "0-3", "none", _GROUP_ID),
-    4: M("ConsumerGroupPartitionMetadataKey", 4, "0-4", "none", _GROUP_ID),
-    5: M("ConsumerGroupMemberMetadataKey", 5, "0-5", "none", _MEMBER),
-    6: M("ConsumerGroupTargetAssignmentMetadataKey", 6, "0-6", "none", _GROUP_ID),
-    7: M("ConsumerGroupTargetAssignmentMemberKey", 7, "0-7", "none", _MEMBER),
-    8: M("ConsumerGroupCurrentMemberAssignmentKey", 8, "0-8", "none", _MEMBER),
-    9: M("ShareGroupPartitionMetadataKey", 9, "0-9", "none", _GROUP_ID),
-    10: M("ShareGroupMemberMetadataKey", 10, "0-10", "none", _MEMBER),
-    11: M("ShareGroupMetadataKey", 11, "0-11", "none", _GROUP_ID),
-    12: M("ShareGroupTargetAssignmentMetadataKey", 12, "0-12", "none", _GROUP_ID),
-    13: M("ShareGroupTargetAssignmentMemberKey", 13, "0-13", "none", _MEMBER),
-    14: M("ShareGroupCurrentMemberAssignmentKey", 14, "0-14", "none", _MEMBER),
-    16: M("ConsumerGroupRegularExpressionKey", 16, "0-16", "none", [F("GroupId", "string"), F("Regex", "string")]),
+    2: M("GroupMetadataKey", 2, "2", "none", _GROUP),
+    3: M("ConsumerGroupMetadataKey", 3, "3", "none", _GROUP_ID),
+    4: M("ConsumerGroupPartitionMetadataKey", 4, "4", "none", _GROUP_ID),
+    5: M("ConsumerGroupMemberMetadataKey", 5, "5", "none", _MEMBER),
+    6: M("ConsumerGroupTargetAssignmentMetadataKey", 6, "6", "none", _GROUP_ID),
+    7: M("ConsumerGroupTargetAssignmentMemberKey", 7, "7", "none", _MEMBER),
+    8: M("ConsumerGroupCurrentMemberAssignmentKey", 8, "8", "none", _MEMBER),
+    9: M("ShareGroupPartitionMetadataKey", 9, "9", "none", _GROUP_ID),
+    10: M("ShareGroupMemberMetadataKey", 10, "10", "none", _MEMBER),
+    11: M("ShareGroupMetadataKey", 11, "11", "none", _GROUP_ID),
+    12: M("ShareGroupTargetAssignmentMetadataKey", 12, "12", "none", _GROUP_ID),
+    13: M("ShareGroupTargetAssignmentMemberKey", 13, "13", "none", _MEMBER),
+    14: M("ShareGroupCurrentMemberAssignmentKey", 14, "14", "none", _MEMBER),
+    15: M("ShareGroupStatePartitionMetadataKey", 15, "15", "none", _GROUP_ID),
 }
 
 _OFFSET_COMMIT_VALUE = M("OffsetCommitValue", None, "0-4", "4+", [
@@ -116,13 +116,16 @@ GROUP_VALUES: dict[int, Message] = {
         F("TopicPartitions", "[]TopicPartition", fields=_TOPIC_PARTITIONS),
     ]),
     14: M("ShareGroupCurrentMemberAssignmentValue", None, "0", "0+", _MEMBER_ASSIGNMENT),
-    16: M("ConsumerGroupRegularExpressionValue", None, "0", "0+", [
-        F("Topics", "[]string"), F("Version", "int64"), F("Timestamp", "int64"),
+    15: M("ShareGroupStatePartitionMetadataValue", None, "0", "0+", [
+        F("InitializedTopics", "[]TopicPartitionsInfo", fields=[
+            F("TopicId", "uuid"), F("TopicName", "string"), F("Partitions", "[]int32"),
+        ]),
+        F("DeletingTopics", "[]TopicInfo", fields=[F("TopicId", "uuid"), F("TopicName", "string")]),
     ]),
 }  # fmt: skip
 
 #: the record types kafka-dump-log.sh's offsets decoder prints; it reports any other as an unknown record type
-DUMPED_TYPES = frozenset(range(15))
+DUMPED_TYPES = frozenset(GROUP_KEYS)
 
 _CONSUMER_TOPIC_PARTITION = [F("Topic", "string"), F("Partitions", "[]int32")]
 

@@ -12,10 +12,10 @@ from .schema import F, M, Message
 
 __all__ = ["CONTROL_MESSAGES", "PRINTED_AS"]
 
-_VOTER = [F("VoterId", "int32")]
+_VOTER = [F("VoterId", "int32"), F("VoterDirectoryId", "uuid", "1+")]
 
 CONTROL_MESSAGES: dict[ControlRecordType, Message] = {
-    ControlRecordType.LEADER_CHANGE: M("LeaderChangeMessage", None, "0", "0+", [
+    ControlRecordType.LEADER_CHANGE: M("LeaderChangeMessage", None, "0-1", "0+", [
         F("Version", "int16"),
         F("LeaderId", "int32"),
         F("Voters", "[]Voter", fields=_VOTER),

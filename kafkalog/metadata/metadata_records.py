@@ -116,7 +116,6 @@ _RECORDS: list[tuple[str, Message]] = [
         F("EndPoints", "[]ControllerEndpoint", fields=_ENDPOINT),
         F("Features", "[]ControllerFeature", fields=_FEATURE),
     ])),
-    ("CLEAR_ELR_RECORD", M("ClearElrRecord", 28, "0", "0+", [F("TopicName", "string")])),
 ]  # fmt: skip
 
 #: api key -> record table
