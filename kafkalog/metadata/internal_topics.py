@@ -72,8 +72,10 @@ def consumer_offsets(partition_dir: str | os.PathLike) -> dict[str, dict[tuple[s
         entry = None if decoded.value is None else (decoded.value["offset"], record.offset)  # type: ignore[attr-defined]
         if batch.is_transactional:  # type: ignore[attr-defined]
             pending.setdefault(batch.producer_id, {})[key] = entry  # type: ignore[attr-defined]
-        elif entry is None:
+        elif entry is None:  # a plain tombstone also drops the partition's pending transactional commits
             committed.pop(key, None)
+            for txn in pending.values():
+                txn.pop(key, None)
         else:
             committed[key] = entry
     out: dict[str, dict[tuple[str, int], int]] = {}
