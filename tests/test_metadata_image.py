@@ -174,3 +174,24 @@ def test_usage_errors(meta: Path, tmp_path: Path) -> None:
     empty.mkdir()
     code, _ = _assignments(empty, 1, d)
     assert code == 2
+
+
+def test_check_broker_dirs_reports_an_assignment_to_an_unregistered_dir(tmp_path: Path) -> None:
+    """A replica assigned to a directory id the broker's registration does not list (its dir failed and the
+    broker re-registered without it, but the partition was never reassigned)."""
+    from kafkalog.manager.assignments import DirState
+    from kafkalog.metadata import BrokerImage, MetadataImage, PartitionImage, TopicImage
+    from kafkalog.metadata.dir_assignments import check_broker_dirs
+
+    image = MetadataImage()
+    image.brokers[1] = BrokerImage(1, 10, OTHER, [B1_C], fenced=True)
+    topic = TopicImage("t", ORDERS)
+    topic.partitions[0] = PartitionImage(0, [1, 2], [1, 2], 1, 0, 0, [B1_D, B2])
+    topic.partitions[1] = PartitionImage(1, [2, 1], [2, 1], 2, 0, 0, [B2, B1_C])
+    image.topics["t"] = topic
+    dirs = [DirState("/c", B1_C, True, {("t", 1)}), DirState("/d", B1_D, True, {("t", 0)})]
+    report = check_broker_dirs(dirs, image, 1)
+    assert [(m["kind"], m["partition"]) for m in report.mismatches] == [("assigned_to_unregistered_dir", 0)]
+    assert [(f.log_dir, f.kind) for f in report.dir_findings] == [("/d", "directory_not_registered")]
+    assert report.fenced and not report.consistent
+    assert [r.to_json()["assigned"] for r in report.replicas] == [B1_D, B1_C]
