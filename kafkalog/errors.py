@@ -59,16 +59,18 @@ class MessageDecodeError(KafkaLogError):
     """A Kafka message (a metadata, KRaft control, group coordinator or transaction log record) that cannot be read
     with its schema: the finding names what was expected and where, and the caller keeps going with the next one."""
 
-    def __init__(self, message: str, *, offset: int | None = None) -> None:
+    def __init__(self, message: str, *, offset: int | None = None, kafka_text: str | None = None) -> None:
         super().__init__(message)
         self.offset = offset
+        #: what Kafka's own reader says about the same bytes (kafka-dump-log.sh prints it), when it says something
+        self.kafka_text = kafka_text
 
 
 class UnknownRecordTypeError(MessageDecodeError):
     """A record type id (metadata api key, coordinator key version, control type) no table here describes."""
 
-    def __init__(self, family: str, type_id: int, *, offset: int | None = None) -> None:
-        super().__init__(f"unknown {family} record type {type_id}", offset=offset)
+    def __init__(self, family: str, type_id: int, *, offset: int | None = None, kafka_text: str | None = None) -> None:
+        super().__init__(f"unknown {family} record type {type_id}", offset=offset, kafka_text=kafka_text)
         self.family = family
         self.type_id = type_id
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from kafkalog_cli.main import main
 from kafkalog.metadata.codec import Reader, read_message, write_message
 from kafkalog.metadata.decode import decode_metadata_record
 from kafkalog.metadata.metadata_records import RECORD_TYPES
-from kafkalog.records import read_batches
+from kafkalog.records import build_batch, read_batches
 from tests.conftest import GOLDEN, needs_golden
 from tests.oracle import needs_oracle, run_oracle, run_oracle_json
 
@@ -188,3 +189,63 @@ def test_kraft_snapshots_are_verified(tmp_path: Path) -> None:
     problems = result.stderr.splitlines()
     assert f"{headless}: offset 3 where 0 was expected" in problems
     assert f"{headless}: the first record is not a SnapshotHeader control record" in problems
+
+
+def _k(record_type: int, *parts: bytes) -> bytes:
+    return struct.pack(">h", record_type) + b"".join(parts)
+
+
+def _s(text: bytes) -> bytes:
+    return struct.pack(">h", len(text)) + text
+
+
+#: records that do not decode, each a different way in (frame, type, version, lengths, nulls, varints, tags)
+MALFORMED = {
+    "__cluster_metadata-0": [
+        bytes([1, 20, 0, 0]),  # a good NoOpRecord
+        bytes([1, 99, 0, 0]),  # unknown api key
+        bytes([1, 2, 5, 0]),  # TopicRecord v5
+        bytes([1, 2, 0, 7, 0x61]),  # truncated string
+        bytes([1, 20, 0, 0, 0]),  # a byte of garbage after it
+        bytes([0, 20, 0, 0]),  # frame version 0
+        bytes([2, 20, 0, 0]),  # frame version 2
+        bytes([1, 2, 0]) + b"\x00" + bytes(16) + b"\x00",  # null non-nullable string
+        bytes([1, 3, 0, 0, 0, 0, 1]) + bytes(16) + b"\xff\xff\xff\xff\x0f",  # a huge array length
+        bytes([1, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]),  # a varint too long
+        bytes([1, 0x80, 0x80, 0x04, 0]),  # type too large
+        bytes([1, 12, 0]) + b"\x02a" + b"\x00\x01" + b"\x01\x07\x02ab",  # an unknown tag (kept)
+        b"",  # nothing at all
+    ],
+    "__consumer_offsets-0": [
+        (_k(99, _s(b"g")), b"\x00\x00"),  # unknown record type
+        (_k(2, _s(b"g")), struct.pack(">h", 9) + b"x"),  # a value version past the schema's
+        (_k(2, _s(b"g")), b"\x00\x00\x00"),  # truncated value
+        (_k(1), None),  # truncated key
+        (_k(2, _s(b"g"), b"zz"), None),  # bytes after the key (ignored, as Kafka does)
+        (_k(2, struct.pack(">h", 50) + b"ab"), None),  # string longer than the key
+        (_k(2, struct.pack(">h", -1)), None),  # null group
+        (_k(3, _s(b"g")), struct.pack(">h", 0) + b"\x00\x00\x00\x01\x05\x00"),  # tagged count past the end
+        (_k(3, _s(b"g")), struct.pack(">h", 0) + b"\x00\x00\x00\x01" + b"\xff\xff\xff\xff\xff\x01"),  # varint
+        (_k(4, _s(b"g")), struct.pack(">h", 0) + b"\x02" + bytes(10)),  # a short uuid
+        (b"\x00", b"\x00"),  # no key version
+    ],
+}
+
+
+@needs_oracle
+@pytest.mark.parametrize("part", sorted(MALFORMED))
+def test_malformed_records_print_what_kafka_prints(tmp_path: Path, part: str) -> None:
+    """Kafka's own dump of records that do not decode (``decode-... --text`` runs DumpLogSegments.main): every line
+    equal, ours from typed errors, never an exception."""
+    records = [(None, r) if isinstance(r, bytes) else r for r in MALFORMED[part]]
+    log = tmp_path / part / "00000000000000000000.log"
+    log.parent.mkdir()
+    log.write_bytes(build_batch(records, base_offset=0, timestamp=1700000000000))
+    command, option = (("decode-metadata", "--cluster-metadata-decoder") if part.startswith("__cluster")
+                       else ("decode-offsets", "--offsets-decoder"))
+    kafka = run_oracle(command, log, "--text").stdout.splitlines()
+    result = _run(tmp_path, option, str(log))
+    assert result.exit_code == 0
+    ours = result.stdout.splitlines()
+    assert [line for line in ours if line.startswith("|")] == [line for line in kafka if line.startswith("|")]
+    assert sum(line.startswith("|") for line in ours) == len(records)

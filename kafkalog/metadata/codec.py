@@ -66,16 +66,20 @@ class Reader:
     def remaining(self) -> int:
         return self.end - self.pos
 
-    def take(self, n: int, what: str) -> bytes:
-        if n < 0 or n > self.end - self.pos:
-            raise MalformedRecordError(f"{what}: needs {n} bytes, {self.end - self.pos} left at byte {self.pos}")
+    def take(self, n: int, what: str, *, array: bool = True) -> bytes:
+        """``n`` bytes; ``array``: a length-prefixed string/bytes (Kafka's readArray names the shortfall), else a
+        fixed-size read (Java's BufferUnderflowException, which has no message)."""
+        left = self.end - self.pos
+        if n < 0 or n > left:
+            java = f"Error reading byte array of {n} byte(s): only {left} byte(s) available" if array else None
+            raise MalformedRecordError(f"{what}: needs {n} bytes, {left} left at byte {self.pos}", kafka_text=java)
         out = self.buf[self.pos : self.pos + n]
         self.pos += n
         return out
 
     def fixed(self, kind: str, what: str) -> Any:
         s = _FIXED[kind]
-        return s.unpack(self.take(s.size, what))[0]
+        return s.unpack(self.take(s.size, what, array=False))[0]
 
     def uvarint(self, what: str) -> int:
         """Kafka's readUnsignedVarint: at most 5 bytes, the value an unsigned 32-bit int."""
@@ -88,7 +92,11 @@ class Reader:
             value |= (b & 0x7F) << (7 * i)
             if not b & 0x80:
                 return value & 0xFFFFFFFF
-        raise MalformedRecordError(f"{what}: varint is too long at byte {self.pos}")
+        raise MalformedRecordError(
+            f"{what}: varint is too long at byte {self.pos}",
+            kafka_text="Varint is too long, the most significant bit in the 5th byte is set, converted value: "
+            f"{value & 0xFFFFFFFF:x}",
+        )
 
 
 class Writer:
@@ -120,9 +128,10 @@ class Writer:
 
 
 def read_message(message: Message, data: bytes | bytearray | memoryview | Reader, version: int,
-                 *, exact: bool = True) -> dict[str, Any]:
-    """``message`` at ``version`` from ``data``; with ``exact`` no byte may be left over."""
-    if version not in message.valid:
+                 *, exact: bool = True, check_version: bool = True) -> dict[str, Any]:
+    """``message`` at ``version`` from ``data``; with ``exact`` no byte may be left over. Without
+    ``check_version`` a version past the schema's reads with the fields of the last one (the coordinators do)."""
+    if version < 0 or (check_version and version not in message.valid):
         raise UnsupportedRecordVersionError(message.name, version)
     r = data if isinstance(data, Reader) else Reader(data)
     out = _read_fields(r, message.fields, version, version in message.flexible, message.name)
@@ -141,9 +150,7 @@ def _read_fields(r: Reader, fields: tuple[Field, ...], version: int, flexible: b
         elif version in f.versions:
             out[f.json_name] = _read_value(r, f, version, flexible, f"{where}.{f.name}")
     if flexible:
-        count = r.uvarint(f"{where} tagged field count")
-        if count > r.remaining:
-            raise MalformedRecordError(f"{where}: {count} tagged fields in {r.remaining} bytes")
+        count = r.uvarint(f"{where} tagged field count")  # each tag read below is bounded by the bytes left
         unknown: list[dict[str, Any]] = []
         for _ in range(count):
             tag = r.uvarint(f"{where} tag")
@@ -167,37 +174,51 @@ def _read_value(r: Reader, f: Field, version: int, flexible: bool, where: str) -
             n = r.fixed("int32", f"{where} length")
         if n < 0:
             if not nullable:
-                raise MalformedRecordError(f"non-nullable field {where} was serialized as null")
+                raise _null_field(f, where)
             return None
         if n > r.remaining:
-            raise MalformedRecordError(
-                f"Tried to allocate a collection of size {n}, but there are only {r.remaining} bytes remaining."
-            )
+            text = f"Tried to allocate a collection of size {n}, but there are only {r.remaining} bytes remaining."
+            raise MalformedRecordError(f"{where}: {text}", kafka_text=text)
         elem = f.element
         if f.is_struct:
             return [_read_fields(r, f.fields, version, flexible, where) for _ in range(n)]
-        return [_read_primitive(r, elem, flexible, False, where) for _ in range(n)]
+        try:
+            return [_read_primitive(r, elem, flexible, False, where) for _ in range(n)]
+        except _NullField:
+            raise _null_field(f, where) from None
     if f.is_struct:
         if nullable:
             present = r.fixed("int8", f"{where} presence")
             if present < 0:
                 return None
         return _read_fields(r, f.fields, version, flexible, where)
-    return _read_primitive(r, f.type, flexible, nullable, where)
+    try:
+        return _read_primitive(r, f.type, flexible, nullable, where)
+    except _NullField:
+        raise _null_field(f, where) from None
+
+
+class _NullField(Exception):
+    """A null where the schema forbids one (the caller knows the field's name)."""
+
+
+def _null_field(f: Field, where: str) -> MalformedRecordError:
+    return MalformedRecordError(f"non-nullable field {where} was serialized as null",
+                                kafka_text=f"non-nullable field {f.json_name} was serialized as null")
 
 
 def _read_primitive(r: Reader, kind: str, flexible: bool, nullable: bool, where: str) -> Any:
     if kind in _FIXED:
         return r.fixed(kind, where)
     if kind == "bool":
-        return r.take(1, where)[0] != 0
+        return r.take(1, where, array=False)[0] != 0
     if kind == "uuid":
-        return uuid_to_str(r.take(16, where))
+        return uuid_to_str(r.take(16, where, array=False))
     if kind == "string":
         n = r.uvarint(f"{where} length") - 1 if flexible else r.fixed("int16", f"{where} length")
         if n < 0:
             if not nullable:
-                raise MalformedRecordError(f"non-nullable field {where} was serialized as null")
+                raise _NullField
             return None
         if n > MAX_STRING:
             raise MalformedRecordError(f"string field {where} had invalid length {n}")
@@ -206,7 +227,7 @@ def _read_primitive(r: Reader, kind: str, flexible: bool, nullable: bool, where:
         n = r.uvarint(f"{where} length") - 1 if flexible else r.fixed("int32", f"{where} length")
         if n < 0:
             if not nullable:
-                raise MalformedRecordError(f"non-nullable field {where} was serialized as null")
+                raise _NullField
             return None
         return r.take(n, where)
     raise MalformedRecordError(f"{where}: no reader for type {kind}")  # a table error, not bad input

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checkpoint.meta_properties import java_string_hash
-from ..errors import MalformedRecordError, MessageDecodeError, UnknownRecordTypeError, UnsupportedRecordVersionError
+from ..errors import MalformedRecordError, MessageDecodeError, UnknownRecordTypeError
 from ..records.control import ControlRecordType
 from .codec import Reader, read_message, to_json
 from .group_records import CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, GROUP_KEYS, GROUP_VALUES
@@ -36,9 +36,13 @@ FRAME_VERSION = 1
 
 
 def _version(r: Reader, what: str) -> int:
-    value = r.uvarint(what)
+    """MetadataRecordSerde's unsignedIntToShort."""
+    try:
+        value = r.uvarint(what)
+    except MalformedRecordError as exc:
+        raise MalformedRecordError(str(exc), kafka_text=f"Error while reading {what}") from None
     if value > 0x7FFF:
-        raise MalformedRecordError(f"Value for {what} was too large.")
+        raise MalformedRecordError(f"Value for {what} was too large.", kafka_text=f"Value for {what} was too large.")
     return value
 
 
@@ -70,17 +74,31 @@ def decode_metadata_record(value: bytes | bytearray | memoryview | None) -> Meta
         raise MalformedRecordError("metadata record without a value")
     r = Reader(value)
     frame = _version(r, "frame version")
+    if frame == 0:
+        text = ("Could not deserialize metadata record with frame version 0. Note that upgrades from the preview "
+                "release of KRaft in 2.8 to newer versions are not supported.")
+        raise MalformedRecordError(text, kafka_text=text)
     if frame != FRAME_VERSION:
-        raise MalformedRecordError(
-            f"Could not deserialize metadata record due to unknown frame version {frame}"
-            f"(only frame version {FRAME_VERSION} is supported)"
-        )
+        text = (f"Could not deserialize metadata record due to unknown frame version {frame}"
+                f"(only frame version {FRAME_VERSION} is supported)")
+        raise MalformedRecordError(text, kafka_text=text)
     api_key = _version(r, "type")
     version = _version(r, "version")
     schema = RECORD_TYPES.get(api_key)
     if schema is None:
-        raise UnknownRecordTypeError("metadata", api_key)
-    return MetadataRecord(api_key, version, read_message(schema, r, version))
+        raise UnknownRecordTypeError(
+            "metadata", api_key,
+            kafka_text=f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}",
+        )
+    try:
+        data = read_message(schema, r, version, exact=False)
+    except MessageDecodeError as exc:
+        exc.kafka_text = f"Failed to deserialize record with type {api_key}"
+        raise
+    if r.remaining:
+        raise MalformedRecordError(f"{r.remaining} byte(s) left after {schema.name} v{version}",
+                                   kafka_text=f"Found {r.remaining} byte(s) of garbage after {api_key}")
+    return MetadataRecord(api_key, version, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,24 +175,36 @@ def _versioned(data: bytes | bytearray | memoryview | None, what: str) -> tuple[
     if data is None:
         raise MalformedRecordError(f"no {what}")
     r = Reader(data)
-    return r, r.fixed("int16", f"{what} version")
+    try:
+        return r, r.fixed("int16", f"{what} version")
+    except MalformedRecordError as exc:
+        raise MalformedRecordError(str(exc), kafka_text=f"Could not read version from {what}'s buffer.") from None
+
+
+def _coordinator_message(schema: Message, r: Reader, version: int, what: str) -> dict[str, Any]:
+    """CoordinatorRecordSerde.readMessage: the version is not checked against the schema's and bytes after the
+    message are ignored, as Kafka's coordinators read them."""
+    try:
+        return read_message(schema, r, version, exact=False, check_version=False)
+    except MessageDecodeError as exc:
+        exc.kafka_text = (f"Could not read record with version {version} from {what}'s buffer due to: "
+                          f"{exc.kafka_text or 'null'}.")
+        raise
 
 
 def decode_group_record(key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None
                         ) -> GroupRecord:
     """A ``__consumer_offsets`` record (GroupCoordinatorRecordSerde's layout)."""
-    r, record_type = _versioned(key, "group coordinator record key")
+    r, record_type = _versioned(key, "key")
     key_schema = GROUP_KEYS.get(record_type)
     if key_schema is None:
         raise UnknownRecordTypeError("group coordinator", record_type)
-    key_data = read_message(key_schema, r, record_type)
+    key_data = _coordinator_message(key_schema, r, record_type, "key")
     if value is None:
         return GroupRecord(record_type, key_data, None, None)
     rv, version = _versioned(value, "value")
-    schema = GROUP_VALUES[record_type]
-    if version not in schema.valid:
-        raise UnsupportedRecordVersionError(schema.name, version)
-    return GroupRecord(record_type, key_data, version, read_message(schema, rv, version))
+    return GroupRecord(record_type, key_data, version, _coordinator_message(GROUP_VALUES[record_type], rv, version,
+                                                                            "value"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +251,7 @@ class TxnRecord:
 def decode_txn_record(key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None
                       ) -> TxnRecord:
     """A ``__transaction_state`` record; a key version other than 0 is an unknown key (no value is read)."""
-    r, key_version = _versioned(key, "transaction log record key")
+    r, key_version = _versioned(key, "key")
     if key_version != 0:
         return TxnRecord(key_version, None, None, None)
     txn_id = read_message(TXN_KEY, r, 0, exact=False)["transactionalId"]

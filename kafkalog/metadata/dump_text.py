@@ -58,7 +58,7 @@ def _metadata(offset: int, value: bytes | None) -> RecordContents:
     try:
         record = decode_metadata_record(value)
     except MessageDecodeError as exc:
-        text = f"Error at {offset}, skipping. {exc}"
+        text = f"Error at {offset}, skipping. {exc.kafka_text or exc}"
         return RecordContents(None, text, None, text, exc)
     data = record.to_json()
     return RecordContents(None, dumps_java(data), None, data)
@@ -73,7 +73,7 @@ def _offsets(offset: int, key: bytes | None, value: bytes | None) -> RecordConte
         text = f"Unknown record type {exc.type_id} at offset {offset}, skipping."
         return RecordContents(text, None, text, None, exc)
     except MessageDecodeError as exc:
-        text = f"Error at offset {offset}, skipping. {exc}"
+        text = f"Error at offset {offset}, skipping. {exc.kafka_text or exc}"
         return RecordContents(text, None, text, None, exc)
     key_json = {"type": str(record.record_type), "data": record.key_json()}
     value_json = record.value_json()
