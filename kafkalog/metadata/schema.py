@@ -28,8 +28,8 @@ class Versions:
     low: int
     high: int  # inclusive; 32767 for "N+"
 
-    def __contains__(self, version: object) -> bool:
-        return isinstance(version, int) and self.low <= version <= self.high
+    def __contains__(self, version: int) -> bool:
+        return self.low <= version <= self.high
 
     @property
     def empty(self) -> bool:
@@ -57,23 +57,19 @@ class Field:
     tag: int | None
     default: Any
     fields: tuple[Field, ...] = ()
+    #: derived from name and type once (the codec reads them for every value)
+    json_name: str = ""  # Kafka's JSON converters lower-case the first letter (KRaftVersion -> kRaftVersion)
+    is_array: bool = False
+    element: str = ""  # the element type of an array, else the type
+    is_struct: bool = False
 
-    @property
-    def json_name(self) -> str:
-        """Kafka's JSON converters lower-case the first letter (``KRaftVersion`` -> ``kRaftVersion``)."""
-        return self.name[:1].lower() + self.name[1:]
-
-    @property
-    def is_array(self) -> bool:
-        return self.type.startswith("[]")
-
-    @property
-    def element(self) -> str:
-        return self.type[2:] if self.is_array else self.type
-
-    @property
-    def is_struct(self) -> bool:
-        return self.element not in PRIMITIVES
+    def __post_init__(self) -> None:
+        is_array = self.type.startswith("[]")
+        element = self.type[2:] if is_array else self.type
+        object.__setattr__(self, "json_name", self.name[:1].lower() + self.name[1:])
+        object.__setattr__(self, "is_array", is_array)
+        object.__setattr__(self, "element", element)
+        object.__setattr__(self, "is_struct", element not in PRIMITIVES)
 
     def default_value(self) -> Any:
         """The value a generated class holds before reading: the declared default, else the type's zero."""
