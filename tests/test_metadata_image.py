@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from kafkalog_cli.main import main
 
 from kafkalog.checkpoint.meta_properties import MetaProperties, write_meta_properties
+from kafkalog.checkpoint.partition_metadata import write_partition_metadata
 from kafkalog.metadata import (
     LOST,
     MIGRATING,
@@ -101,13 +102,21 @@ def test_transaction_states_at_the_end_of_the_log(tmp_path: Path) -> None:
 # --- KIP-858: dirs assignments --metadata-log -------------------------------------------------------------------
 
 
+TOPIC_IDS = {"orders": ORDERS, "payments": PAYMENTS, "legacy": "WlpaWgAAAfYREQAAAAAB9g"}
+
+
 def _log_dir(root: Path, dir_id: str | None, partitions: list[str]) -> Path:
+    """A log dir with its meta.properties and one partition dir per name, each with the partition.metadata the
+    broker wrote when it created the log (the topic id of the golden metadata)."""
     root.mkdir(parents=True)
     if dir_id is not None:
         write_meta_properties(root / "meta.properties",
                               MetaProperties(version=1, cluster_id="golden", node_id=1, directory_id=dir_id))
     for name in partitions:
         (root / name).mkdir()
+        topic = name.rpartition("-")[0]
+        if topic in TOPIC_IDS:
+            write_partition_metadata(root / name / "partition.metadata", TOPIC_IDS[topic])
     return root
 
 
@@ -189,9 +198,28 @@ def test_check_broker_dirs_reports_an_assignment_to_an_unregistered_dir(tmp_path
     topic.partitions[0] = PartitionImage(0, [1, 2], [1, 2], 1, 0, 0, [B1_D, B2])
     topic.partitions[1] = PartitionImage(1, [2, 1], [2, 1], 2, 0, 0, [B2, B1_C])
     image.topics["t"] = topic
-    dirs = [DirState("/c", B1_C, True, {("t", 1)}), DirState("/d", B1_D, True, {("t", 0)})]
+    c, d = tmp_path / "c", tmp_path / "d"
+    for root, name in ((c, "t-1"), (d, "t-0")):
+        (root / name).mkdir(parents=True)
+        write_partition_metadata(root / name / "partition.metadata", ORDERS)
+    dirs = [DirState(str(c), B1_C, True, {("t", 1)}), DirState(str(d), B1_D, True, {("t", 0)})]
     report = check_broker_dirs(dirs, image, 1)
     assert [(m["kind"], m["partition"]) for m in report.mismatches] == [("assigned_to_unregistered_dir", 0)]
-    assert [(f.log_dir, f.kind) for f in report.dir_findings] == [("/d", "directory_not_registered")]
+    assert [(f.log_dir, f.kind) for f in report.dir_findings] == [(str(d), "directory_not_registered")]
     assert report.fenced and not report.consistent
     assert [r.to_json()["assigned"] for r in report.replicas] == [B1_D, B1_C]
+
+
+def test_strays_are_decided_by_topic_id_as_kafka_does(meta: Path, tmp_path: Path) -> None:
+    """A partition dir named like an assigned replica is still stray when its partition.metadata holds another
+    topic id (the topic was re-created) or none; a replica of a partition that leaves this broker out is stray."""
+    c = _log_dir(tmp_path / "c", B1_C, ["orders-2", "payments-0", "newtopic-0"])
+    d = _log_dir(tmp_path / "d", B1_D, ["orders-0", "orders-1"])
+    write_partition_metadata(c / "orders-2" / "partition.metadata", OTHER)  # an older incarnation of "orders"
+    (d / "orders-1" / "partition.metadata").unlink()  # created but never flushed
+    code, out = _assignments(meta, 1, c, d, extra=("--json",))
+    doc = json.loads(out)
+    assert code == 1
+    details = {(m["topic"], m["partition"]): m["detail"] for m in doc["mismatches"] if m["kind"] == "stray"}
+    assert set(details) == {("orders", 2), ("orders", 1), ("newtopic", 0)}
+    assert "not in the metadata" in details[("orders", 2)] and "no partition.metadata" in details[("orders", 1)]

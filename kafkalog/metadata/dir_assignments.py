@@ -4,20 +4,24 @@ The image (:func:`~kafkalog.metadata.image.read_metadata_log`) says, per partiti
 is assigned to, and which directory ids each broker registered (``RegisterBrokerRecord``/
 ``BrokerRegistrationChangeRecord`` ``LogDirs``). :func:`check_broker_dirs` turns that into the expected assignment of
 one broker and reuses :func:`kafkalog.manager.assignments.compare_assignments` for the per-replica differences
-(another dir than assigned, UNASSIGNED/LOST/MIGRATING, a replica the metadata does not give this broker: what
-KRaft renames ``-stray``), and adds what only the registration can tell: a replica assigned to a directory the
-broker did not register, and a log dir whose ``directory.id`` the registration does not list.
+(another dir than assigned, UNASSIGNED/LOST/MIGRATING, missing replicas), decides stray logs as Kafka's
+``LogManager.isStrayKraftReplica`` does (by the topic id in ``partition.metadata``: none, one the image does not
+hold, or a partition whose replicas leave this broker out; KRaft renames such a dir ``-stray``), and adds what only
+the registration can tell: a replica assigned to a directory the broker did not register, and a log dir whose
+``directory.id`` the registration does not list.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidArgumentError
-from ..manager.assignments import AssignmentMismatch, DirState, MismatchKind, compare_assignments, describe_id
-from ..names import TopicPartition
+from ..checkpoint.partition_metadata import PARTITION_METADATA_FILENAME, read_partition_metadata
+from ..errors import InvalidArgumentError, KafkaLogError
+from ..manager.assignments import DirState, MismatchKind, compare_assignments, describe_id
+from ..names import TopicPartition, partition_dir_name
 from .image import SPECIAL_DIRECTORIES, MetadataImage
 
 __all__ = ["ReplicaAssignment", "DirFinding", "BrokerDirsReport", "check_broker_dirs", "STRAY", "UNREGISTERED_DIR"]
@@ -86,10 +90,41 @@ class BrokerDirsReport:
         return out
 
 
-def _mismatch_json(m: AssignmentMismatch) -> dict[str, Any]:
-    out = m.to_json()
-    if m.kind == MismatchKind.NOT_ASSIGNED:
-        out["kind"] = STRAY
+def _local_topic_id(d: DirState, tp: TopicPartition) -> tuple[str | None, str]:
+    """(topic id in the replica's ``partition.metadata``, why there is none)."""
+    path = os.path.join(d.path, partition_dir_name(*tp), PARTITION_METADATA_FILENAME)
+    try:
+        return read_partition_metadata(path), ""
+    except FileNotFoundError:
+        return None, "no partition.metadata"
+    except (OSError, KafkaLogError) as exc:
+        return None, f"unreadable partition.metadata ({exc})"
+
+
+def _strays(states: list[DirState], image: MetadataImage, broker_id: int) -> list[dict[str, Any]]:
+    """Kafka's ``LogManager.isStrayKraftReplica`` for each current replica: no topic id, a topic id or partition
+    the image does not hold, or a partition whose replicas do not include this broker."""
+    by_id = image.topics_by_id
+    out = []
+    for d in states:
+        if not d.online:
+            continue
+        for tp in sorted(d.current):
+            topic_id, why = _local_topic_id(d, tp)
+            topic = by_id.get(topic_id) if topic_id is not None else None
+            partition = topic.partitions.get(tp[1]) if topic is not None else None
+            if topic_id is None:
+                detail = f"{why}: Kafka treats the log as stray"
+            elif topic is None:
+                detail = f"topic id {topic_id} is not in the metadata (deleted or re-created topic)"
+            elif partition is None:
+                detail = f"topic {topic.name} ({topic_id}) has no partition {tp[1]}"
+            elif broker_id not in partition.replicas:
+                detail = f"the replicas {partition.replicas} do not include broker {broker_id}"
+            else:
+                continue
+            out.append({"kind": STRAY, "topic": tp[0], "partition": tp[1], "expectedDirectoryId": None,
+                        "actualDirectoryId": d.directory_id, "detail": f"live in {d.path}; {detail}"})
     return out
 
 
@@ -119,7 +154,9 @@ def check_broker_dirs(dirs: Iterable[DirState], image: MetadataImage, broker_id:
         report.replicas.append(ReplicaAssignment(tp[0], tp[1], expected.get(tp),
                                                  d.directory_id if d else None, d.path if d else None))
 
-    found = [_mismatch_json(m) for m in compare_assignments(states, expected)]
+    # Kafka decides stray logs by topic id (below), not by name as compare_assignments' NOT_ASSIGNED does
+    found = [m.to_json() for m in compare_assignments(states, expected) if m.kind != MismatchKind.NOT_ASSIGNED]
+    found += _strays(states, image, broker_id)
     for tp, dir_id in sorted(expected.items()):
         if dir_id in SPECIAL_DIRECTORIES or dir_id in registered:
             continue
