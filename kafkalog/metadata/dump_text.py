@@ -116,11 +116,15 @@ def control_contents(key: bytes | None, value: bytes | None) -> ControlContents:
         type_id = int.from_bytes(bytes(key[2:4]), "big", signed=True)  # type: ignore[index]
         if ctype == ControlRecordType.UNKNOWN:
             return ControlContents(f" controlType: UNKNOWN({type_id})", {"controlType": f"UNKNOWN({type_id})"})
-        body = decode_control_record(ctype, value).to_json()
         word = PRINTED_AS.get(ctype)
-        if word is None:  # LEADER_CHANGE: Kafka prints its type only
-            return ControlContents(f" controlType: {ctype.name}({type_id})",
-                                   {"controlType": ctype.name, _LEADER_CHANGE_JSON: body})
+        if word is None:  # LEADER_CHANGE: Kafka prints its type only, whatever the body holds
+            text = f" controlType: {ctype.name}({type_id})"
+            try:
+                body = decode_control_record(ctype, value).to_json()
+            except MessageDecodeError as exc:
+                return ControlContents(text, {"controlType": ctype.name, "controlError": str(exc)}, exc)
+            return ControlContents(text, {"controlType": ctype.name, _LEADER_CHANGE_JSON: body})
+        body = decode_control_record(ctype, value).to_json()
         return ControlContents(f" {word} {dumps_java(body)}", {"controlType": ctype.name, word: body})
     except (InvalidRecordError, MessageDecodeError) as exc:
         return ControlContents(f" controlError: {exc}", {"controlError": str(exc)}, exc)
