@@ -133,8 +133,10 @@ def _against_metadata(states: list, metadata_log: str, broker_id: int, show_all:
     if not image.topics and not image.brokers:
         raise CommandError(f"{metadata_log}: no metadata records found")
     if json_mode:
-        click.echo(json.dumps(report.to_json(include_all=show_all)))
+        click.echo(json.dumps({**report.to_json(include_all=show_all), "metadataProblems": image.problems}))
     else:
+        for problem in image.problems:  # what the replay could not read; the image stops before it
+            click.echo(f"kafkalog: warning: metadata log: {problem}", err=True)
         registered = ", ".join(report.registered_dirs) or "none"
         click.echo(f"broker: {broker_id} registered log dirs: {registered} fenced: {str(report.fenced).lower()}")
         for s in states:

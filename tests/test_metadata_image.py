@@ -223,3 +223,19 @@ def test_strays_are_decided_by_topic_id_as_kafka_does(meta: Path, tmp_path: Path
     details = {(m["topic"], m["partition"]): m["detail"] for m in doc["mismatches"] if m["kind"] == "stray"}
     assert set(details) == {("orders", 2), ("orders", 1), ("newtopic", 0)}
     assert "not in the metadata" in details[("orders", 2)] and "no partition.metadata" in details[("orders", 1)]
+
+
+def test_a_gap_between_the_snapshot_and_the_log_stops_the_replay(meta: Path, tmp_path: Path) -> None:
+    """The log from offset 0 deleted and only segment 32 left after snapshot 23: offsets 23..31 are nowhere."""
+    for name in ("00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex"):
+        (meta / name).unlink()
+    image = read_metadata_log(meta)
+    assert image.end_offset == 23 and "legacy" in image.topics  # the image of the snapshot alone
+    assert [p.split(": ", 1)[1] for p in image.problems] == [
+        "offsets 23 to 31 are neither in a snapshot nor in the log (replay stops here)"]
+    d = _log_dir(tmp_path / "d", B1_D, ["orders-0", "orders-1"])
+    r = CliRunner().invoke(main, ["dirs", "assignments", str(d), "--metadata-log", str(meta), "--broker-id", "1",
+                                  "--json"], catch_exceptions=False)
+    assert json.loads(r.stdout)["metadataProblems"] == image.problems
+    assert "kafkalog: warning: metadata log:" in CliRunner().invoke(
+        main, ["dirs", "assignments", str(d), "--metadata-log", str(meta), "--broker-id", "1"]).stderr

@@ -262,10 +262,14 @@ def read_metadata_log(partition_dir: str | os.PathLike) -> MetadataImage:
         image.problems.extend(f"{path}: {p} (snapshot skipped)" for p in check.problems)
     start = image.end_offset
     segments = list_segments(root)
-    for i, (_, path) in enumerate(segments):
+    for i, (base, path) in enumerate(segments):
         next_base = segments[i + 1][0] if i + 1 < len(segments) else None
         if next_base is not None and next_base <= start:
             continue  # the snapshot covers this whole segment
+        if base > image.end_offset:
+            image.problems.append(f"{path}: offsets {image.end_offset} to {base - 1} are neither in a snapshot nor "
+                                  "in the log (replay stops here)")
+            break
         if not replay(image, path, start):
             break
     return image
