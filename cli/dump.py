@@ -36,8 +36,10 @@ from kafkalog.errors import (
     KafkaLogError,
 )
 from kafkalog.log.producer_snapshot import read_producer_snapshot
+from kafkalog.metadata.snapshot import parse_snapshot_name
 from kafkalog.names import base_offset_prefix, file_kind
 from kafkalog.records import read_batches
+from kafkalog.verify.kraft_snapshot import check_kraft_snapshot
 
 from .dump_events import (
     DECODERS,
@@ -73,6 +75,7 @@ class DumpOptions:
     skip_metadata: bool = False
     key_decoder: str = "string"
     value_decoder: str = "string"
+    internal: str | None = None  # an internal topic's decoder (kafkalog.metadata.dump_text.DECODERS)
 
 
 @dataclass
@@ -133,6 +136,9 @@ class DumpState:
 @click.option(
     "--value-decoder", type=click.Choice(DECODERS), default=None, help="How to print values (default string)."
 )
+@click.option("--offsets-decoder", is_flag=True, help="Decode __consumer_offsets records (group coordinator).")
+@click.option("--transaction-log-decoder", is_flag=True, help="Decode __transaction_state records.")
+@click.option("--cluster-metadata-decoder", is_flag=True, help="Decode __cluster_metadata records (KRaft).")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per line instead of Kafka's text lines.")
 @storage_option
 @click.pass_obj
@@ -149,6 +155,9 @@ def dump(
     skip_record_metadata: bool,
     key_decoder: str | None,
     value_decoder: str | None,
+    offsets_decoder: bool,
+    transaction_log_decoder: bool,
+    cluster_metadata_decoder: bool,
     json_mode: bool,
     storage_opts: dict,
 ) -> None:
@@ -164,8 +173,11 @@ def dump(
     paths = list(files) + [p for opt in files_opt for p in opt.split(",") if p]
     if not paths:
         raise click.UsageError("give at least one FILE or DIR (or --files a,b,...)")
-    # Kafka: a decoder implies --print-data-log, which implies --deep-iteration.
-    print_data = print_data_log or key_decoder is not None or value_decoder is not None
+    # Kafka: a decoder implies --print-data-log, which implies --deep-iteration; the internal-topic decoders are
+    # taken in Kafka's order of precedence.
+    internal = next((name for name, on in (("offsets", offsets_decoder), ("transaction-log", transaction_log_decoder),
+                                           ("cluster-metadata", cluster_metadata_decoder)) if on), None)
+    print_data = print_data_log or key_decoder is not None or value_decoder is not None or internal is not None
     opts = DumpOptions(
         deep=deep_iteration or print_data,
         print_data=print_data,
@@ -176,6 +188,7 @@ def dump(
         skip_metadata=skip_record_metadata,
         key_decoder=key_decoder or "string",
         value_decoder=value_decoder or "string",
+        internal=internal,
     )
     from kafkalog.remote import localized_paths
 
@@ -260,11 +273,14 @@ def dump_file(path: str, st: DumpState) -> None:
         st.problem(f"Ignoring unknown file {path}", "ignored", file=path)
         return
     handler: Callable[[str, str, DumpState], None] = _HANDLERS[kind]
-    if kind == "log":
+    if kind in ("log", "kraft-snapshot"):
         # Opened before the header so a missing file is one error line, not a header and then an error.
         with open(path, "rb"):
             pass
-        st.emit(FileHeader(path, kind, _base_offset(path, base)))
+        if kind == "log":
+            st.emit(FileHeader(path, kind, _base_offset(path, base)))
+        else:
+            st.emit(FileHeader(path, kind, snapshot=parse_snapshot_name(base)))
     else:
         st.emit(FileHeader(path, kind))
     handler(path, base, st)
@@ -303,7 +319,8 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
                     last_offset = record.offset
                     st.emit(
                         RecordEvent(
-                            batch, record, opts.skip_metadata, opts.print_data, opts.key_decoder, opts.value_decoder
+                            batch, record, opts.skip_metadata, opts.print_data, opts.key_decoder, opts.value_decoder,
+                            opts.internal,
                         )
                     )
             reader.release_before(batch.position)
@@ -321,6 +338,15 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
         del reader
     if gaps:
         st.non_consecutive.setdefault(os.path.abspath(path), []).extend(gaps)
+
+
+def _dump_kraft_snapshot(path: str, base: str, st: DumpState) -> None:
+    """A KRaft snapshot: its batches as a segment's, then what breaks the raft layer's rules (exit 1)."""
+    _dump_log(path, base, st)
+    check = check_kraft_snapshot(path)
+    for problem in check.problems:
+        st.corrupt()
+        st.problem(f"{path}: {problem}", "kraft_snapshot", file=path, error=problem)
 
 
 def _cut_by_limit(path: str, position: int, limit: int) -> bool:
@@ -555,6 +581,7 @@ def _dump_clean_shutdown(path: str, base: str, st: DumpState) -> None:
 
 _HANDLERS: dict[str, Callable[[str, str, DumpState], None]] = {
     "log": _dump_log,
+    "kraft-snapshot": _dump_kraft_snapshot,
     "index": _dump_index,
     "timeindex": _dump_time_index,
     "txnindex": _dump_txn_index,

@@ -52,6 +52,46 @@ class UnsupportedMagicError(CorruptRecordError):
     """A magic byte other than 0, 1 or 2."""
 
 
+# --- KRaft metadata and internal-topic records ------------------------------------------------------------------
+
+
+class MessageDecodeError(KafkaLogError):
+    """A Kafka message (a metadata, KRaft control, group coordinator or transaction log record) that cannot be read
+    with its schema: the finding names what was expected and where, and the caller keeps going with the next one."""
+
+    def __init__(self, message: str, *, offset: int | None = None, kafka_text: str | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
+        #: what Kafka's own reader says about the same bytes (kafka-dump-log.sh prints it), when it says something
+        self.kafka_text = kafka_text
+
+
+class UnknownRecordTypeError(MessageDecodeError):
+    """A record type id (metadata api key, coordinator key version, control type) no table here describes."""
+
+    def __init__(self, family: str, type_id: int, *, offset: int | None = None, kafka_text: str | None = None) -> None:
+        super().__init__(f"unknown {family} record type {type_id}", offset=offset, kafka_text=kafka_text)
+        self.family = family
+        self.type_id = type_id
+
+
+class UnsupportedRecordVersionError(MessageDecodeError):
+    """A known record type at a version outside the versions its schema lists."""
+
+    def __init__(self, name: str, version: int, *, offset: int | None = None) -> None:
+        super().__init__(f"can't read version {version} of {name}", offset=offset)
+        self.name = name
+        self.version = version
+
+
+class MalformedRecordError(MessageDecodeError):
+    """Bytes that end early, carry an impossible length, a bad varint or leftover bytes after the message."""
+
+
+class CorruptKraftSnapshotError(KafkaLogError):
+    """A KRaft ``.checkpoint`` snapshot breaking the raft layer's rules (CRC, offsets, header/footer records)."""
+
+
 # --- indexes, segments, logs -----------------------------------------------------------------------------------
 
 

@@ -260,3 +260,14 @@ def test_recovery_hands_an_overriding_subclass_every_batch(tmp_path: Path) -> No
     assert _segment_with_batches(tmp_path).recover(psm) == 0
     assert seen == [0, 1, 2]
     assert psm.last_map_offset == 3 and 7 in psm.producers
+
+
+def test_the_record_and_log_layers_do_not_import_the_metadata_package() -> None:
+    """``kafkalog.metadata`` (internal topics, the KRaft metadata log) sits above the log and the cleaner: the
+    format and log layers never reach it, and it never reaches the manager's log manager."""
+    graph, _ = _graph()
+    assert "kafkalog.metadata.codec" in graph and "kafkalog.records.reader" in graph
+    lower = [m for m in graph if m.startswith(("kafkalog.records", "kafkalog.log", "kafkalog.segment", "kafkalog.index"))]
+    for mod in lower:
+        assert not {t for t in _reaches(graph, mod) if t.startswith("kafkalog.metadata")}, mod
+    assert "kafkalog.manager.log_manager" not in _reaches(graph, "kafkalog.metadata.image")

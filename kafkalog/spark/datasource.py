@@ -36,6 +36,9 @@ Options:
   ``includeDirStates`` (default ``live``): comma list of partition-dir states to read (``live,future,delete,stray``).
   ``arrowBatchRows`` (8192): records per Arrow batch handed to Spark; ``maxPartitionBytes``, ``minPartitions``:
     task sizing (above).
+  ``decode``: ``metadata``, ``offsets`` or ``txn`` adds the decoded record (``decoded_type``, ``decoded_version``,
+    ``decoded`` JSON, ``decode_error``) of ``__cluster_metadata``, ``__consumer_offsets`` or ``__transaction_state``
+    archives (:mod:`kafkalog.spark.decoded`).
   ``metricsDir``: a local dir where each task writes a JSON line of what it read (segments, batches, bytes, its own
     Python time), which :func:`read_scan_metrics` sums up; tests and benchmarks use it to prove pushdown skips
     batches and to split a query's time between the tasks' Python work and Spark's.
@@ -70,6 +73,7 @@ from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
 from kafkalog.log.index_check import checked_range
+from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 from kafkalog.spark.worker_gc import freeze_worker_once
 
@@ -223,7 +227,8 @@ class KafkaLogDataSource(DataSource):
         return "kafkalog"
 
     def schema(self) -> str:
-        return SCHEMA
+        opts = {k.lower(): v for k, v in self.options.items()}
+        return SCHEMA if decode_option(opts.get("decode")) is None else f"{SCHEMA}, {DECODED_SCHEMA}"
 
     def reader(self, schema: StructType) -> KafkaLogReader:
         return KafkaLogReader(dict(self.options), schema, self.default_min_partitions)
@@ -270,6 +275,10 @@ class KafkaLogReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType | None = None,
                  default_min_partitions: int = MIN_PARTITIONS) -> None:  # fmt: skip
         opts = {k.lower(): v for k, v in options.items()}
+        self.decode = decode_option(opts.get("decode"))  # kafkalog/spark/decoded.py: internal topics' records
+        self.decoded_schema = None
+        if self.decode is not None:
+            schema, self.decoded_schema = split_schema(schema if schema is not None else full_schema())
         self.columns, self.out_schema = read_columns(schema)
         self.roots = _roots(opts)
         self.isolation = opts.get("isolation", "read_uncommitted").lower()
@@ -329,7 +338,7 @@ class KafkaLogReader(DataSourceReader):
                         break
                     finally:
                         metrics.scan_seconds += time.perf_counter() - started
-                    yield batch
+                    yield batch if self.decode is None else add_decoded(batch, self.decode, self.decoded_schema)
             finally:
                 if self.metrics_dir:
                     _write_metrics(self.metrics_dir, metrics)
