@@ -60,6 +60,7 @@ def replace_segments(log: Log, new: LogSegment, old: Sequence[LogSegment], *,
     with log._lock:  # noqa: SLF001 - the swap is a log-structure change made under the log's own lock
         segments = log._segments  # noqa: SLF001
         olds = sorted((s for s in old if s.base_offset in segments), key=lambda s: s.base_offset)
+        hook("cleaned-written")
         new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
         hook("renamed-swap")
         segments.add(new)
