@@ -12,8 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from kafkalog.cleaner import CleanerConfig, CleanReport, clean_partition, read_cleaner_checkpoint
-from kafkalog.cleaner import update_cleaner_checkpoint
+from kafkalog.cleaner import (
+    CleanerConfig,
+    CleanReport,
+    clean_partition,
+    read_cleaner_checkpoint,
+    update_cleaner_checkpoint,
+)
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.records.reader import read_batches
@@ -89,7 +94,7 @@ def assert_same_log(ours: Path, theirs: Path) -> list[int]:
     a, b = _batches(ours), _batches(theirs)
     assert [x.base_offset for x in a] == [y.base_offset for y in b], ours.name
     raw_a, raw_b = ours.read_bytes(), theirs.read_bytes()
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         if raw_a[x.position:x.position + x.size_in_bytes] == raw_b[y.position:y.position + y.size_in_bytes]:
             continue
         assert y.compression.name != "NONE", f"{ours.name}: uncompressed batch at {y.base_offset} differs"

@@ -42,10 +42,10 @@ def test_cleaner_matches_kafka(name: str, tmp_path: Path) -> None:
     assert report.result.legacy_delete_horizon_ms == case["legacyDeleteHorizonMs"]
     stats = report.result.stats.to_json()
     # bytes written count re-compressed batches, whose size depends on the codec library
-    if any(b != a for a, b in zip(stats.values(), expected["stats"].values())):
+    if stats != expected["stats"]:
         assert {k: v for k, v in stats.items() if k != "bytesWritten"} == \
             {k: v for k, v in expected["stats"].items() if k != "bytesWritten"}
-        assert any(c in name for c in ("gzip", "snappy", "lz4", "zstd", "legacy")), stats
+        assert any(c in name for c in ("gzip", "snappy", "zstd", "legacy")), stats
     out = COMPACTED / case["dir"] / "output"
     assert (part.parent / "cleaner-offset-checkpoint").read_bytes() == (out / "cleaner-offset-checkpoint").read_bytes()
     assert_same_partition(part, out / case["partition"], expected["filesAfter"])

@@ -155,7 +155,7 @@ class Cleaner:
                      txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
         omap = self.offset_map
         position = seg.offset_index.lookup(start).position
-        for chunk, batches, valid in self._chunks(log, seg, position):
+        for _chunk, batches, valid in self._chunks(log, seg, position):
             for batch in batches:
                 if batch.magic >= 2 and batch.is_control:
                     txn.on_control_batch_read(batch)
