@@ -12,7 +12,8 @@ from kafkalog.limits import LONG_MAX
 if TYPE_CHECKING:
     from kafkalog.log.log import Log
 
-__all__ = ["LogToClean", "OffsetsToClean", "cleanable_offsets", "log_to_clean", "max_compaction_delay"]
+__all__ = ["INTERNAL_COMPACTED_TOPICS", "LogToClean", "OffsetsToClean", "cleanable_offsets", "dirty_ratio_from_sizes",
+           "log_to_clean", "max_compaction_delay"]
 
 
 @dataclass(frozen=True)
@@ -97,3 +98,26 @@ def log_to_clean(log: Log, checkpointed: int | None, now_ms: int) -> LogToClean:
     cleanable = sum(s.size for s in log.segments.values(low, first_uncleanable)) if low != first_uncleanable else 0
     return LogToClean(first_dirty, first_uncleanable, clean_bytes, cleanable, delay > 0,
                       offsets.force_update_checkpoint)
+
+
+#: Kafka's internal topics, compacted whatever the operator configured
+INTERNAL_COMPACTED_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def dirty_ratio_from_sizes(segments: list[tuple[int, int]], log_start: int, log_end: int,
+                           checkpointed: int | None) -> tuple[int, float | None]:
+    """(first dirty offset, dirty ratio) of a partition from its segments' (base offset, ``.log`` size) alone,
+    for a listing that does not load the log: the cleaner's rule with the active segment as the first
+    uncleanable offset (open transactions and ``min.compaction.lag.ms`` can only hold it lower). None: no bytes
+    below the active segment."""
+    dirty = log_start if checkpointed is None or not log_start <= checkpointed <= log_end else checkpointed
+    if not segments:
+        return dirty, None
+    bases = [b for b, _ in segments]
+    active = bases[-1]
+    clean = sum(size for base, size in segments if base < dirty)
+    floor = max((b for b in bases if b <= dirty), default=bases[0])
+    low = min(floor, active)
+    cleanable = sum(size for base, size in segments if low <= base < active) if dirty < active else 0
+    total = clean + cleanable
+    return dirty, (cleanable / total if total else None)
