@@ -98,10 +98,16 @@ class _Buffers:
 
 class Cleaner:
     """A cleaner thread's state: its offset map and I/O buffer sizes. ``check_done`` is called between chunks
-    and raises ``LogCleaningAbortedError`` to stop a pass."""
+    and raises ``LogCleaningAbortedError`` to stop a pass; ``throttle`` hears every byte count read and written
+    (``log.cleaner.io.max.bytes.per.second``)."""
+
+    def set_check_done(self, check_done: Callable[[], None] | None) -> None:
+        """The abort check of the pass about to run (a cleaner thread sets one per partition)."""
+        self._check_done = check_done or (lambda: None)
 
     def __init__(self, config: CleanerConfig | None = None, *,
-                 check_done: Callable[[], None] | None = None) -> None:
+                 check_done: Callable[[], None] | None = None,
+                 throttle: Callable[[int], None] | None = None) -> None:
         self.config = config or CleanerConfig()
         self.offset_map = OffsetMap(self.config.offset_map_memory)
         if self.offset_map.slots * self.config.dedupe_buffer_load_factor <= 1:
@@ -109,6 +115,7 @@ class Cleaner:
                                "log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads")
         self._buffers = _Buffers(self.config.cleaner_io_buffer_size, self.config.max_message_size)
         self._check_done = check_done or (lambda: None)
+        self._throttle = throttle or (lambda _n: None)
 
     # --- the pass ---------------------------------------------------------------------------------------------
 
@@ -187,6 +194,7 @@ class Cleaner:
             while position < size:
                 self._check_done()
                 data = pread(fh, position, min(buffers.size, size - position))
+                self._throttle(len(data))
                 reader = read_batches(memoryview(data))
                 batches = list(reader)
                 valid = reader.valid_bytes
@@ -256,6 +264,7 @@ class Cleaner:
             removed += sum(_record_count(b) for b in batches) - result.messages_retained
             if result.output:
                 dest.append(result.output, largest_offset=result.max_offset)
+                self._throttle(len(result.output))
         return removed
 
 
