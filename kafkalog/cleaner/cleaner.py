@@ -101,10 +101,6 @@ class Cleaner:
     and raises ``LogCleaningAbortedError`` to stop a pass; ``throttle`` hears every byte count read and written
     (``log.cleaner.io.max.bytes.per.second``)."""
 
-    def set_check_done(self, check_done: Callable[[], None] | None) -> None:
-        """The abort check of the pass about to run (a cleaner thread sets one per partition)."""
-        self._check_done = check_done or (lambda: None)
-
     def __init__(self, config: CleanerConfig | None = None, *,
                  check_done: Callable[[], None] | None = None,
                  throttle: Callable[[int], None] | None = None) -> None:
@@ -116,6 +112,10 @@ class Cleaner:
         self._buffers = _Buffers(self.config.cleaner_io_buffer_size, self.config.max_message_size)
         self._check_done = check_done or (lambda: None)
         self._throttle = throttle or (lambda _n: None)
+
+    def set_check_done(self, check_done: Callable[[], None] | None) -> None:
+        """The abort check of the pass about to run (a cleaner thread sets one per partition)."""
+        self._check_done = check_done or (lambda: None)
 
     # --- the pass ---------------------------------------------------------------------------------------------
 

@@ -3,50 +3,27 @@ bounds, and the per-thread shares the cleaner derives from them."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalog.errors import ConfigError
 from kafkalog.limits import INT_MAX
+from kafkalog.log.config import _at_least, _Key, _parse  # one parser for every Kafka key
 
 __all__ = ["CLEANER_KEYS", "CleanerConfig"]
 
 
-def _number(name: str, value: Any, kind: type, minimum: float | None) -> Any:
-    if isinstance(value, bool):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    try:
-        n = kind(value.strip()) if isinstance(value, str) else kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}") from None
-    if kind is float and math.isnan(n):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if minimum is not None and n < minimum:
-        raise ConfigError(f"{name} must be at least {minimum}, got {n}")
-    return n
-
-
-def _bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ConfigError(f"{name} must be true or false, got {value!r}")
-
-
-#: Kafka key -> (attribute, type, minimum)
-CLEANER_KEYS: dict[str, tuple[str, type, float | None]] = {
-    "log.cleaner.enable": ("enable", bool, None),
-    "log.cleaner.threads": ("threads", int, 0),
-    "log.cleaner.dedupe.buffer.size": ("dedupe_buffer_size", int, None),
-    "log.cleaner.io.buffer.size": ("io_buffer_size", int, 0),
-    "log.cleaner.io.buffer.load.factor": ("dedupe_buffer_load_factor", float, None),
-    "log.cleaner.io.max.bytes.per.second": ("max_io_bytes_per_second", float, None),
-    "log.cleaner.backoff.ms": ("backoff_ms", int, 0),
-    "message.max.bytes": ("max_message_size", int, 0),
-}
+#: the broker keys of the cleaner, with Kafka's types and bounds (parsed by ``LogConfig``'s one value parser)
+CLEANER_KEYS: dict[str, _Key] = {k.name: k for k in (
+    _Key("log.cleaner.enable", "enable", "boolean", True),
+    _Key("log.cleaner.threads", "threads", "int", 1, _at_least(0)),
+    _Key("log.cleaner.dedupe.buffer.size", "dedupe_buffer_size", "long", 128 * 1024 * 1024),
+    _Key("log.cleaner.io.buffer.size", "io_buffer_size", "int", 512 * 1024, _at_least(0)),
+    _Key("log.cleaner.io.buffer.load.factor", "dedupe_buffer_load_factor", "double", 0.9),
+    _Key("log.cleaner.io.max.bytes.per.second", "max_io_bytes_per_second", "double", float("inf")),
+    _Key("log.cleaner.backoff.ms", "backoff_ms", "long", 15 * 1000, _at_least(0)),
+    _Key("message.max.bytes", "max_message_size", "int", 1024 * 1024 + 12, _at_least(0)),
+)}
 
 
 @dataclass(frozen=True)
@@ -66,12 +43,10 @@ class CleanerConfig:
     def from_properties(cls, props: Mapping[str, Any] | None = None) -> CleanerConfig:
         """Read the ``log.cleaner.*`` keys (and ``message.max.bytes``) of ``props``; other keys are ignored."""
         values: dict[str, Any] = {}
-        for key, raw in (props or {}).items():
-            spec = CLEANER_KEYS.get(key)
-            if spec is None:
-                continue
-            attr, kind, minimum = spec
-            values[attr] = _bool(key, raw) if kind is bool else _number(key, raw, kind, minimum)
+        for name, raw in (props or {}).items():
+            key = CLEANER_KEYS.get(name)
+            if key is not None:
+                values[key.attr] = _parse(key, raw)
         return cls(**values)
 
     @property
