@@ -15,6 +15,7 @@ from kafkalog.log.log import Log
 from kafkalog.records.batch import build_batch, build_end_txn_marker_batch
 from kafkalog.records.compression import CompressionType
 from kafkalog.records.control import ControlRecordType, EndTransactionMarker
+from kafkalog.records.legacy import build_legacy_batch
 from kafkalog.records.reader import read_batches
 from kafkalog.records.record import Record
 
@@ -116,3 +117,32 @@ def _stamp_mtimes(part: Path) -> None:
         for other in os.listdir(part):
             if other.startswith(name[:-4]) and not other.endswith(".snapshot"):
                 os.utime(part / other, ns=(ns, ns))
+
+
+def write_legacy_log(part: Path, seed: int, magic: int, topic_config: dict[str, str], batches: int = 60) -> int:
+    """A magic 0 or 1 partition (plain messages and gzip/lz4/snappy wrappers, tombstones), appended as a follower;
+    returns the clock of the last write. Magic 0 has no timestamps: its files get the write clock as mtime."""
+    rng = random.Random(seed)
+    clock = [BASE_MS]
+    log = Log.open(part, LogConfig.from_properties(topic_config), clock=lambda: clock[0])
+    offset = 0
+    codecs = [CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.SNAPPY]
+    try:
+        for _ in range(batches):
+            clock[0] += 10
+            recs = [Record(offset + j, clock[0], rng.choice([b"a", b"b", b"c", b"d", b"e"]),
+                           None if rng.random() < 0.2 else rng.randbytes(rng.randint(0, 20)))
+                    for j in range(rng.randint(1, 4))]
+            log.append_as_follower(build_legacy_batch(recs, magic=magic, base_offset=offset,
+                                                      compression=rng.choice(codecs), timestamp=clock[0]))
+            offset += len(recs)
+    finally:
+        log.close()
+    _stamp_mtimes(part)
+    for f in part.iterdir():
+        if not f.name[:20].isdigit() or f.name.endswith(".snapshot"):
+            continue
+        if f.stat().st_mtime_ns < 0 or magic == 0:
+            ns = (BASE_MS + int(f.name[:20]) * 10) * 1_000_000
+            os.utime(f, ns=(ns, ns))
+    return clock[0]

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.records.compression import CompressionType
 from tests.cleaner_cases import assert_same_partition, clean_like_oracle
-from tests.cleaner_random import RandomHistory
+from tests.cleaner_random import RandomHistory, write_legacy_log
 from tests.oracle import needs_oracle, run_oracle, run_oracle_json
 
 #: seed, batches before the first pass, how long after the last write each pass runs, dedupe buffer bytes
@@ -68,3 +69,19 @@ def test_random_log_cleans_as_kafka(seed: int, batches: int, later_ms: int, dedu
     history.append(ours, batches // 2)
     _clean_both(history, kafka_part, ours, tmp_path / "kafka2", history.clock_ms + later_ms + 61_000,
                 dedupe, verify=True)
+
+
+@needs_oracle
+@pytest.mark.parametrize("magic", [0, pytest.param(1, marks=pytest.mark.slow)])
+def test_random_legacy_log_cleans_as_kafka(magic: int, tmp_path: Path) -> None:
+    """Magic 0/1 message sets (plain and compressed wrappers, tombstones; golden/compacted has magic 1 only)."""
+    config = {"cleanup.policy": "compact", "segment.bytes": "700", "min.cleanable.dirty.ratio": "0.01",
+              "delete.retention.ms": "60000"}
+    src = tmp_path / "src" / f"legacy{magic}-0"
+    last = write_legacy_log(src, 7 + magic, magic, config)
+    ours = tmp_path / "ours" / src.name
+    shutil.copytree(src.parent, ours.parent)
+    history = RandomHistory(0)  # its codec (none) says which byte counts must match: legacy wrappers re-compress
+    history.topic_config = config
+    history.codec = CompressionType.GZIP
+    _clean_both(history, src, ours, tmp_path / "kafka", last + 100_000, None, verify=True)
