@@ -11,7 +11,8 @@ The cleaning is the library's (``kafkalog.cleaner``: Kafka 4.0's ``Cleaner``, by
   dir (the topic configs are not in the log dir: the same ``--config`` applies to all);
 * the first dirty offset comes from the log dir's ``cleaner-offset-checkpoint`` and a pass advances it there
   (atomically); after a clean shutdown the log is opened as Kafka does, otherwise it is recovered first from the
-  checkpointed recovery point;
+  checkpointed recovery point, unless that recovery would cut data: then the partition is refused (exit 1) and
+  ``kafkalog recover`` is the command to run;
 * it says what it removed (records, bytes, segments) or, with ``--dry-run``, would remove: the pass then runs on
   a scratch copy of each partition dir (temporary space of its size), so the dir, its lock file and the
   checkpoint are left exactly as they were.
@@ -39,7 +40,7 @@ from kafkalog.limits import wall_clock_ms
 from kafkalog.log.config import LogConfig
 from kafkalog.names import parse_partition_dir
 
-from .errors import EXIT_OK, CliState, CommandError, classify, report_error
+from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError, classify, report_error
 from .output import Event, make_output
 from .targets import lock_log_dir, parse_config_items, resolve_partition_dirs
 
@@ -202,10 +203,20 @@ def _pass(pdir: str, key: tuple[str, int], config: LogConfig, cleaner: Any, now:
           checkpoint: dict[tuple[str, int], int], ckpts: dict[str, dict[tuple[str, int], int]], marker: bool) -> Any:
     from kafkalog.cleaner.run import clean_partition
     from kafkalog.log.log import Log
+    from kafkalog.log.recovery_plan import plan_recovery
 
-    log = Log.open(pdir, config, clean_shutdown=marker, clock=lambda: now,
-                   recovery_point=ckpts["recovery-point-offset-checkpoint"].get(key),
-                   log_start_offset=ckpts["log-start-offset-checkpoint"].get(key))
+    recovery_point = ckpts["recovery-point-offset-checkpoint"].get(key, 0)
+    log_start = ckpts["log-start-offset-checkpoint"].get(key, 0)
+    if not marker:
+        # after a crash the load recovers first; cleaning must not be what cuts data: that is `recover`'s to say
+        plan = plan_recovery(pdir, config, clean_shutdown=False, recovery_point=recovery_point,
+                             log_start_offset=log_start)
+        if plan.loses_data:
+            raise CommandError("recovery after the unclean shutdown would cut data (offsets "
+                               f"{plan.log_end_after}-{(plan.log_end_before or 1) - 1}); run `kafkalog recover` first",
+                               EXIT_CORRUPT)
+    log = Log.open(pdir, config, clean_shutdown=marker, clock=lambda: now, recovery_point=recovery_point,
+                   log_start_offset=log_start)
     try:
         report = clean_partition(log, checkpointed=checkpoint.get(key), now_ms=now, cleaner=cleaner)
         log.delete_expired_files(now=1 << 62)  # a stopped broker: nobody reads the replaced segments any more

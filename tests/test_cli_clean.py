@@ -131,3 +131,22 @@ def test_dirs_describe_shows_dirty_ratio_and_first_dirty_offset(tmp_path: Path) 
     dirty = sum(s for b, s in sizes.items() if p["firstDirtyOffset"] <= b < active)
     assert p["dirtyRatio"] == dirty / (clean + dirty)
     assert "dirtyRatio:" in run("dirs", "describe", part.parent).output
+
+
+def test_a_dir_whose_recovery_would_cut_data_is_refused_untouched(tmp_path: Path) -> None:
+    part = prepare_case(CASES["compact-updates-none"], tmp_path)
+    victim = part / "00000000000000000060.log"
+    data = bytearray(victim.read_bytes())
+    data[200:210] = b"\xff" * 10
+    victim.write_bytes(bytes(data))
+    before = _tree(part)
+    result = CliRunner().invoke(main, ["clean", str(part), *_case_args("compact-updates-none")])
+    assert result.exit_code == 1
+    errors = [line for line in result.output.splitlines() if line.startswith("kafkalog: error:")]
+    assert len(errors) == 1 and "kafkalog recover" in errors[0] and errors[0].count(str(part)) == 1
+    assert _tree(part) == before  # no recovery, no cleaning
+    # after a clean shutdown the load reads nothing, so the cleaner meets the damage: one line, exit 1
+    write_clean_shutdown(part.parent, 1)
+    damaged = CliRunner().invoke(main, ["clean", str(part), *_case_args("compact-updates-none")])
+    assert damaged.exit_code == 1 and "corrupt" in damaged.output
+    assert not any(n.endswith((".cleaned", ".swap")) for n in os.listdir(part))
