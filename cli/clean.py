@@ -41,8 +41,9 @@ from kafkalog.log.config import LogConfig
 from kafkalog.names import parse_partition_dir
 
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError, classify, report_error
+from .locking import log_dir_writer
 from .output import Event, make_output
-from .targets import lock_log_dir, parse_config_items, resolve_partition_dirs
+from .targets import parse_config_items, resolve_partition_dirs
 
 
 @dataclass
@@ -124,9 +125,8 @@ def clean(state: CliState | None, path: str, dry_run: bool, configs: tuple[str, 
         raise click.BadParameter(str(exc), param_hint="--config") from None
     now = wall_clock_ms() if now_ms is None else now_ms
     log_dir, pdirs = resolve_partition_dirs(path)
-    lock = lock_log_dir(log_dir, probe_only=dry_run)
     code = EXIT_OK
-    try:
+    with log_dir_writer(log_dir, dry_run=dry_run):
         checkpoint = read_cleaner_checkpoint(log_dir)
         single = len(pdirs) == 1 and os.path.abspath(path) == pdirs[0]
         chosen = pdirs if single or all_partitions else [p for p in pdirs if _known_compacted(p, checkpoint)]
@@ -142,11 +142,7 @@ def clean(state: CliState | None, path: str, dry_run: bool, configs: tuple[str, 
                 try:
                     event = _clean_one(pdir, config, cleaner, now, checkpoint, ckpts, marker, dry_run)
                 except Exception as exc:  # noqa: BLE001 - one partition's failure, reported, the others go on
-                    failed, message = classify(exc)
-                    if state.debug:
-                        report_error(exc, debug=True)
-                    click.echo(f"kafkalog: error: {pdir}: {message}", err=True)
-                    code = max(code, failed)
+                    code = max(code, report_error(_naming(exc, pdir), debug=state.debug, out=out, path=pdir))
                     bar.advance()
                     continue
                 r = event.report
@@ -161,10 +157,17 @@ def clean(state: CliState | None, path: str, dry_run: bool, configs: tuple[str, 
                 out.emit(event)
                 bar.advance()
         out.emit(totals)
-    finally:
-        if lock is not None:
-            lock.release()
     click.get_current_context().exit(code)
+
+
+def _naming(exc: Exception, pdir: str) -> Exception:
+    """``exc`` as an error line that names the partition dir it happened in."""
+    code, message = classify(exc)
+    if pdir in message:
+        return exc
+    named = CommandError(f"{pdir}: {message}", code, path=pdir)
+    named.__cause__ = exc
+    return named
 
 
 def _key(pdir: str) -> tuple[str, int]:
@@ -212,9 +215,9 @@ def _pass(pdir: str, key: tuple[str, int], config: LogConfig, cleaner: Any, now:
         plan = plan_recovery(pdir, config, clean_shutdown=False, recovery_point=recovery_point,
                              log_start_offset=log_start)
         if plan.loses_data:
-            raise CommandError("recovery after the unclean shutdown would cut data (offsets "
+            raise CommandError(f"{pdir}: recovery after the unclean shutdown would cut data (offsets "
                                f"{plan.log_end_after}-{(plan.log_end_before or 1) - 1}); run `kafkalog recover` first",
-                               EXIT_CORRUPT)
+                               EXIT_CORRUPT, path=pdir)
     log = Log.open(pdir, config, clean_shutdown=marker, clock=lambda: now, recovery_point=recovery_point,
                    log_start_offset=log_start)
     try:

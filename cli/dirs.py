@@ -23,6 +23,7 @@ from kafkalog.checkpoint.offset_checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    effective_log_start_offset,
     read_log_dir_checkpoints,
 )
 from kafkalog.cleaner.dirty_range import INTERNAL_COMPACTED_TOPICS, dirty_ratio_from_sizes
@@ -154,7 +155,7 @@ def _describe_partition(pdir: str, name: str, ckpts: dict[str, dict[tuple[str, i
         report = verify_log_file(os.path.join(pdir, last_name), include_batches=False)
         log_end = report.last_offset + 1 if report.last_offset is not None else last_base
     lso_ckpt = ckpts["log-start-offset-checkpoint"].get(key)
-    log_start = max(lso_ckpt or 0, logs[0][0]) if logs else lso_ckpt
+    log_start = effective_log_start_offset(lso_ckpt, logs[0][0] if logs else None)
     out = {
         "partition": f"{parsed.topic}-{parsed.partition}",
         "size": size,

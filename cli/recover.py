@@ -4,8 +4,9 @@ What recovery would do comes from the library's plan mode (``kafkalog.log.recove
 loader's own decisions, taken without writing), so ``--dry-run`` prints exactly what the load would cut, and a real
 run prints the same plan beside the log end offset the load produced. Around it this command adds:
 
-* the log dir's ``.lock`` is taken first, so it refuses while a broker or a LogManager holds the dir (a dry run
-  only probes an existing lock file and changes nothing under PATH);
+* the log dir's ``.lock`` is taken first (``locking.log_dir_writer``), so it refuses (exit 2) while a Kafka broker,
+  a LogManager or another kafkalog writer holds the dir; a dry run is refused the same way (its answer would be
+  about files a live broker is changing) but only tries the lock and creates nothing under PATH;
 * after a clean shutdown (Kafka skips recovery) or below the recovery point, segments recovery does not read are
   read anyway, and bytes there that are not valid batches are reported with a hint (``--full`` runs Kafka's
   recovery from offset 0, ``--salvage`` keeps every valid batch);
@@ -33,8 +34,9 @@ from kafkalog.log.config import LogConfig
 from kafkalog.names import parse_partition_dir
 
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState
+from .locking import log_dir_writer
 from .output import Event, make_output
-from .targets import lock_log_dir, parse_config_items, resolve_partition_dirs
+from .targets import parse_config_items, resolve_partition_dirs
 
 
 def _range_text(ranges: list[list[int]]) -> str:
@@ -192,7 +194,8 @@ def recover(
 ) -> None:
     """Run Kafka's log recovery offline on a partition dir or a whole log dir (or salvage it).
 
-    Honours the log dir's .lock (refuses while a broker or LogManager holds it). Without --full, does exactly
+    Takes the log dir's .lock first, as a Kafka broker does: refuses (exit 2) while a broker, a LogManager or
+    another kafkalog writer holds it, --dry-run included. Without --full, does exactly
     what the broker would do at its next start: nothing after a clean shutdown, else recovery from the
     checkpointed recovery point. --salvage keeps every valid batch instead. Exit 1 when data was (or would be)
     truncated, deleted or salvaged, or when corruption recovery would not read was found.
@@ -206,9 +209,8 @@ def recover(
     config = LogConfig.from_properties(parse_config_items(configs))
     if salvage:
         _check_quarantine_dir(log_dir, quarantine_dir)
-    lock = lock_log_dir(log_dir, probe_only=dry_run)
     code = EXIT_OK
-    try:
+    with log_dir_writer(log_dir, dry_run=dry_run):
         ckpts = read_log_dir_checkpoints(log_dir)
         clean = os.path.exists(os.path.join(log_dir, ".kafka_cleanshutdown")) and not full
         with out.progress("recovering", total=len(pdirs)) as bar:
@@ -221,9 +223,6 @@ def recover(
                     rec.checkpoints = _clamp_checkpoints(log_dir, pdir, rec, ckpts, dry_run)
                 out.emit(rec)
                 bar.advance()
-    finally:
-        if lock is not None:
-            lock.release()
     click.get_current_context().exit(code)
 
 

@@ -1,19 +1,18 @@
 """What a command that changes a stopped broker's dirs works on: PATH as one partition dir or a log dir (its
-partition dirs), the log dir's ``.lock``, and ``--config KEY=VALUE`` items. Shared by ``recover`` and ``clean``."""
+partition dirs), and ``--config KEY=VALUE`` items. Shared by ``recover`` and ``clean`` (the lock:
+``locking.log_dir_writer``)."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import click
 
-from kafkalog.manager.lock import LOCK_FILE_NAME, DirLock
 from kafkalog.names import parse_partition_dir
 
 from .errors import CommandError
 
-__all__ = ["LOG_DIR_FILES", "is_partition_dir", "lock_log_dir", "parse_config_items", "resolve_partition_dirs"]
+__all__ = ["LOG_DIR_FILES", "is_partition_dir", "parse_config_items", "resolve_partition_dirs"]
 
 LOG_DIR_FILES = ("meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                  "replication-offset-checkpoint", ".kafka_cleanshutdown")  # fmt: skip
@@ -63,13 +62,3 @@ def resolve_partition_dirs(path: str) -> tuple[str, list[str]]:
     if not pdirs and not any(os.path.exists(os.path.join(path, n)) for n in LOG_DIR_FILES):
         raise CommandError(f"{path}: neither a partition dir (<topic>-<partition>) nor a log dir")
     return path, pdirs
-
-
-def lock_log_dir(log_dir: str, *, probe_only: bool = False) -> Any:
-    """Take the log dir's lock (``LogDirLockedError`` while a broker or LogManager holds it); ``probe_only``
-    checks an existing lock file and holds nothing (returns None)."""
-    if probe_only:
-        if os.path.exists(os.path.join(log_dir, LOCK_FILE_NAME)):
-            DirLock.acquire(log_dir).release()
-        return None
-    return DirLock.acquire(log_dir)

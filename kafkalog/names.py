@@ -391,8 +391,13 @@ def file_kind(name: str) -> tuple[str, str]:
 
 def base_offset_prefix(name: str) -> int:
     """The base offset a segment file name starts with, read as Kafka's tools read it (the digits before the
-    first dot); InvalidArgumentError (a ValueError) when that part is not a number."""
+    first dot); InvalidArgumentError (a ValueError) when that part is not a number or not a long (a base offset
+    is one: Kafka's ``toLong`` refuses a larger one)."""
+    prefix = name.split(".")[0]
     try:
-        return int(name.split(".")[0])
+        offset = int(prefix)
     except ValueError:
         raise InvalidArgumentError(f"{name}: a segment file name must start with its base offset") from None
+    if not 0 <= offset <= LONG_MAX:
+        raise InvalidArgumentError(f"{name}: base offset {prefix} is not in [0, 2^63-1]")
+    return offset
