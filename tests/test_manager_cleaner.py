@@ -185,3 +185,13 @@ def test_reads_and_appends_go_on_while_the_cleaner_runs(tmp_path: Path) -> None:
                     seen[r.key] = r.value
             offset = batches[-1].next_offset
         assert seen == latest  # every key's latest value survived every pass
+
+
+def test_the_cleaner_deletes_segments_below_a_moved_log_start(two_dirs) -> None:
+    m, _ = two_dirs
+    log = m.get_or_create_log("ta", 0)
+    _fill(m, "ta")
+    bases = log.segments.base_offsets()
+    assert log.maybe_increment_log_start_offset(bases[2])
+    assert m.cleaner.delete_old_segments() == 2  # compact only: no retention, but the log start moved
+    assert log.segments.base_offsets()[0] == bases[2]

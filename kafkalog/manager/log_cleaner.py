@@ -82,6 +82,7 @@ class LogCleanerService:
         try:
             while not self._stop.is_set():
                 cleaned = self.clean_filthiest(cleaner)
+                self.delete_old_segments()
                 if not cleaned:
                     self._wake.wait(self.config.backoff_ms / 1000.0)
                     self._wake.clear()
@@ -103,6 +104,29 @@ class LogCleanerService:
         finally:
             self.states.done(key)
         return True
+
+    def delete_old_segments(self) -> int:
+        """Kafka's cleaner loop ends each round with ``deleteOldSegments`` on the compacted logs it is not cleaning:
+        segments below a log start offset moved by a deletion of records go (``compact,delete`` logs also get
+        retention from the manager's housekeeping). Returns the segments deleted."""
+        with self._reg.lock:
+            entries = [e for e in self._reg.current.values() if e.dir.online and e.log.config.compact]
+        deleted = 0
+        for e in entries:
+            if not self.states.start(e.key):
+                continue
+            failure: BaseException | None = None
+            try:
+                with e.lock:
+                    if not e.closed and e.dir.online:
+                        deleted += e.log.delete_old_segments()
+            except BaseException as exc:  # reported after the partition lock is released
+                failure = exc
+            finally:
+                self.states.done(e.key)
+            if failure is not None:
+                self._handle_failure(e, failure)
+        return deleted
 
     def _grab(self) -> tuple[LogEntry | None, int | None]:
         """Kafka's ``grabFilthiestCompactedLog``: the compacted current log of a live dir with the highest dirty
