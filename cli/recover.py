@@ -33,13 +33,11 @@ from kafkalog.checkpoint.offset_checkpoint import read_log_dir_checkpoints, writ
 from kafkalog.log.config import LogConfig
 from kafkalog.names import parse_partition_dir
 
-from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
+from .errors import EXIT_CORRUPT, EXIT_OK, CliState
 from .locking import log_dir_writer
 from .output import Event, make_output
 from .recover_summary import RecoverSummary
-
-_LOG_DIR_FILES = ("meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-                  "replication-offset-checkpoint", ".kafka_cleanshutdown")  # fmt: skip
+from .targets import parse_config_items, resolve_partition_dirs
 
 
 def _range_text(ranges: list[list[int]]) -> str:
@@ -223,37 +221,8 @@ def recover(
     out = make_output(json_mode=json_mode, quiet=state.quiet)
     if quarantine_dir is not None and not salvage:
         raise click.BadParameter("only with --salvage", param_hint="--quarantine-dir")
-    if not os.path.exists(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
-    if not os.path.isdir(path):
-        raise CommandError(f"{path}: not a directory (give a partition dir or a log dir)")
-    props = {}
-    for item in configs:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--config")
-        props[key] = value
-    config = LogConfig.from_properties(props)
-    path = os.path.abspath(path)
-    if _is_partition_dir(path):
-        log_dir, pdirs = os.path.dirname(path), [path]
-    else:
-        log_dir = path
-        pdirs = []
-        for name in sorted(os.listdir(path)):
-            full_path = os.path.join(path, name)
-            if not os.path.isdir(full_path):
-                continue
-            try:
-                parsed = parse_partition_dir(name)
-            except ValueError:
-                continue
-            if parsed.kind != "delete":
-                pdirs.append(full_path)
-        if not pdirs and not any(os.path.exists(os.path.join(path, n)) for n in _LOG_DIR_FILES):
-            raise CommandError(f"{path}: neither a partition dir (<topic>-<partition>) nor a log dir")
-        if not pdirs:  # nothing recovered is never "nothing lost"
-            raise CommandError(f"{path}: a log dir without partition dirs: nothing to recover", path=path)
+    log_dir, pdirs = resolve_partition_dirs(path, verb="recover")
+    config = LogConfig.from_properties(parse_config_items(configs))
     if salvage:
         _check_quarantine_dir(log_dir, quarantine_dir)
     code = EXIT_OK
@@ -287,15 +256,6 @@ def _check_quarantine_dir(log_dir: str, quarantine_dir: str | None) -> None:
             f"{quarantine_dir} is inside the log dir {log_dir}, where Kafka's loader would read it",
             param_hint="--quarantine-dir",
         )
-
-
-def _is_partition_dir(path: str) -> bool:
-    try:
-        parse_partition_dir(os.path.basename(path))
-    except ValueError:
-        return False
-    names = os.listdir(path)
-    return not any(n in names for n in _LOG_DIR_FILES)
 
 
 def _recover_partition(

@@ -126,6 +126,15 @@ class IndexStateError(KafkaLogError, ValueError):
     ``IllegalArgumentException`` / ``IllegalStateException`` in the index classes)."""
 
 
+class CleanerError(KafkaLogError):
+    """A log the cleaner cannot clean (Kafka marks such a partition uncleanable): a batch larger than the I/O
+    buffers may grow to, an empty legacy batch to keep, an offset map too small to make progress."""
+
+
+class LogCleaningAbortedError(CleanerError):
+    """A pass stopped on request (pause, truncation, deletion, a move); what it wrote is removed."""
+
+
 class CorruptSnapshotError(KafkaLogError):
     """A producer-state ``.snapshot`` file that fails its CRC or structure check."""
 

@@ -159,6 +159,9 @@ def test_every_writer_refuses_a_dir_a_broker_holds(jvm: JavaLocker, broker_dir: 
             ["recover", "--dry-run", logdir],  # refused too: its answer would be about files the broker changes
             ["checkpoints", "set", cp, "golden-none", "0", "1"],
             ["checkpoints", "set", "--create", logdir / "cleaner-offset-checkpoint", "golden-none", "0", "1"],
+            ["clean", logdir / "golden-none-0", "--config", "min.cleanable.dirty.ratio=0.01"],
+            ["clean", "--all-partitions", logdir],
+            ["clean", "--dry-run", "--json", logdir / "golden-none-0"],  # a dry run too, as recover's
         ):
             _assert_refused(_run(*args), logdir, jvm.pid, json_mode="--json" in args)
         # The installed script, as an operator runs it.

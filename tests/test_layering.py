@@ -170,9 +170,25 @@ def test_segment_and_index_layers_do_not_import_the_log_layer() -> None:
         assert above == set(), mod
 
 
+def test_the_log_layer_does_not_know_the_cleaner() -> None:
+    """The cleaner works on a Log; nothing below it (log, segment, index, records, checkpoint) reaches
+    ``kafkalog.cleaner``, and the cleaner does not reach up into the manager, verify or Spark."""
+    graph, _ = _graph()
+    below = [m for m in graph if m.startswith(("kafkalog.log", "kafkalog.segment", "kafkalog.index",
+                                                "kafkalog.records", "kafkalog.checkpoint"))]
+    cleaner = [m for m in graph if m.startswith("kafkalog.cleaner")]
+    assert below and "kafkalog.cleaner.cleaner" in cleaner
+    for mod in below:
+        assert not any(t.startswith("kafkalog.cleaner") for t in _reaches(graph, mod)), mod
+    for mod in cleaner:
+        above = {t for t in _reaches(graph, mod) if t.startswith(("kafkalog.manager", "kafkalog.verify",
+                                                                    "kafkalog.spark"))}
+        assert above == set(), mod
+
+
 def test_segment_index_log_and_manager_layers_import_at_module_top() -> None:
     _, inner = _graph()
-    layers = ("kafkalog.segment", "kafkalog.index", "kafkalog.log", "kafkalog.manager")
+    layers = ("kafkalog.segment", "kafkalog.index", "kafkalog.log", "kafkalog.manager", "kafkalog.cleaner")
     assert sorted((m, t) for m, t in inner if m.startswith(layers)) == []
 
 
