@@ -17,6 +17,7 @@ from typing import Any
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem
 from kafkalog.record_check import check_records
+from kafkalog.tiered import is_aiven_item
 from kafkalog.verify import PartitionReport, SegmentReport, verify_partition, verify_segment
 
 __all__ = ["CHECKPOINT_FILES", "localized", "localized_paths", "verify_partition_at", "verify_segment_at"]
@@ -31,14 +32,23 @@ CHECKPOINT_FILES = (
 
 
 def verify_segment_at(
-    item: SegmentItem, *, index_check: bool = True, options: Mapping[str, Any] | None = None, deep: bool = False
+    item: SegmentItem,
+    *,
+    index_check: bool = True,
+    options: Mapping[str, Any] | None = None,
+    deep: bool = False,
+    rsm: Any = None,
 ) -> SegmentReport:
     """:func:`kafkalog.verify.verify_segment` for a local or remote segment; never raises.
 
     A remote object that cannot be read (missing, denied, connection lost) gives ``status="unreadable"`` with an
     error naming the object, as an ``OSError`` does for a local file. ``deep`` also decodes every record of the
-    valid prefix (:func:`kafkalog.record_check.check_records`); a mismatch makes the segment ``corrupt``.
+    valid prefix (:func:`kafkalog.record_check.check_records`); a mismatch makes the segment ``corrupt``. An
+    Aiven tiered-storage segment is read chunk by chunk where it lies, with ``rsm`` (:class:`kafkalog.tiered.RsmConfig`).
     """
+    if is_aiven_item(item):
+        return verify_segment(item, index_check=index_check, rsm=rsm, options=options,
+                              then=lambda rep, path: _deep(rep, path, deep))  # fmt: skip
     if not storage.is_remote(item.path):
         return _deep(verify_segment(item, index_check=index_check), item.path, deep)
     with storage.scratch_dir() as root:

@@ -9,6 +9,7 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..discovery import SegmentItem, discover_segments
 from ..errors import KafkaLogError
@@ -91,13 +92,18 @@ def plan_paths(paths: Sequence[str]) -> VerifyPlan:
 
 
 def run_plan(
-    plan: VerifyPlan, *, index_check: bool = True, on_segment: Callable[[int], None] | None = None
+    plan: VerifyPlan,
+    *,
+    index_check: bool = True,
+    on_segment: Callable[[int], None] | None = None,
+    rsm: Any = None,
 ) -> Iterator[Finding]:
     """Check everything in ``plan``: each segment (``on_segment(size)`` after it, for progress), then each partition
-    dir from the reports of its readable segments, then each log dir, then the loose files."""
+    dir from the reports of its readable segments, then each log dir, then the loose files. ``rsm``: the
+    :class:`kafkalog.tiered.RsmConfig` that tiered-storage objects were written with (see ``verify_segment``)."""
     by_partition: dict[str, list[SegmentReport]] = defaultdict(list)
     for item in plan.segments:
-        rep = verify_segment(item, index_check=index_check)
+        rep = verify_segment(item, index_check=index_check, rsm=rsm)
         if rep.exception is None:
             # An I/O error is not damage: the segment is left out of its partition's continuity check.
             by_partition[item.partition_dir].append(rep)
