@@ -389,10 +389,16 @@ def file_kind(name: str) -> tuple[str, str]:
     return _NAME_KINDS.get(base, "unknown"), base
 
 
+_TIERED_STEM = re.compile(r"^(\d{20})-[A-Za-z0-9_-]{22}$")
+
+
 def base_offset_prefix(name: str) -> int:
     """The base offset a segment file name starts with, read as Kafka's tools read it (the digits before the
-    first dot); InvalidArgumentError (a ValueError) when that part is not a number."""
+    first dot; a tiered-storage object's ``<20 digits>-<segment id>`` gives its digits); InvalidArgumentError (a
+    ValueError) when that part is not a number."""
+    head = name.split(".")[0]
+    tiered = _TIERED_STEM.match(head)
     try:
-        return int(name.split(".")[0])
+        return int(tiered[1] if tiered else head)
     except ValueError:
         raise InvalidArgumentError(f"{name}: a segment file name must start with its base offset") from None

@@ -15,12 +15,19 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from kafkalog import storage
-from kafkalog.discovery import SegmentItem
+from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.record_check import check_records
-from kafkalog.tiered import is_aiven_item
+from kafkalog.tiered import is_aiven_item, materialize
 from kafkalog.verify import PartitionReport, SegmentReport, verify_partition, verify_segment
 
-__all__ = ["CHECKPOINT_FILES", "localized", "localized_paths", "verify_partition_at", "verify_segment_at"]
+__all__ = [
+    "CHECKPOINT_FILES",
+    "localized",
+    "localized_paths",
+    "restored_paths",
+    "verify_partition_at",
+    "verify_segment_at",
+]
 
 #: log-dir files a partition's checks read besides its own dir
 CHECKPOINT_FILES = (
@@ -142,6 +149,39 @@ def localized_paths(paths: Iterable[str], options: Mapping[str, Any] | None = No
     Raises StorageError (an OSError naming the object) when a remote one cannot be listed or read."""
     with contextlib.ExitStack() as stack:
         yield [stack.enter_context(localized(p, options)) if storage.is_remote(p) else p for p in paths]
+
+
+@contextlib.contextmanager
+def restored_paths(
+    paths: Iterable[str], options: Mapping[str, Any] | None = None, rsm: Any = None
+) -> Iterator[list[str]]:
+    """:func:`localized_paths`, with every Aiven tiered-storage segment among them (a ``.log`` object beside its
+    ``.rsm-manifest``, or such objects under a dir) restored to plain local files (``.log`` and the indexes out of
+    ``.indexes``) with ``rsm`` (:class:`kafkalog.tiered.RsmConfig`): what ``kafkalog dump`` reads. A bad chunk
+    raises CorruptTieredObjectError, a missing or wrong key TieredConfigError, both naming the object."""
+    with localized_paths(paths, options) as local, contextlib.ExitStack() as stack:
+        yield [stack.enter_context(_restored(p, rsm)) for p in local]
+
+
+@contextlib.contextmanager
+def _restored(path: str, rsm: Any) -> Iterator[str]:
+    single = os.path.isfile(path)
+    if single and not (path.endswith(".log") and os.path.exists(path[: -len(".log")] + ".rsm-manifest")):
+        yield path
+        return
+    items = [i for i in discover_segments(path) if is_aiven_item(i)] if single or os.path.isdir(path) else []
+    if not items:
+        yield path
+        return
+    with storage.scratch_dir() as root:
+        if single:
+            yield materialize(items[0], root, rsm=rsm).path
+            return
+        top = os.path.realpath(path)
+        for item in items:  # each partition dir at its place below the dir given
+            rel = os.path.relpath(os.path.dirname(os.path.dirname(item.partition_dir)), top)
+            materialize(item, os.path.normpath(os.path.join(root, rel)), rsm=rsm)
+        yield root
 
 
 def _partition_file(url: str) -> bool:
