@@ -7,7 +7,7 @@ import click
 import kafkalog.spark as kafkalog_spark  # its functions import pyspark when called
 
 from .errors import CommandError
-from .storage_opts import storage_option
+from .storage_opts import rsm_config_option, storage_option
 
 
 @click.group()
@@ -23,9 +23,10 @@ def spark() -> None:
               help="Report format (default parquet).")  # fmt: skip
 @click.option("--deep", is_flag=True, help="Also decode every record (counts, offsets, varints) at decoder speed.")
 @storage_option
+@rsm_config_option
 def validate(
     roots: tuple[str, ...], out: str, master: str | None, report_format: str | None, deep: bool,
-    storage_opts: dict[str, str],
+    storage_opts: dict[str, str], rsm: object,
 ) -> None:
     """Validate every segment under ROOT... (paths or s3://, gs://, hdfs:// URLs) on Spark; write segments and
     partitions reports and a summary to --out.
@@ -44,4 +45,6 @@ def validate(
         kwargs["report_format"] = report_format
     if deep:
         kwargs["deep"] = True
+    if rsm is not None:
+        kwargs["rsm"] = rsm
     click.get_current_context().exit(kafkalog_spark.run_validation(list(roots), out, master, **kwargs))

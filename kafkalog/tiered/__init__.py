@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from .aiven import AivenSegment, ChunkDamage, is_aiven_item, materialize
 from .manifest import ChunkIndex, SegmentManifest, parse_manifest
-from .rsm_config import RsmConfig, load_rsm_config, rsm_config_from_properties
+from .rsm_config import RsmConfig, as_rsm_config, load_rsm_config, rsm_config_from_properties
 
 __all__ = [
     "AivenSegment",
     "ChunkDamage",
     "ChunkIndex",
     "RsmConfig",
+    "as_rsm_config",
     "SegmentManifest",
     "is_aiven_item",
     "load_rsm_config",

@@ -16,7 +16,7 @@ from typing import Any
 from kafkalog.checkpoint.meta_properties import parse_java_properties
 from kafkalog.errors import KafkaLogError, TieredConfigError, TieredKeyError
 
-__all__ = ["RsmConfig", "load_rsm_config", "rsm_config_from_properties"]
+__all__ = ["RsmConfig", "as_rsm_config", "load_rsm_config", "rsm_config_from_properties"]
 
 #: the plugin's prefix on broker keys; accepted in the file too (copied from server.properties as they are)
 BROKER_PREFIX = "rsm.config."
@@ -108,3 +108,11 @@ def load_rsm_config(path: str | os.PathLike) -> RsmConfig:
     except KafkaLogError as exc:
         raise TieredConfigError(f"{path}: not a properties file: {exc}") from None
     return rsm_config_from_properties(props, base_dir=os.path.dirname(os.path.abspath(path)), source=path)
+
+
+def as_rsm_config(value: RsmConfig | str | os.PathLike | None) -> RsmConfig | None:
+    """``value`` as an :class:`RsmConfig`: a loaded one as is, a path loaded, None as None (what the Spark entry
+    points and the DataSource's ``rsmConfig`` option take)."""
+    if value is None or isinstance(value, RsmConfig):
+        return value
+    return load_rsm_config(value)
