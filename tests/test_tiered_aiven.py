@@ -20,6 +20,7 @@ from kafkalog.records import read_batches, read_record_columns
 from kafkalog.tiered import AivenSegment, load_rsm_config
 from tests.aiven_writer import AIVEN, golden_segments, new_key_pair, write_rsm_properties, write_segment
 from tests.conftest import needs_golden
+from tests.oracle import needs_oracle, run_oracle
 
 pytestmark = [needs_golden]
 
@@ -227,3 +228,19 @@ def test_held_out_archives_read_back_identically(tmp_path: Path, chunk_size, com
     assert sum(o.get("recordCount", 0) for o in objs(res) if o["type"] == "segment") == 105
     res = run("dump", "--deep-iteration", "--json", bucket, "--rsm-config", props)
     assert [o["offset"] for o in objs(res) if o["type"] == "record"] == list(range(105))
+
+
+@needs_oracle
+def test_kafkas_local_tiered_storage_reads_as_before_and_equals_the_aiven_bucket(tmp_path: Path) -> None:
+    """Kafka's LocalTieredStorage layout (untransformed segments, ``<offset>-<id>.index`` and so on) needs no
+    configuration; the same partition through both RemoteStorageManagers gives the same records."""
+    run_oracle("generate-tiered", tmp_path)
+    res = run("verify", "--json", tmp_path / "remote")
+    assert res.exit_code == 0, res.output
+    segs = [o for o in objs(res) if o["type"] == "segment"]
+    assert len(segs) == 5 and {o["indexStatus"] for o in segs} == {"ok"}
+    local = run("dump", "--deep-iteration", "--json", tmp_path / "remote")
+    d = AIVEN / "variants" / "encrypted-zstd-chunk256"
+    aiven = run("dump", "--deep-iteration", "--json", d / "remote", "--rsm-config", d / "rsm.properties")
+    recs = [[(o["offset"], o["timestamp"], o["valueSize"]) for o in objs(r) if o["type"] == "record"] for r in (local, aiven)]
+    assert recs[0] == recs[1] and len(recs[0]) == 105
