@@ -153,7 +153,10 @@ def _discover_remote(root: str, options: Mapping[str, str] | None) -> list[Segme
 
 
 def discover_segments(
-    roots: str | os.PathLike | Iterable[str | os.PathLike], *, options: Mapping[str, str] | None = None
+    roots: str | os.PathLike | Iterable[str | os.PathLike],
+    *,
+    options: Mapping[str, str] | None = None,
+    key_prefix: str = "",
 ) -> list[SegmentItem]:
     """Every segment under ``roots``, sorted by (partition dir, base offset); duplicates (overlapping roots) once.
 
@@ -161,6 +164,9 @@ def discover_segments(
     Remote roots (``s3://...``) are listed through :mod:`kafkalog.storage` with ``options`` (credentials,
     endpoint; default: the AWS environment). Raises KafkaLogError for a root that does not exist (a
     ``storage.StorageError`` when a remote listing fails).
+
+    ``key_prefix`` is Aiven's ``key.prefix``: where it does not end in ``/`` it is glued to the topic dir's name
+    (``pfx-orders-<topic id>``), and the topic is what follows it.
     """
     if isinstance(roots, (str, os.PathLike)):
         roots = [roots]
@@ -187,11 +193,23 @@ def discover_segments(
             if item.path not in seen:
                 seen.add(item.path)
                 items.append(item)
+    glued = key_prefix.rpartition("/")[2]
+    if glued:
+        items = [_strip_glued_prefix(i, glued) for i in items]
     items.sort(key=lambda s: (s.partition_dir, s.base_offset))
     for i, item in enumerate(items):
         if i + 1 == len(items) or items[i + 1].partition_dir != item.partition_dir:
             items[i] = dataclasses.replace(item, is_last=True)
     return items
+
+
+def _strip_glued_prefix(item: SegmentItem, glued: str) -> SegmentItem:
+    """An Aiven item whose topic dir starts with the tail of the key prefix, with the topic after it."""
+    name = storage.basename(storage.dirname(item.partition_dir))
+    m = _AIVEN_TOPIC_DIR.match(name[len(glued) :]) if name.startswith(glued) else None
+    if item.layout != "tiered-aiven" or m is None:
+        return item
+    return dataclasses.replace(item, topic=m["topic"])
 
 
 def kafka_files(root: str | os.PathLike) -> Iterator[str]:

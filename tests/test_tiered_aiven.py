@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from kafkalog_cli.main import main
 
 from kafkalog import storage
+from kafkalog.discovery import discover_segments
 from kafkalog.errors import CorruptTieredObjectError, TieredConfigError, TieredKeyError
 from kafkalog.records import read_batches, read_record_columns
 from kafkalog.tiered import AivenSegment, load_rsm_config
@@ -202,7 +203,8 @@ def test_manifest_that_does_not_match_its_object(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("chunk_size", "compression", "encrypted", "prefix"),
-    [(100, False, True, ""), (1000, True, True, "tenant/a/"), (4096, True, False, "x/"), (333, False, False, "")],
+    [(100, False, True, ""), (1000, True, True, "tenant/a/"), (4096, True, False, "x/"), (333, False, False, ""),
+     (500, True, True, "archive/pfx-")],
 )
 def test_held_out_archives_read_back_identically(tmp_path: Path, chunk_size, compression, encrypted, prefix) -> None:
     bucket = tmp_path / "bucket"
@@ -223,6 +225,8 @@ def test_held_out_archives_read_back_identically(tmp_path: Path, chunk_size, com
         assert s.read() == seg.log
         assert s.read(chunk_size - 3, chunk_size + 7) == seg.log[chunk_size - 3 : chunk_size + 7]
         assert s.indexes() == seg.indexes
+    items = discover_segments(bucket, key_prefix=rsm.key_prefix)  # a prefix glued to the topic dir's name
+    assert len(items) == 5 and {i.topic for i in items} == {"tiered"} and {i.partition for i in items} == {0}
     res = run("verify", "--json", bucket, "--rsm-config", props)
     assert res.exit_code == 0, res.output
     assert sum(o.get("recordCount", 0) for o in objs(res) if o["type"] == "segment") == 105

@@ -300,7 +300,8 @@ class KafkaLogReader(DataSourceReader):
         b = self.bounds
         lo, hi = b.effective_offsets()
         by_dir: dict[str, list[SegmentItem]] = {}
-        for item in discover_segments(self.roots, options=self.storage):
+        prefix = self.rsm.key_prefix if self.rsm is not None else ""
+        for item in discover_segments(self.roots, options=self.storage, key_prefix=prefix):
             if item.dir_state in self.dir_states:
                 by_dir.setdefault(item.partition_dir, []).append(item)
         out: list[SegmentPartition] = []

@@ -162,7 +162,9 @@ def validate_archive(
     ``spark.range`` of task numbers through ``mapInArrow``), and each task returns its reports as one Arrow batch.
     """
     opts = storage_options(options)
-    return validate_items(spark, discover_segments(roots, options=opts), index_check=index_check,
+    rsm = as_rsm_config(rsm)
+    items = discover_segments(roots, options=opts, key_prefix=rsm.key_prefix if rsm is not None else "")
+    return validate_items(spark, items, index_check=index_check,
                           tasks_per_core=tasks_per_core, options=opts, deep=deep, rsm=rsm)  # fmt: skip
 
 
@@ -223,7 +225,8 @@ def run_validation(
     opts = storage_options(options)
     try:
         rsm = as_rsm_config(rsm)  # the key files are read here, once, and travel with the tasks
-        items = discover_segments(roots, options=opts)  # fail fast on a bad root, before starting a JVM
+        # fail fast on a bad root, before starting a JVM
+        items = discover_segments(roots, options=opts, key_prefix=rsm.key_prefix if rsm is not None else "")
     except (KafkaLogError, OSError) as exc:
         print(f"kafkalog spark validate: {exc}", file=sys.stderr)
         return 2
