@@ -122,7 +122,7 @@ class AivenSegment:
 
     # ---------------------------------------------------------------------------------------------------- reads
 
-    def _detransform(self, data: bytes | memoryview, chunk: int) -> bytes:
+    def _detransform(self, data: bytes | memoryview, chunk: int) -> bytes | memoryview:
         """One chunk as stored -> its original bytes (decrypt, then decompress), checked against the index."""
         ci = self.manifest.chunk_index
         want = int(ci.original_size[chunk])
@@ -142,7 +142,7 @@ class AivenSegment:
                 raise self._damage(chunk, f"does not decompress: {exc}") from None
         if len(data) != want:
             raise self._damage(chunk, f"holds {len(data)} bytes, its manifest says {want}")
-        return bytes(data)
+        return data
 
     def _damage(self, chunk: int, reason: str) -> CorruptTieredObjectError:
         ci = self.manifest.chunk_index
@@ -154,7 +154,7 @@ class AivenSegment:
         )  # fmt: skip
 
     def iter_range(self, start: int = 0, end: int | None = None, *,
-                   damage: list[ChunkDamage] | None = None) -> Iterator[bytes]:  # fmt: skip
+                   damage: list[ChunkDamage] | None = None) -> Iterator[bytes | memoryview]:  # fmt: skip
         """The original bytes ``[start, end)`` in pieces, reading only the chunks that cover them (one ranged read
         per :data:`READ_BYTES` of transformed chunks). A bad chunk raises CorruptTieredObjectError, unless
         ``damage`` is a list: then its bytes come back as zeros and a :class:`ChunkDamage` is appended."""
@@ -184,12 +184,19 @@ class AivenSegment:
                     plain = bytes(size)
                 lo = max(start - int(ci.original_position[c]), 0)
                 hi = min(end - int(ci.original_position[c]), len(plain))
-                yield plain[lo:hi]
+                yield memoryview(plain)[lo:hi]  # no copy: the caller copies once, into its buffer or file
             i = j
 
-    def read(self, start: int = 0, end: int | None = None, *, damage: list[ChunkDamage] | None = None) -> bytes:
+    def read(self, start: int = 0, end: int | None = None, *,
+             damage: list[ChunkDamage] | None = None) -> bytearray:  # fmt: skip
         """The original bytes ``[start, end)`` (``fetchLogSegment(start, end - 1)``) in one buffer."""
-        return b"".join(self.iter_range(start, end, damage=damage))
+        end = self.size if end is None else min(end, self.size)
+        out = bytearray(max(0, end - max(start, 0)))
+        pos = 0
+        for piece in self.iter_range(start, end, damage=damage):
+            out[pos : pos + len(piece)] = piece
+            pos += len(piece)
+        return out
 
     def fetch(self, dest: str, start: int = 0, end: int | None = None, *,
               damage: list[ChunkDamage] | None = None) -> int:  # fmt: skip
