@@ -102,6 +102,7 @@ def main() -> None:
                 buckets[name] = (urls, load_rsm_config(props), opts, stored)
             print(f"{args.segments} segments, {total_mb:.1f} MiB, {records} records, chunk.size {args.chunk_kb} KiB, "
                   f"{'moto S3' if server else 'local-dir bucket'}; best of {args.repeat}")  # fmt: skip
+            mid = (args.segment_mb << 20) // 2
             t = best(lambda: [len(read_record_columns(str(p))) for p in sorted(local.iterdir())], args.repeat)
             print(f"  local .log files        {records / t / 1e6:6.2f} M records/s  {total_mb / t:7.1f} MiB/s")
             for name, (urls, rsm, opts, stored) in buckets.items():
@@ -110,7 +111,6 @@ def main() -> None:
                         assert len(read_record_columns(AivenSegment.open(u, rsm=rsm, options=opts).read())) > 0
 
                 t = best(read_all, args.repeat)
-                mid = (args.segment_mb << 20) // 2
                 f = best(lambda u=urls[0], rsm=rsm, opts=opts: AivenSegment.open(u, rsm=rsm, options=opts)
                          .read(mid, mid + (64 << 10)), args.repeat)  # fmt: skip
                 print(f"  {name:<22}  {records / t / 1e6:6.2f} M records/s  {total_mb / t:7.1f} MiB/s  "
