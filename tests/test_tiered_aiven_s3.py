@@ -89,6 +89,9 @@ def test_datasource_and_validation_job_read_the_bucket(spark, s3, rsm_file: Path
     assert read_scan_metrics(str(m2))["log_bytes_fetched"] < sum(len(s.log) for s in golden_segments()[-1:])
     report = validate_archive(spark, root, options=s3.options, rsm=str(rsm_file)).collect()
     assert len(report) == 5 and {r.status for r in report} == {"ok"} and {r.index_status for r in report} == {"ok"}
-    # without the configuration: an error on every encrypted segment, never rows
+    # without the configuration: the query fails at planning naming the object, never zero rows
+    with pytest.raises(Exception, match=r"TieredConfigError.*stored encrypted"):
+        spark.read.format("kafkalog").options(**s3.options).load(root).count()
+    # and the validation job reports every encrypted segment unreadable
     bare = validate_archive(spark, root, options=s3.options).collect()
     assert {r.status for r in bare} == {"unreadable"} and all("rsm-config" in r.error for r in bare)

@@ -71,7 +71,7 @@ from pyspark.sql.types import StructType
 
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
-from kafkalog.errors import InvalidArgumentError, KafkaLogError
+from kafkalog.errors import CorruptTieredObjectError, InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
 from kafkalog.log.index_check import checked_range
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
@@ -304,6 +304,7 @@ class KafkaLogReader(DataSourceReader):
         for item in discover_segments(self.roots, options=self.storage, key_prefix=prefix):
             if item.dir_state in self.dir_states:
                 by_dir.setdefault(item.partition_dir, []).append(item)
+        _check_rsm_config(by_dir, self.storage, self.rsm)
         out: list[SegmentPartition] = []
         for items in by_dir.values():
             first = items[0]
@@ -340,6 +341,19 @@ class KafkaLogReader(DataSourceReader):
             finally:
                 if self.metrics_dir:
                     _write_metrics(self.metrics_dir, metrics)
+
+
+def _check_rsm_config(by_dir: dict[str, list[SegmentItem]], options: dict[str, str], rsm) -> None:
+    """Open the first Aiven tiered segment on the driver (one manifest read, one key unwrap): a bucket encrypted
+    without ``rsmConfig``, or with a key that does not fit, fails the query here with a one-line TieredConfigError
+    naming the object, not inside every task. Bad bytes are left to the tasks (their ``onCorrupt``)."""
+    first = next((i for items in by_dir.values() for i in items if is_aiven_item(i)), None)
+    if first is None:
+        return
+    try:
+        AivenSegment.open(first.path, rsm=rsm, options=options, object_size=first.size_bytes)
+    except (CorruptTieredObjectError, OSError):
+        return
 
 
 def _positive(opts: dict[str, str], key: str, default: int) -> int:
