@@ -20,6 +20,7 @@ from kafkalog.errors import KafkaLogError
 from kafkalog.names import parse_partition_dir
 
 from .errors import EXIT_CORRUPT, EXIT_OK, CommandError
+from .output import make_output
 
 
 def _scan(raw: str) -> tuple[Any, str | None]:
@@ -59,6 +60,7 @@ def assignments(log_dirs: tuple[str, ...], expected_file: str | None, json_mode:
     """Which directory id holds each replica in LOGDIR...; with --expected, the KIP-858 differences (exit 1)."""
     from kafkalog.manager.assignments import compare_assignments, parse_expected
 
+    make_output(json_mode=json_mode)  # the command prints its own document; this renders its errors (--json)
     states, errors = [], []
     for raw in log_dirs:
         st, err = _scan(raw)
@@ -78,11 +80,11 @@ def assignments(log_dirs: tuple[str, ...], expected_file: str | None, json_mode:
     duplicates = {tp: paths for tp, paths in seen.items() if len(paths) > 1}
     mismatches = []
     if expected_file is not None:
-        try:
-            with open(expected_file, encoding="utf-8") as f:
+        with open(expected_file, encoding="utf-8") as f:  # an OSError: the funnel's `PATH: reason` line
+            try:
                 expected = parse_expected(json.load(f))
-        except (ValueError, OSError) as exc:
-            raise CommandError(f"cannot read expected assignments {expected_file}: {exc}") from exc
+            except ValueError as exc:
+                raise CommandError(f"{expected_file}: not expected assignments: {exc}", path=expected_file) from exc
         mismatches = compare_assignments(states, expected)
     if json_mode:
         click.echo(json.dumps({

@@ -1,8 +1,8 @@
 """``kafkalog checkpoints show|set``: read, and carefully edit, a log dir's offset checkpoint files.
 
 Edits go through the library's ``write_offset_checkpoint`` (tmp file, fsync, rename, fsync of the dir), keep the
-entries' order, and take the log dir's ``.lock`` first: a running broker or LogManager would overwrite the edit at
-its next checkpoint, so editing under it is refused.
+entries' order, and take the log dir's ``.lock`` first (``locking.log_dir_writer``): a running broker or LogManager
+would overwrite the edit at its next checkpoint, so editing under it is refused.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import click
 
 from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint, write_offset_checkpoint
-from kafkalog.manager.lock import DirLock
 from kafkalog.names import validate_topic
 
 from .errors import CliState, CommandError
+from .locking import log_dir_writer
 from .output import Event, Simple, make_output
 
 _OFFSET_CHECKPOINTS = (
@@ -88,19 +88,17 @@ def set_(
     out = make_output(json_mode=json_mode, quiet=state.quiet)
     name = os.path.basename(file)
     if name not in _OFFSET_CHECKPOINTS:
-        raise CommandError(f"{file}: not an offset checkpoint file (expected one of {', '.join(_OFFSET_CHECKPOINTS)})")
+        raise CommandError(f"{file}: not an offset checkpoint file (expected one of {', '.join(_OFFSET_CHECKPOINTS)})",
+                           path=file)
     validate_topic(topic)
     log_dir = os.path.dirname(os.path.abspath(file))
     if not os.path.isdir(log_dir):
         raise FileNotFoundError(2, "No such file or directory", log_dir)
     if not os.path.exists(file) and not create:
         raise FileNotFoundError(2, "No such file or directory (use --create to start one)", file)
-    lock = DirLock.acquire(log_dir)
-    try:
+    with log_dir_writer(log_dir):
         offsets = read_offset_checkpoint(file) if os.path.exists(file) else {}
         before = offsets.get((topic, partition))
         offsets[(topic, partition)] = offset
         write_offset_checkpoint(file, offsets, sort=False)
-    finally:
-        lock.release()
     out.emit(Change(name, topic, partition, before, offset))

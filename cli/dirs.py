@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from kafkalog.checkpoint.meta_properties import read_meta_properties
-from kafkalog.checkpoint.offset_checkpoint import read_log_dir_checkpoints
+from kafkalog.checkpoint.offset_checkpoint import effective_log_start_offset, read_log_dir_checkpoints
 from kafkalog.names import parse_partition_dir, parse_segment_file_name
 
 from .assignments_cmd import assignments  # KIP-858: its own module, a subcommand of `dirs`
@@ -138,7 +138,7 @@ def _describe_partition(pdir: str, name: str, ckpts: dict[str, dict[tuple[str, i
         report = verify_log_file(os.path.join(pdir, last_name), include_batches=False)
         log_end = report.last_offset + 1 if report.last_offset is not None else last_base
     lso_ckpt = ckpts["log-start-offset-checkpoint"].get(key)
-    log_start = max(lso_ckpt or 0, logs[0][0]) if logs else lso_ckpt
+    log_start = effective_log_start_offset(lso_ckpt, logs[0][0] if logs else None)
     return {
         "partition": f"{parsed.topic}-{parsed.partition}",
         "size": size,

@@ -123,6 +123,9 @@ class BatchEvent(Event):
         out.update(
             {
                 "position": b.position,
+                # stable keys for scripts; the Kafka-named key (CreateTime/LogAppendTime) stays for api.md
+                "timestamp": b.max_timestamp,
+                "timestampType": _ts_type_name(b),
                 _ts_type_name(b): b.max_timestamp,
                 "size": b.size_in_bytes,
                 "magic": b.magic,

@@ -27,6 +27,11 @@ class KafkalogGroup(click.Group):
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
+        except click.BadParameter as exc:
+            if not isinstance(getattr(exc.param, "type", None), click.Path):
+                raise
+            # a path argument click refused (a dir where a file is wanted): one line naming it, as every error
+            ctx.exit(report_error(CommandError(_path_error(exc)), out=_state(ctx).output))
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except BrokenPipeError:
@@ -37,8 +42,23 @@ class KafkalogGroup(click.Group):
             click.echo("kafkalog: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:  # noqa: BLE001 - this is the one funnel for all errors
-            state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-            ctx.exit(report_error(exc, debug=state.debug))
+            state = _state(ctx)
+            ctx.exit(report_error(exc, debug=state.debug, out=state.output))
+
+
+def _state(ctx: click.Context) -> CliState:
+    return ctx.obj if isinstance(ctx.obj, CliState) else CliState()
+
+
+def _path_error(exc: click.BadParameter) -> str:
+    """``PATH: reason`` from click's message for a refused path (``File 'x' is a directory.``)."""
+    message = exc.message.rstrip(".")
+    for quote in ("'", '"'):
+        first, _, rest = message.partition(quote)
+        path, sep, reason = rest.partition(quote)
+        if sep and first.strip() in ("File", "Directory", "Path"):
+            return f"{path}: {reason.strip()}"
+    return message
 
 
 def _silence_stdout() -> None:

@@ -4,8 +4,9 @@ What recovery would do comes from the library's plan mode (``kafkalog.log.recove
 loader's own decisions, taken without writing), so ``--dry-run`` prints exactly what the load would cut, and a real
 run prints the same plan beside the log end offset the load produced. Around it this command adds:
 
-* the log dir's ``.lock`` is taken first, so it refuses while a broker or a LogManager holds the dir (a dry run
-  only probes an existing lock file and changes nothing under PATH);
+* the log dir's ``.lock`` is taken first (``locking.log_dir_writer``), so it refuses (exit 2) while a Kafka broker,
+  a LogManager or another kafkalog writer holds the dir; a dry run is refused the same way (its answer would be
+  about files a live broker is changing) but only tries the lock and creates nothing under PATH;
 * after a clean shutdown (Kafka skips recovery) or below the recovery point, segments recovery does not read are
   read anyway, and bytes there that are not valid batches are reported with a hint (``--full`` runs Kafka's
   recovery from offset 0, ``--salvage`` keeps every valid batch);
@@ -30,10 +31,10 @@ import click
 
 from kafkalog.checkpoint.offset_checkpoint import read_log_dir_checkpoints, write_offset_checkpoint
 from kafkalog.log.config import LogConfig
-from kafkalog.manager.lock import LOCK_FILE_NAME, DirLock
 from kafkalog.names import parse_partition_dir
 
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
+from .locking import log_dir_writer
 from .output import Event, make_output
 
 _LOG_DIR_FILES = ("meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
@@ -195,7 +196,8 @@ def recover(
 ) -> None:
     """Run Kafka's log recovery offline on a partition dir or a whole log dir (or salvage it).
 
-    Honours the log dir's .lock (refuses while a broker or LogManager holds it). Without --full, does exactly
+    Takes the log dir's .lock first, as a Kafka broker does: refuses (exit 2) while a broker, a LogManager or
+    another kafkalog writer holds it, --dry-run included. Without --full, does exactly
     what the broker would do at its next start: nothing after a clean shutdown, else recovery from the
     checkpointed recovery point. --salvage keeps every valid batch instead. Exit 1 when data was (or would be)
     truncated, deleted or salvaged, or when corruption recovery would not read was found.
@@ -236,9 +238,8 @@ def recover(
             raise CommandError(f"{path}: neither a partition dir (<topic>-<partition>) nor a log dir")
     if salvage:
         _check_quarantine_dir(log_dir, quarantine_dir)
-    lock = _lock(log_dir, dry_run)
     code = EXIT_OK
-    try:
+    with log_dir_writer(log_dir, dry_run=dry_run):
         ckpts = read_log_dir_checkpoints(log_dir)
         clean = os.path.exists(os.path.join(log_dir, ".kafka_cleanshutdown")) and not full
         with out.progress("recovering", total=len(pdirs)) as bar:
@@ -251,9 +252,6 @@ def recover(
                     rec.checkpoints = _clamp_checkpoints(log_dir, pdir, rec, ckpts, dry_run)
                 out.emit(rec)
                 bar.advance()
-    finally:
-        if lock is not None:
-            lock.release()
     click.get_current_context().exit(code)
 
 
@@ -277,16 +275,6 @@ def _is_partition_dir(path: str) -> bool:
         return False
     names = os.listdir(path)
     return not any(n in names for n in _LOG_DIR_FILES)
-
-
-def _lock(log_dir: str, dry_run: bool) -> Any:
-    """Take the log dir's lock (refusing while held); a dry run only probes an existing lock file."""
-
-    if dry_run:
-        if os.path.exists(os.path.join(log_dir, LOCK_FILE_NAME)):
-            DirLock.acquire(log_dir).release()
-        return None
-    return DirLock.acquire(log_dir)
 
 
 def _recover_partition(

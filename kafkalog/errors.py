@@ -117,6 +117,15 @@ class InvalidArgumentTypeError(KafkaLogError, TypeError):
     """An argument of a type the function does not take (also a TypeError, for generic callers)."""
 
 
+class NothingToCheckError(InvalidArgumentError):
+    """A path given to a check holds nothing Kafka wrote (an empty or mistyped dir): a check of nothing must not
+    pass for a clean one. ``path`` is the path as given."""
+
+    def __init__(self, message: str, *, path: object | None = None) -> None:
+        super().__init__(message if path is None else f"{path}: {message}")
+        self.path = path
+
+
 # --- configuration and names ----------------------------------------------------------------------------------
 
 
@@ -173,7 +182,12 @@ class ResourceExhaustedError(KafkaLogError):
 
 
 class LogDirLockedError(KafkaStorageError):
-    """Another process or LogManager holds the log dir's ``.lock``."""
+    """Someone else holds the log dir's ``.lock``: a Kafka broker, a LogManager or a kafkalog writer (``path`` is
+    the lock file, and the message starts with it)."""
+
+    def __init__(self, message: str, *, path: object | None = None) -> None:
+        super().__init__(message if path is None else f"{path}: {message}")
+        self.path = path
 
 
 class NoLiveLogDirsError(KafkaStorageError):

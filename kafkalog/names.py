@@ -395,10 +395,16 @@ _TIERED_STEM = re.compile(r"^(\d{20})-[A-Za-z0-9_-]{22}$")
 def base_offset_prefix(name: str) -> int:
     """The base offset a segment file name starts with, read as Kafka's tools read it (the digits before the
     first dot; a tiered-storage object's ``<20 digits>-<segment id>`` gives its digits); InvalidArgumentError (a
-    ValueError) when that part is not a number."""
-    head = name.split(".")[0]
-    tiered = _TIERED_STEM.match(head)
+    ValueError) when that part is not a number or not a long (a base offset is one: Kafka's ``toLong`` refuses a
+    larger one)."""
+    prefix = name.split(".")[0]
+    tiered = _TIERED_STEM.match(prefix)
+    if tiered:
+        prefix = tiered[1]
     try:
-        return int(tiered[1] if tiered else head)
+        offset = int(prefix)
     except ValueError:
         raise InvalidArgumentError(f"{name}: a segment file name must start with its base offset") from None
+    if not 0 <= offset <= LONG_MAX:
+        raise InvalidArgumentError(f"{name}: base offset {prefix} is not in [0, 2^63-1]")
+    return offset

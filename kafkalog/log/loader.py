@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkalog.checkpoint.offset_checkpoint import effective_log_start_offset
 from kafkalog.errors import (
     CorruptIndexError,
     InvalidOffsetError,
@@ -320,7 +321,7 @@ class LogLoader:
 
         self.epoch_cache.truncate_from_end(offsets.next_offset)
         bases = self.segments.base_offsets()  # the first segment's offset, without building it
-        new_log_start = max(self.log_start_ckpt, bases[0])
+        new_log_start = effective_log_start_offset(self.log_start_ckpt, bases[0])
         self.epoch_cache.truncate_from_start(self.log_start_ckpt)
 
         if not self.psm.is_empty():

@@ -86,7 +86,8 @@ def partition_continuity(df: DataFrame, *, options: dict[str, str] | None = None
 def run_validation(roots: Any, out: str, master: str | None = None, **kwargs: Any) -> int:
     """The ``kafkalog spark validate`` command: write reports to ``out``; return the exit code (0/1/2).
     ``kwargs``: ``index_check``, ``options`` (storage options), ``report_format`` (``parquet``/``json``),
-    ``deep`` (decode and check every record), ``rsm`` (RemoteStorageManager configuration file of Aiven objects)."""
+    ``deep`` (decode and check every record), ``json_mode`` (the summary and errors as JSON objects), ``rsm``
+    (RemoteStorageManager configuration file of Aiven objects)."""
     _require_pyspark()
     from kafkalog.spark.validate import run_validation as _run
 

@@ -22,12 +22,12 @@ from typing import Any
 
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.remote import verify_partition_at, verify_segment_at
 from kafkalog.spark.worker_gc import freeze_worker_once
 from kafkalog.storage import parse_storage_options, storage_options
 from kafkalog.tiered import as_rsm_config
-from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, summarize
+from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, print_error, summarize, summary_fields
 
 __all__ = [
     "PARTITION_SCHEMA",
@@ -185,7 +185,8 @@ def partition_continuity(df, *, options: dict[str, str] | None = None):
     """One row per partition dir (columns: PARTITION_SCHEMA) from :func:`validate_archive`'s DataFrame: each
     group of segment rows goes through :func:`kafkalog.verify.verify_partition` (gaps reported, overlaps and
     checkpoints beyond the data are errors); remote log dirs' checkpoints are fetched with ``options``."""
-    cols = ["partition_dir", "topic", "partition", "base_offset", "first_offset", "last_offset", "status"]
+    cols = ["partition_dir", "topic", "partition", "base_offset", "first_offset", "last_offset", "status",
+            "index_status"]
     return df.select(*cols).groupBy("partition_dir").applyInPandas(_continuity(storage_options(options)), PARTITION_SCHEMA)
 
 
@@ -208,10 +209,12 @@ def run_validation(
     options: dict[str, str] | None = None,
     report_format: str = "parquet",
     deep: bool = False,
+    json_mode: bool = False,
     rsm: Any = None,
 ) -> int:
     """Validate ``roots``, write ``out/segments.<fmt>``, ``out/partitions.<fmt>`` and ``out/summary.txt``,
-    print the summary; return 0 (all ok), 1 (corruption found) or 2 (usage or I/O error).
+    print the summary (``json_mode``: as one ``{"type": "summary"}`` object, errors as ``{"type": "error"}``);
+    return 0 (all ok), 1 (corruption found) or 2 (usage or I/O error, or a root holding no segment).
 
     ``out`` may be a local dir (Spark writes the reports) or a URL (``s3://...``: written with pyarrow through
     :mod:`kafkalog.storage`); ``report_format`` is ``parquet`` or ``json`` (JSON lines). The Spark UI shows the
@@ -220,16 +223,16 @@ def run_validation(
     if isinstance(roots, str):
         roots = [roots]
     if report_format not in ("parquet", "json"):
-        print(f"kafkalog spark validate: report format must be parquet or json, not {report_format!r}", file=sys.stderr)
-        return 2
+        bad = InvalidArgumentError(f"report format must be parquet or json, not {report_format!r}")
+        return print_error(bad, json_mode=json_mode)
     opts = storage_options(options)
     try:
         rsm = as_rsm_config(rsm)  # the key files are read here, once, and travel with the tasks
-        # fail fast on a bad root, before starting a JVM
-        items = discover_segments(roots, options=opts, key_prefix=rsm.key_prefix if rsm is not None else "")
+        # fail fast on a bad root, before starting a JVM; a root with nothing to check is not a pass
+        items = discover_segments(roots, options=opts, require=True,
+                                  key_prefix=rsm.key_prefix if rsm is not None else "")  # fmt: skip
     except (KafkaLogError, OSError) as exc:
-        print(f"kafkalog spark validate: {exc}", file=sys.stderr)
-        return 2
+        return print_error(exc, json_mode=json_mode)
     from pyspark.sql import SparkSession
 
     from kafkalog.spark.session import get_session
@@ -249,11 +252,13 @@ def run_validation(
         text = summarize(seg_rows, part_rows)
         _write_reports(out, report_format, seg_df, part_df, seg_rows, part_rows, opts)
         storage.write_bytes(storage.join(out, "summary.txt"), text.encode("utf-8"), opts)
-        sys.stdout.write(text)
+        if json_mode:
+            sys.stdout.write(json.dumps({"type": "summary", **summary_fields(seg_rows, part_rows), "out": out}) + "\n")
+        else:
+            sys.stdout.write(text)
         return exit_code(seg_rows, part_rows)
     except OSError as exc:
-        print(f"kafkalog spark validate: {exc}", file=sys.stderr)
-        return 2
+        return print_error(exc, json_mode=json_mode)
     finally:
         sc.setJobDescription(None)
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # PySpark has no clearJobGroup
@@ -311,8 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return 2 if exc.code else 0
     except KafkaLogError as exc:
-        print(f"kafkalog spark validate: {exc}", file=sys.stderr)
-        return 2
+        return print_error(exc)
     return run_validation(
         args.roots, args.out, args.master, index_check=not args.no_index_check, options=opts,
         report_format=args.format, deep=args.deep, rsm=args.rsm_config,
