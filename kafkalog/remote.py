@@ -145,10 +145,12 @@ def localized(url: str, options: Mapping[str, Any] | None = None) -> Iterator[st
 
 @contextlib.contextmanager
 def localized_paths(paths: Iterable[str], options: Mapping[str, Any] | None = None) -> Iterator[list[str]]:
-    """:func:`localized` for each of ``paths`` at once (the CLI's one call); the copies live until the block ends.
-    Raises StorageError (an OSError naming the object) when a remote one cannot be listed or read."""
+    """:func:`localized` for each of ``paths`` at once (the CLI's one call); the copies live until the block ends;
+    ``file://`` URLs come back as plain paths. Raises StorageError (an OSError naming the object) when a remote one
+    cannot be listed or read."""
     with contextlib.ExitStack() as stack:
-        yield [stack.enter_context(localized(p, options)) if storage.is_remote(p) else p for p in paths]
+        yield [stack.enter_context(localized(p, options)) if storage.is_remote(p) else storage.local_path(p)
+               for p in paths]  # fmt: skip
 
 
 @contextlib.contextmanager

@@ -123,6 +123,18 @@ def test_verify_and_dump_every_golden_variant(variant: str) -> None:
     assert len(data) > 90 and [r["payload"] for r in records if r.get("payload", "").startswith("value-")] == data
 
 
+def test_file_urls_read_like_paths() -> None:
+    d = AIVEN / "variants" / "encrypted-zstd-chunk256"
+    url = f"file://{d / 'remote'}"
+    res = run("verify", "--json", url, "--rsm-config", d / "rsm.properties")
+    assert res.exit_code == 0, res.output
+    segs = [o for o in objs(res) if o["type"] == "segment"]
+    assert len(segs) == 5 and all(o["path"].startswith(url) and o["status"] == "ok" for o in segs)
+    log = next((d / "remote").rglob("00000000000000000024-*.log"))
+    s = AivenSegment.open(f"file://{log}", rsm=load_rsm_config(d / "rsm.properties"))
+    assert bytes(s.read()) == golden_segments()[1].log
+
+
 def test_encrypted_without_the_configuration_exits_2_naming_the_object() -> None:
     d = AIVEN / "variants" / "encrypted-zstd-chunk256"
     res = run("verify", d / "remote")

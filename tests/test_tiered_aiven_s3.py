@@ -64,6 +64,10 @@ def test_ranged_read_and_verify_from_s3(s3, rsm_file: Path) -> None:
     segs = [json.loads(x) for x in res.stdout.splitlines() if '"type": "segment"' in x]
     assert len(segs) == 5 and {s["status"] for s in segs} == {"ok"} and sum(s["recordCount"] for s in segs) == 105
     assert all(s["path"].startswith(f"s3://{BUCKET}/{PREFIX}tiered-") for s in segs)
+    res = CliRunner().invoke(main, ["dump", "--deep-iteration", "--json", url, "--rsm-config", str(rsm_file), *opts],
+                             catch_exceptions=False)  # fmt: skip
+    offsets = [json.loads(x)["offset"] for x in res.stdout.splitlines() if '"type": "record"' in x]
+    assert res.exit_code == 0 and offsets == list(range(42, 61))  # the third segment, restored from the bucket
 
 
 @pytest.mark.spark
