@@ -8,7 +8,7 @@ import kafkalog.spark as kafkalog_spark  # its functions import pyspark when cal
 
 from .errors import CommandError
 from .output import make_output
-from .storage_opts import storage_option
+from .storage_opts import rsm_config_option, storage_option
 
 
 @click.group()
@@ -25,9 +25,10 @@ def spark() -> None:
 @click.option("--deep", is_flag=True, help="Also decode every record (counts, offsets, varints) at decoder speed.")
 @click.option("--json", "json_mode", is_flag=True, help="The summary (and any error) as JSON objects on stdout.")
 @storage_option
+@rsm_config_option
 def validate(
     roots: tuple[str, ...], out: str, master: str | None, report_format: str | None, deep: bool, json_mode: bool,
-    storage_opts: dict[str, str],
+    storage_opts: dict[str, str], rsm: object,
 ) -> None:
     """Validate every segment under ROOT... (paths or s3://, gs://, hdfs:// URLs) on Spark; write segments and
     partitions reports and a summary to --out.
@@ -50,4 +51,6 @@ def validate(
         kwargs["deep"] = True
     if json_mode:
         kwargs["json_mode"] = True
+    if rsm is not None:
+        kwargs["rsm"] = rsm
     click.get_current_context().exit(kafkalog_spark.run_validation(list(roots), out, master, **kwargs))

@@ -26,6 +26,7 @@ from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.remote import verify_partition_at, verify_segment_at
 from kafkalog.spark.worker_gc import freeze_worker_once
 from kafkalog.storage import parse_storage_options, storage_options
+from kafkalog.tiered import as_rsm_config
 from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, print_error, summarize, summary_fields
 
 __all__ = [
@@ -93,7 +94,8 @@ def reports_to_arrow(reports: Sequence) -> Any:
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
 
 
-def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: dict[str, str], deep: bool = False):
+def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: dict[str, str], deep: bool = False,
+                 rsm: Any = None):  # fmt: skip
     """The mapInArrow function: its input holds task numbers (one per Spark task), its output the reports.
     Remote segments are fetched by the executor running the task (:func:`kafkalog.remote.verify_segment_at`)."""
 
@@ -101,7 +103,7 @@ def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: di
         freeze_worker_once()
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep)
+                reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep, rsm=rsm)
                            for item in groups[task]]  # fmt: skip
                 yield reports_to_arrow(reports)
 
@@ -142,9 +144,10 @@ def _n_tasks(items: Sequence[SegmentItem], parallelism: int, tasks_per_core: int
 
 def validate_archive(
     spark, roots, *, index_check: bool = True, tasks_per_core: int = 2, options: dict[str, str] | None = None,
-    deep: bool = False,
+    deep: bool = False, rsm: Any = None,
 ):  # fmt: skip
-    """A DataFrame with one row per segment under ``roots`` (columns: SEGMENT_SCHEMA).
+    """A DataFrame with one row per segment under ``roots`` (columns: SEGMENT_SCHEMA); ``rsm``: the
+    RemoteStorageManager configuration (file or :class:`kafkalog.tiered.RsmConfig`) of Aiven tiered objects.
 
     ``roots`` may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``; see :mod:`kafkalog.storage`);
     ``options`` are storage options (credentials, endpoint, timeouts) that override the AWS environment.
@@ -159,13 +162,15 @@ def validate_archive(
     ``spark.range`` of task numbers through ``mapInArrow``), and each task returns its reports as one Arrow batch.
     """
     opts = storage_options(options)
-    return validate_items(spark, discover_segments(roots, options=opts), index_check=index_check,
-                          tasks_per_core=tasks_per_core, options=opts, deep=deep)  # fmt: skip
+    rsm = as_rsm_config(rsm)
+    items = discover_segments(roots, options=opts, key_prefix=rsm.key_prefix if rsm is not None else "")
+    return validate_items(spark, items, index_check=index_check,
+                          tasks_per_core=tasks_per_core, options=opts, deep=deep, rsm=rsm)  # fmt: skip
 
 
 def validate_items(
     spark, items: list[SegmentItem], *, index_check: bool = True, tasks_per_core: int = 2,
-    options: dict[str, str] | None = None, deep: bool = False,
+    options: dict[str, str] | None = None, deep: bool = False, rsm: Any = None,
 ):  # fmt: skip
     """:func:`validate_archive` over segments already discovered (the driver lists once)."""
     opts = storage_options(options)
@@ -173,7 +178,7 @@ def validate_items(
         return spark.createDataFrame([], SEGMENT_SCHEMA)
     groups = group_for_tasks(items, _n_tasks(items, spark.sparkContext.defaultParallelism, tasks_per_core))
     tasks = spark.range(0, len(groups), 1, len(groups))
-    return tasks.mapInArrow(_check_tasks(groups, index_check, opts, deep), SEGMENT_SCHEMA)
+    return tasks.mapInArrow(_check_tasks(groups, index_check, opts, deep, as_rsm_config(rsm)), SEGMENT_SCHEMA)
 
 
 def partition_continuity(df, *, options: dict[str, str] | None = None):
@@ -205,6 +210,7 @@ def run_validation(
     report_format: str = "parquet",
     deep: bool = False,
     json_mode: bool = False,
+    rsm: Any = None,
 ) -> int:
     """Validate ``roots``, write ``out/segments.<fmt>``, ``out/partitions.<fmt>`` and ``out/summary.txt``,
     print the summary (``json_mode``: as one ``{"type": "summary"}`` object, errors as ``{"type": "error"}``);
@@ -221,8 +227,10 @@ def run_validation(
         return print_error(bad, json_mode=json_mode)
     opts = storage_options(options)
     try:
+        rsm = as_rsm_config(rsm)  # the key files are read here, once, and travel with the tasks
         # fail fast on a bad root, before starting a JVM; a root with nothing to check is not a pass
-        items = discover_segments(roots, options=opts, require=True)
+        items = discover_segments(roots, options=opts, require=True,
+                                  key_prefix=rsm.key_prefix if rsm is not None else "")  # fmt: skip
     except (KafkaLogError, OSError) as exc:
         return print_error(exc, json_mode=json_mode)
     from pyspark.sql import SparkSession
@@ -235,7 +243,7 @@ def run_validation(
     try:
         sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
         sc.setJobDescription(f"kafkalog validate: check {len(items)} segments")
-        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep).cache()
+        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm).cache()
         seg_rows = seg_df.collect()
         sc.setJobDescription("kafkalog validate: partition continuity")
         part_df = partition_continuity(seg_df, options=opts).cache()
@@ -300,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--format", default="parquet", choices=["parquet", "json"], help="report format")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="storage option for remote URLs (endpoint_url, region, access_key, ...)")  # fmt: skip
+    parser.add_argument("--rsm-config", default=None, metavar="FILE",
+                        help="the broker's RemoteStorageManager configuration (Aiven tiered objects)")  # fmt: skip
     try:
         args = parser.parse_args(argv)
         opts = parse_storage_options(args.storage_option)
@@ -309,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_error(exc)
     return run_validation(
         args.roots, args.out, args.master, index_check=not args.no_index_check, options=opts,
-        report_format=args.format, deep=args.deep,
+        report_format=args.format, deep=args.deep, rsm=args.rsm_config,
     )  # fmt: skip
 
 
