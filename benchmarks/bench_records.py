@@ -191,7 +191,16 @@ def bench_columns(deep_mb: int, turns: int = 1) -> None:
     for value_bytes in (100, 1024):
         data = make_value_segment(deep_mb << 20, value_bytes)
         n = sum(b.record_count for b in read_batches(data))
-        kafka_rates, arrow_rates, chunk_rates, path_rates = [], [], [], []
+        kafka_rates: list[float] = []
+        ours: dict[str, list[float]] = {}
+        timed = {
+            "read_record_columns(path).to_arrow()": lambda p: read_record_columns(p).to_arrow(),
+            "iter_record_columns(path), every chunk": lambda p: sum(len(c) for c in iter_record_columns(p)),
+            "read_record_columns(path)": lambda p: read_record_columns(p),
+            "... binary_view=True, .to_arrow()": lambda p: read_record_columns(p, binary_view=True).to_arrow(),
+            "... binary_view=True, iter, every chunk":
+                lambda p: sum(len(c) for c in iter_record_columns(p, binary_view=True)),
+        }
         with tempfile.NamedTemporaryFile(suffix=".log") as f:
             f.write(data)
             f.flush()
@@ -201,9 +210,8 @@ def bench_columns(deep_mb: int, turns: int = 1) -> None:
                 if kafka is not None:
                     assert kafka.records == n, (kafka.records, n)
                     kafka_rates.append(kafka.deep_records_per_s)
-                path_rates.append(n / best_of(lambda f=f: read_record_columns(f.name), repeat=5))
-                arrow_rates.append(n / best_of(lambda f=f: read_record_columns(f.name).to_arrow(), repeat=5))
-                chunk_rates.append(n / best_of(lambda f=f: sum(len(c) for c in iter_record_columns(f.name)), repeat=5))
+                for label, fn in timed.items():
+                    ours.setdefault(label, []).append(n / best_of(lambda f=f, fn=fn: fn(f.name), repeat=5))
         t_pure = best_of(lambda data=data: read_record_columns(data, implementation="python"), repeat=1)
         t_recs = best_of(lambda data=data: sum(len(b.records()) for b in read_batches(data)), repeat=2)
         t_kp = best_of(lambda data=data: kafka_python_records(data), repeat=1)
@@ -213,9 +221,7 @@ def bench_columns(deep_mb: int, turns: int = 1) -> None:
               f"{f', median of {turns} alternating turns' if turns > 1 else ''} --")
         if kafka_rate is not None:
             print(f"  Apache Kafka deep iteration (same file, same run)  {kafka_rate:8.2f} M records/s")
-        for label, rates in (("read_record_columns(path).to_arrow()", arrow_rates),
-                             ("iter_record_columns(path), every chunk", chunk_rates),
-                             ("read_record_columns(path)", path_rates)):
+        for label, rates in ours.items():
             print(kafka_reference.ratio_line(label, statistics.median(rates) / 1e6, kafka_rate, "M records/s",
                                              fallback_value=fb / 1e6))
         print(f"  read_record_columns (compiled, bytes)        {n / t_col / 1e6:9.2f} M records/s  "
