@@ -199,39 +199,65 @@ def test_datasource_returns_manifest_records(spark, case: str) -> None:
         )  # fmt: skip
 
 
-def test_datasource_offset_pushdown_reads_fewer_batches(spark, tmp_path: Path) -> None:
+def test_datasource_same_dataframe_same_answer_around_filtered_queries(spark) -> None:
+    """Spark 4.x keeps a Python DataSource's pushdown result on the DataFrame's shared PythonDataSourceV2: a reader
+    that took pushed filters answered a later unfiltered count with the filtered rows. With pushdown on (as the
+    user may set it) or off, the same DataFrame answers the same before and after any filtered query."""
+    root = str(GOLDEN / "logdir")
+    offsets = [r[0] for p in (GOLDEN / "logdir").iterdir() if p.is_dir() for r in _manifest_records(p.name)]
+    below = {n: sum(o < n for o in offsets) for n in (1, 3)}
+    assert 0 < below[1] < below[3] < len(offsets)
+    key = "spark.sql.python.filterPushdown.enabled"
+    try:
+        for pushdown in ("true", "false"):
+            spark.conf.set(key, pushdown)
+            df = spark.read.format("kafkalog").schema("topic string, offset long, timestamp long").load(root)
+            assert df.count() == len(offsets), pushdown
+            assert df.filter("offset < 1").count() == below[1], pushdown
+            assert df.count() == len(offsets), pushdown
+            assert df.filter("offset < 3").count() == below[3] and df.count() == len(offsets), pushdown
+            ranged = spark.read.format("kafkalog").option("endingOffsets", "3").load(root)
+            assert ranged.count() == below[3]
+            assert ranged.filter("offset < 1").count() == below[1] and ranged.count() == below[3], pushdown
+    finally:
+        spark.conf.unset(key)
+
+
+def test_datasource_range_options_read_fewer_batches(spark, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
     from kafkalog.spark.datasource import read_scan_metrics
 
     root = str(GOLDEN / "logdir")
-    full_metrics, pushed_metrics = str(tmp_path / "full"), str(tmp_path / "pushed")
-    full = spark.read.format("kafkalog").option("metricsDir", full_metrics).load(root)
-    # an identity UDF hides the predicate from pushdown, so `expected` is "unfiltered scan + Spark filter"
-    ident = F.udf(lambda x: x, "long")
-    expected = full.filter(
-        (ident(F.col("offset")) >= 200) & (ident(F.col("offset")) < 260) & (F.col("topic") == F.lit("golden-segments"))
-    )
+    full_metrics, ranged_metrics = str(tmp_path / "full"), str(tmp_path / "ranged")
+    seg = str(GOLDEN / "logdir" / "golden-segments-0")
+    full = spark.read.format("kafkalog").option("metricsDir", full_metrics).load(seg)
+    expected = full.filter((F.col("offset") >= 200) & (F.col("offset") < 260))
     expected_rows = sorted(_rows_as_manifest(expected.collect()))
     assert len(expected_rows) == 60
-    pushed = (
+    ranged = (
         spark.read.format("kafkalog")
-        .option("metricsDir", pushed_metrics)
-        .load(root)
-        .filter("topic = 'golden-segments' AND offset >= 200 AND offset < 260")
+        .options(metricsDir=ranged_metrics, startingOffsets="200", endingOffsets="260")
+        .load(seg)
     )
-    assert sorted(_rows_as_manifest(pushed.collect())) == expected_rows
-    f, p = read_scan_metrics(full_metrics), read_scan_metrics(pushed_metrics)
-    assert 0 < p["segments"] < f["segments"]
-    # both scans prune to golden-segments' segments by topic; the offset bounds then skip most of its batches
-    assert 0 < p["batches_read"] < f["batches_read"] / 3
+    assert sorted(_rows_as_manifest(ranged.collect())) == expected_rows
+    f, p = read_scan_metrics(full_metrics), read_scan_metrics(ranged_metrics)
+    assert 0 < p["segments"] < f["segments"]  # whole segments pruned at planning
+    assert 0 < p["batches_read"] < f["batches_read"] / 3  # the .index seek and the upper bound's stop
     assert p["bytes_read"] < f["bytes_read"] / 3
 
-    # a timestamp lower bound seeks with the time index and returns exactly the matching records
-    ts = sorted(r[1] for r in _manifest_records("golden-none-0"))[100]
-    tdf = spark.read.format("kafkalog").load(str(GOLDEN / "logdir" / "golden-none-0")).filter(F.col("timestamp") >= ts)
-    want = sorted(r for r in _manifest_records("golden-none-0") if r[1] >= ts)
-    assert sorted(_rows_as_manifest(tdf.collect())) == want
+    # timestamps: [startingTimestamp, endingTimestamp) per record, the lower bound sought with the time index
+    records = _manifest_records("golden-none-0")
+    ts = sorted(r[1] for r in records)
+    lo, hi = ts[len(ts) // 4], ts[3 * len(ts) // 4]
+    tdf = spark.read.format("kafkalog").options(startingTimestamp=str(lo), endingTimestamp=str(hi))
+    want = sorted(r for r in records if lo <= r[1] < hi)
+    assert want and sorted(_rows_as_manifest(tdf.load(str(GOLDEN / "logdir" / "golden-none-0")).collect())) == want
+    # a whole archive: every partition gets the same offset range
+    both = spark.read.format("kafkalog").options(startingOffsets="5", endingOffsets="7").load(root)
+    assert {r.offset for r in both.collect()} == {5, 6}
+    with pytest.raises(Exception, match="startingOffsets must be an integer"):
+        spark.read.format("kafkalog").option("startingOffsets", "earliest").load(root).count()
 
 
 def test_datasource_read_committed_drops_aborted_records(spark) -> None:
@@ -266,7 +292,7 @@ def test_datasource_read_committed_drops_aborted_records(spark) -> None:
 
 def test_datasource_user_schema_reads_only_its_columns(spark, tmp_path: Path) -> None:
     """A user-specified schema (subset, any order, any case) gives exactly the full read's values for those
-    columns, with every pushdown (topic, partition, offset, timestamp) and read_committed still working."""
+    columns, with filters, the range options and read_committed still working."""
     from pyspark.sql import functions as F
 
     from kafkalog.spark.datasource import read_scan_metrics
@@ -297,14 +323,15 @@ def test_datasource_user_schema_reads_only_its_columns(spark, tmp_path: Path) ->
             full, pruned = full.filter(flt), pruned.filter(flt)
         want = rows(full)
         assert want and rows(pruned) == want, (isolation, flt)
-    # partition pushdown with a schema holding nothing but partition, and the pushdown still skips batches
+    # a schema holding nothing but partition, and the range options still skip batches
     part = spark.read.format("kafkalog").schema("partition int").load(root)
     assert part.filter(F.col("partition") == 0).count() == spark.read.format("kafkalog").load(root).count()
     assert part.filter(F.col("partition") == 1).count() == 0
+    seg = f"{root}/golden-segments-0"
     full_m, pushed_m = str(tmp_path / "full"), str(tmp_path / "pushed")
-    spark.read.format("kafkalog").schema("offset long").option("metricsDir", full_m).load(root).count()
-    pushed = spark.read.format("kafkalog").schema("offset long, topic string").option("metricsDir", pushed_m)
-    assert pushed.load(root).filter("topic = 'golden-segments' AND offset >= 200 AND offset < 260").count() == 60
+    spark.read.format("kafkalog").schema("offset long").option("metricsDir", full_m).load(seg).count()
+    pushed = spark.read.format("kafkalog").schema("offset long").option("metricsDir", pushed_m)
+    assert pushed.options(startingOffsets="200", endingOffsets="260").load(seg).count() == 60
     f, p = read_scan_metrics(full_m), read_scan_metrics(pushed_m)
     assert 0 < p["batches_read"] < f["batches_read"] / 3
     assert f["scan_seconds"] > 0 and f["records_returned"] > p["records_returned"] == 60

@@ -7,17 +7,22 @@ session's parallelism when :func:`register` registered the source, else 8: :func
 Columns: Spark's Python DataSource API has no column pruning (every query receives all the columns ``schema()``
 names), so a query that needs few columns passes a user-specified schema, ``.schema("offset long, value binary")``:
 a subset of SCHEMA's columns (any order, any case, our types; checked by :func:`read_columns`), and only those
-columns are built and sent to the JVM. Pushdown and ``isolation`` work the same with any schema. Filters on ``topic``,
-``partition``, ``offset`` and ``timestamp`` are pushed down (Spark 4.1+ ``pushFilters``; needs
-``spark.sql.python.filterPushdown.enabled``, which :func:`register` and ``get_session`` switch on):
+columns are built and sent to the JVM. The range options and ``isolation`` work the same with any schema.
 
-* topic/partition filters and offset bounds drop whole segments at planning time (a segment holds offsets from its
-  base offset up to the next segment's base offset);
+Ranges are options, not pushed filters: ``startingOffsets``/``endingOffsets`` and ``startingTimestamp``/
+``endingTimestamp``, integers applied to every partition, the ending ones exclusive (as in Spark's Kafka source).
+Spark 4.x keeps a Python DataSource's pushdown result on the ``PythonDataSourceV2`` that every scan of a DataFrame
+shares, so a reader holding pushed filters would answer later, unfiltered queries of the same DataFrame with the
+filtered rows; options belong to the DataFrame and cannot leak. The reader has no ``pushFilters`` (Spark applies
+every ``filter`` itself, whatever ``spark.sql.python.filterPushdown.enabled`` says); the ranges:
+
+* drop whole segments at planning time (a segment holds offsets from its base offset up to the next segment's base
+  offset);
 * inside a segment, a lower offset bound is turned into a start position with the ``.index`` lookup and a lower
   timestamp bound with the ``.timeindex`` then ``.index`` lookups (Kafka's ``ListOffsets`` path), so the batches
-  before it are never touched; an upper offset bound stops the scan.
-
-Every pushed filter is also applied exactly to each record, so results equal an unfiltered scan plus Spark's filter.
+  before it are never touched; an upper offset bound stops the scan;
+* are applied exactly to each record (``startingTimestamp <= timestamp < endingTimestamp`` per record, where
+  Spark's Kafka source turns timestamps into offsets).
 
 Roots may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``): the driver lists them through
 :mod:`kafkalog.storage`; each task fetches what it reads itself: the segment's index files (for the seek), then only
@@ -37,7 +42,7 @@ Options:
   ``arrowBatchRows`` (8192): records per Arrow batch handed to Spark; ``maxPartitionBytes``, ``minPartitions``:
     task sizing (above).
   ``metricsDir``: a local dir where each task writes a JSON line of what it read (segments, batches, bytes, its own
-    Python time), which :func:`read_scan_metrics` sums up; tests and benchmarks use it to prove pushdown skips
+    Python time), which :func:`read_scan_metrics` sums up; tests and benchmarks use it to prove the ranges skip
     batches and to split a query's time between the tasks' Python work and Spark's.
 """
 
@@ -49,20 +54,9 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    LessThan,
-    LessThanOrEqual,
-)
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kafkalog import storage
@@ -76,85 +70,46 @@ from kafkalog.spark.worker_gc import freeze_worker_once
 _NO_UPPER = 1 << 63
 
 
-@dataclass
-class Bounds:
-    """What the pushed filters allow; applied at planning (segments), at seek (indexes) and per record."""
+#: the range options: (option key, lower-cased), each an integer applied to every partition
+RANGE_OPTIONS = ("startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp")
 
-    topics: set[str] | None = None
-    partitions: set[int] | None = None
+
+@dataclass(frozen=True)
+class Bounds:
+    """The offset and timestamp range a scan reads (from the range options; inclusive here, the ``ending*`` options
+    are exclusive); applied at planning (segments), at seek (indexes) and per record."""
+
     offset_lo: int = -(1 << 63)
     offset_hi: int = _NO_UPPER  # inclusive
-    offset_in: set[int] | None = None
     ts_lo: int = -(1 << 63)
     ts_hi: int = _NO_UPPER  # inclusive
 
-    def add(self, f: Filter) -> bool:
-        """Take filter ``f`` into account; False when the filter is not one we can apply."""
-        if len(f.attribute) != 1:
-            return False
-        col = f.attribute[0].lower()
-        value = getattr(f, "value", None)
-        if col == "topic":
-            if isinstance(f, EqualTo) and isinstance(value, str):
-                self.topics = {value} if self.topics is None else self.topics & {value}
-                return True
-            if isinstance(f, In) and all(isinstance(v, str) for v in value):
-                self.topics = set(value) if self.topics is None else self.topics & set(value)
-                return True
-            return False
-        if col not in ("partition", "offset", "timestamp") or not _all_ints(value):
-            return False
-        if isinstance(f, In):
-            values = {int(v) for v in value}
-            if col == "partition":
-                self.partitions = values if self.partitions is None else self.partitions & values
-            elif col == "offset":
-                self.offset_in = values if self.offset_in is None else self.offset_in & values
-            else:
-                return False
-            return True
-        if col == "partition":
-            if isinstance(f, EqualTo):
-                self.partitions = {value} if self.partitions is None else self.partitions & {value}
-                return True
-            return False
-        lo_attr, hi_attr = ("offset_lo", "offset_hi") if col == "offset" else ("ts_lo", "ts_hi")
-        lo, hi = getattr(self, lo_attr), getattr(self, hi_attr)
-        if isinstance(f, EqualTo):
-            lo, hi = max(lo, value), min(hi, value)
-        elif isinstance(f, GreaterThan):
-            lo = max(lo, value + 1)
-        elif isinstance(f, GreaterThanOrEqual):
-            lo = max(lo, value)
-        elif isinstance(f, LessThan):
-            hi = min(hi, value - 1)
-        elif isinstance(f, LessThanOrEqual):
-            hi = min(hi, value)
-        else:
-            return False
-        setattr(self, lo_attr, lo)
-        setattr(self, hi_attr, hi)
-        return True
+    @classmethod
+    def from_options(cls, opts: dict[str, str]) -> Bounds:
+        """The bounds the range options (lower-cased keys) give; ``InvalidArgumentError`` for a non-integer."""
+        values = {}
+        for key in RANGE_OPTIONS:
+            raw = opts.get(key.lower())
+            if raw is None:
+                continue
+            try:
+                values[key] = int(str(raw).strip())
+            except ValueError:
+                raise InvalidArgumentError(f"kafkalog option {key} must be an integer (applied to every partition), "
+                                           f"not {raw!r}") from None  # fmt: skip
+        b = cls()
+        if "startingOffsets" in values:
+            b = replace(b, offset_lo=values["startingOffsets"])
+        if "endingOffsets" in values:
+            b = replace(b, offset_hi=values["endingOffsets"] - 1)
+        if "startingTimestamp" in values:
+            b = replace(b, ts_lo=values["startingTimestamp"])
+        if "endingTimestamp" in values:
+            b = replace(b, ts_hi=values["endingTimestamp"] - 1)
+        return b
 
-    def effective_offsets(self) -> tuple[int, int]:
-        lo, hi = self.offset_lo, self.offset_hi
-        if self.offset_in is not None:
-            if not self.offset_in:
-                return 0, -1
-            lo, hi = max(lo, min(self.offset_in)), min(hi, max(self.offset_in))
-        return lo, hi
-
-    def record_ok(self, offset: int, timestamp: int) -> bool:
-        return (
-            self.offset_lo <= offset <= self.offset_hi
-            and self.ts_lo <= timestamp <= self.ts_hi
-            and (self.offset_in is None or offset in self.offset_in)
-        )
-
-
-def _all_ints(value: object) -> bool:
-    values = value if isinstance(value, (tuple, list)) else (value,)
-    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    def empty(self) -> bool:
+        return self.offset_lo > self.offset_hi or self.ts_lo > self.ts_hi
 
 
 @dataclass
@@ -283,31 +238,21 @@ class KafkaLogReader(DataSourceReader):
         self.max_partition_bytes = _positive(opts, "maxpartitionbytes", MAX_PARTITION_BYTES)
         self.min_partitions = _positive(opts, "minpartitions", default_min_partitions)
         self.storage = storage.storage_options(opts)
-        self.bounds = Bounds()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        for f in filters:
-            if not self.bounds.add(f):
-                yield f
+        self.bounds = Bounds.from_options(opts)
 
     def partitions(self) -> list[SegmentGroup]:
         b = self.bounds
-        lo, hi = b.effective_offsets()
+        lo, hi = b.offset_lo, b.offset_hi
         by_dir: dict[str, list[SegmentItem]] = {}
         for item in discover_segments(self.roots, options=self.storage):
             if item.dir_state in self.dir_states:
                 by_dir.setdefault(item.partition_dir, []).append(item)
         out: list[SegmentPartition] = []
         for items in by_dir.values():
-            first = items[0]
-            if b.topics is not None and first.topic not in b.topics:
-                continue
-            if b.partitions is not None and first.partition not in b.partitions:
-                continue
             aborted = _aborted_txns(items, self.storage) if self.isolation == "read_committed" else []
             for i, item in enumerate(items):
                 nxt = items[i + 1].base_offset if i + 1 < len(items) else _NO_UPPER
-                if lo > hi or item.base_offset > hi or nxt <= lo or item.size_bytes <= 0:
+                if b.empty() or item.base_offset > hi or nxt <= lo or item.size_bytes <= 0:
                     continue
                 mine = [a for a in aborted if a[1] < nxt and a[2] >= item.base_offset]
                 out.append(SegmentPartition(item, nxt, mine))
@@ -405,7 +350,7 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     """Arrow record batches of one segment: seek with the indexes, fetch the byte range (remote), decode columns
     (:func:`kafkalog.spark.scan.scan_range`)."""
     item, b = part.item, reader.bounds
-    lo, hi = b.effective_offsets()
+    lo, hi = b.offset_lo, b.offset_hi
     upper = None if hi >= _NO_UPPER else hi
     if storage.is_remote(item.path):  # the index objects alone, then one range of the .log (see checked_range)
         with _indexes_of(item, reader.storage) as local:
@@ -418,7 +363,7 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     m.start_position = position
     aborted = part.aborted if reader.isolation == "read_committed" else None
     seek = start_offset if start_offset > item.base_offset else -(1 << 63)
-    spec = ScanSpec(item.topic, item.partition, seek, lo, hi, b.offset_in, b.ts_lo, b.ts_hi, aborted,
+    spec = ScanSpec(item.topic, item.partition, seek, lo, hi, b.ts_lo, b.ts_hi, aborted,
                     reader.verify_crc, reader.on_corrupt == "stop", reader.arrow_batch_rows, reader.columns,
                     reader.out_schema)  # fmt: skip
     shift = position
@@ -454,12 +399,11 @@ def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
 
 
 def register(spark) -> None:
-    """Register the ``kafkalog`` format with ``spark`` and switch on Python DataSource filter pushdown.
+    """Register the ``kafkalog`` format with ``spark``.
 
     The registered class is a subclass carrying the session's default parallelism as its ``minPartitions``
     default (the planning worker has no SparkContext to ask): a ``local[1]`` scan then runs one task per ~128 MiB
     instead of eight, like Spark's own file sources."""
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(_with_parallelism(_default_parallelism(spark)))
 
 

@@ -1,7 +1,7 @@
 """One segment's records as Arrow record batches for the ``kafkalog`` DataSource: columns, not Python objects.
 
 The records are decoded by :func:`kafkalog.records.iter_record_columns` (the compiled column builder when built) in
-bounded chunks; the pushed bounds and the isolation level become one numpy mask per chunk, and the DataSource's
+bounded chunks; the range options and the isolation level become one numpy mask per chunk, and the DataSource's
 columns are the chunk's Arrow columns (key/value/header bytes wrapped, not copied) plus the constant topic and
 partition. Nothing here creates an object per record.
 """
@@ -65,14 +65,13 @@ class ScanMetrics:
 
 @dataclass(frozen=True)
 class ScanSpec:
-    """The pushed bounds and options of one scan (see ``kafkalog.spark.datasource.Bounds``)."""
+    """The range and options of one scan (see ``kafkalog.spark.datasource.Bounds``)."""
 
     topic: str
     partition: int
     start_offset: int  # batches whose records all lie below it are skipped (index seek target)
     offset_lo: int
     offset_hi: int  # inclusive
-    offset_in: set[int] | None
     ts_lo: int
     ts_hi: int  # inclusive
     aborted: list[tuple[int, int, int]] | None  # read_committed: (producer id, first, last); None: uncommitted
@@ -122,9 +121,6 @@ def _mask(chunk, spec: ScanSpec) -> np.ndarray | None:
         if hi < _MAX:
             keep &= values <= hi
             filtered = True
-    if spec.offset_in is not None:
-        keep &= np.isin(off, np.fromiter(spec.offset_in, dtype=np.int64, count=len(spec.offset_in)))
-        filtered = True
     if spec.aborted is not None:
         dropped = chunk.is_control.astype(bool)
         if spec.aborted:

