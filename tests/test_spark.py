@@ -181,6 +181,24 @@ def test_reports_to_arrow_keeps_every_field(tmp_path: Path) -> None:
     assert sorted(i.path for g in groups for i in g) == sorted(i.path for i in items)
 
 
+def test_validation_tasks_carry_only_their_own_segments(spark, tmp_path: Path) -> None:
+    """The job's function holds no plan (its pickled size does not grow with the archive); each Spark partition
+    of the plan DataFrame holds exactly one group."""
+    import pickle
+
+    from pyspark import cloudpickle
+
+    from kafkalog.discovery import discover_segments
+    from kafkalog.spark.validate import _check_tasks, group_for_tasks, task_plans
+
+    items = discover_segments(str(GOLDEN / "logdir"))
+    groups = group_for_tasks(items, 4)
+    assert len(groups) == 4 and len(items) > 8
+    assert b"golden-" not in cloudpickle.dumps(_check_tasks(True, {}, False))
+    per_partition = task_plans(spark, groups).rdd.glom().map(lambda rows: [pickle.loads(r.plan) for r in rows])
+    assert per_partition.collect() == [[g] for g in groups]
+
+
 # ------------------------------------------------------------------------------------------------ DataSource
 
 

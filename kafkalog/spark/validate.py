@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import os
+import pickle
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -93,19 +94,29 @@ def reports_to_arrow(reports: Sequence) -> Any:
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
 
 
-def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: dict[str, str], deep: bool = False):
-    """The mapInArrow function: its input holds task numbers (one per Spark task), its output the reports.
-    Remote segments are fetched by the executor running the task (:func:`kafkalog.remote.verify_segment_at`)."""
+def _check_tasks(index_check: bool, options: dict[str, str], deep: bool = False):
+    """The mapInArrow function: its input rows are the tasks' own segment lists (column ``plan``: a pickled
+    ``list[SegmentItem]``), its output the reports. The function holds no plan: a task unpickles its own segments,
+    not the whole archive's. Remote segments are fetched by the executor running the task
+    (:func:`kafkalog.remote.verify_segment_at`)."""
 
     def run(batches):
         freeze_worker_once()
         for batch in batches:
-            for task in batch.column(0).to_pylist():
+            for plan in batch.column("plan").to_pylist():
                 reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep)
-                           for item in groups[task]]  # fmt: skip
+                           for item in pickle.loads(plan)]  # fmt: skip
                 yield reports_to_arrow(reports)
 
     return run
+
+
+def task_plans(spark, groups: list[list[SegmentItem]]):
+    """A DataFrame of one row per group (``task int, plan binary``), one row per partition: each Spark task is
+    sent its own group only."""
+    rows = [(i, pickle.dumps(g, protocol=pickle.HIGHEST_PROTOCOL)) for i, g in enumerate(groups)]
+    rdd = spark.sparkContext.parallelize(rows, len(rows))
+    return spark.createDataFrame(rdd, "task int, plan binary")
 
 
 def group_for_tasks(items: list[SegmentItem], n_groups: int) -> list[list[SegmentItem]]:
@@ -155,8 +166,9 @@ def validate_archive(
     ``ok``, ``missing``, ``corrupt`` or ``not_checked``. The DataFrame is lazy: each action re-runs the checks, so
     cache it when you use it twice.
 
-    Segments are packed by size into about ``tasks_per_core`` x cores tasks (one Spark task per group: a
-    ``spark.range`` of task numbers through ``mapInArrow``), and each task returns its reports as one Arrow batch.
+    Segments are packed by size into about ``tasks_per_core`` x cores tasks (one Spark task per group: one row per
+    partition holding that group, :func:`task_plans`, through ``mapInArrow``), and each task returns its reports as
+    one Arrow batch.
     """
     opts = storage_options(options)
     return validate_items(spark, discover_segments(roots, options=opts), index_check=index_check,
@@ -172,8 +184,7 @@ def validate_items(
     if not items:
         return spark.createDataFrame([], SEGMENT_SCHEMA)
     groups = group_for_tasks(items, _n_tasks(items, spark.sparkContext.defaultParallelism, tasks_per_core))
-    tasks = spark.range(0, len(groups), 1, len(groups))
-    return tasks.mapInArrow(_check_tasks(groups, index_check, opts, deep), SEGMENT_SCHEMA)
+    return task_plans(spark, groups).mapInArrow(_check_tasks(index_check, opts, deep), SEGMENT_SCHEMA)
 
 
 def partition_continuity(df, *, options: dict[str, str] | None = None):
