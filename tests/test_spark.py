@@ -271,6 +271,14 @@ def test_datasource_range_options_read_fewer_batches(spark, tmp_path: Path) -> N
     tdf = spark.read.format("kafkalog").options(startingTimestamp=str(lo), endingTimestamp=str(hi))
     want = sorted(r for r in records if lo <= r[1] < hi)
     assert want and sorted(_rows_as_manifest(tdf.load(str(GOLDEN / "logdir" / "golden-none-0")).collect())) == want
+    # a timestamp lower bound drops rolled segments whose time index ends below it (their last entry is the
+    # segment's max timestamp), then seeks in the first one it keeps
+    srecs = _manifest_records("golden-segments-0")
+    tlo = sorted(r[1] for r in srecs)[len(srecs) * 4 // 5]
+    tmetrics = str(tmp_path / "ts")
+    tseg = spark.read.format("kafkalog").options(startingTimestamp=str(tlo), metricsDir=tmetrics).load(seg)
+    assert sorted(_rows_as_manifest(tseg.collect())) == sorted(r for r in srecs if r[1] >= tlo)
+    assert 0 < read_scan_metrics(tmetrics)["segments"] < f["segments"] / 2
     # a whole archive: every partition gets the same offset range
     both = spark.read.format("kafkalog").options(startingOffsets="5", endingOffsets="7").load(root)
     assert {r.offset for r in both.collect()} == {5, 6}

@@ -26,7 +26,7 @@ from kafkalog.oserrors import OSErrorClass, classify
 from kafkalog.records.batch import LOG_OVERHEAD
 from kafkalog.records.reader import read_batches
 
-__all__ = ["check_segment", "checked_range", "checked_start_position", "is_corruption"]
+__all__ = ["check_segment", "checked_range", "checked_start_position", "is_corruption", "rolled_max_timestamp"]
 
 
 def is_corruption(exc: BaseException) -> bool:
@@ -198,6 +198,29 @@ def _batch_size(f, position: int) -> int:
 #: batches a time index entry's check walks from the offset index entry before it (Kafka indexes every
 #: ``index.interval.bytes``, 4 KiB by default: a handful of batches)
 _TIME_PROBE_BATCHES = 1024
+
+
+def rolled_max_timestamp(log_path: str, base_offset: int, next_base_offset: int) -> int | None:
+    """The largest timestamp of a rolled (not the last) segment as its ``.timeindex`` says: Kafka appends the
+    segment's (max timestamp, its offset) as the final entry when the segment rolls. None when the index is
+    missing, empty or fails Kafka's sanity check, or its last entry's offset is outside the segment."""
+    path = log_path[: -len(".log")] + ".timeindex"
+    if _size(path) <= 0:
+        return None
+    try:
+        tidx = TimeIndex(path, base_offset, writable=False)
+        try:
+            tidx.sanity_check()
+            if not tidx.entry_count:
+                return None
+            last = tidx.entry(tidx.entry_count - 1)
+        finally:
+            tidx.close()
+    except (KafkaLogError, OSError):
+        return None
+    if not base_offset <= last.offset < next_base_offset:
+        return None
+    return int(last.timestamp)
 
 
 def _size(path: str) -> int:

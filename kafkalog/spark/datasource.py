@@ -65,12 +65,13 @@ from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
-from kafkalog.log.index_check import checked_range
+from kafkalog.log.index_check import checked_range, rolled_max_timestamp
 from kafkalog.spark import channel
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 from kafkalog.spark.worker_gc import freeze_worker_once
 
 _NO_UPPER = 1 << 63
+_MIN_LONG = -(1 << 63)
 
 
 #: the range options: (option key, lower-cased), each an integer applied to every partition
@@ -266,6 +267,10 @@ class KafkaLogReader(DataSourceReader):
                 nxt = items[i + 1].base_offset if i + 1 < len(items) else _NO_UPPER
                 if b.empty() or item.base_offset > hi or nxt <= lo or item.size_bytes <= 0:
                     continue
+                if b.ts_lo > _MIN_LONG and i + 1 < len(items) and not storage.is_remote(item.path):
+                    top = rolled_max_timestamp(item.path, item.base_offset, nxt)
+                    if top is not None and top < b.ts_lo:  # every record of the rolled segment is older
+                        continue
                 mine = [a for a in aborted if a[1] < nxt and a[2] >= item.base_offset]
                 out.append(SegmentPartition(item, nxt, mine))
         return pack_segments(out, self.max_partition_bytes, self.min_partitions)
