@@ -126,12 +126,16 @@ def test_workers_python_lacks_kafkalog_and_jobs_import_the_shipped_zip(cluster, 
         import sys
 
         import kafkalog
+        from kafkalog.records import native
 
-        yield (sys.executable, kafkalog.__file__)
+        yield (sys.executable, kafkalog.__file__, native.available())
 
     seen = set(cluster_spark.sparkContext.parallelize(range(4), 4).mapPartitions(where).collect())
-    assert {exe for exe, _ in seen} == {cluster.worker_python}
-    assert all(".zip" in path for _, path in seen), seen
+    assert {exe for exe, _, _ in seen} == {cluster.worker_python}
+    assert all(".zip" in path for _, path, _ in seen), seen
+    from kafkalog.records import native
+
+    assert all(compiled == native.available() for _, _, compiled in seen), seen  # the shipped compiled decoder
     assert cluster_spark.sparkContext.defaultParallelism == 2  # both workers' cores
 
 

@@ -115,8 +115,9 @@ def package_zip() -> str:
 
     Executors import kafkalog from it (``SparkContext.addPyFile``), so a cluster needs no kafkalog install; its
     dependencies (numpy, crc32c, cramjam, pyarrow) come from the workers' Python (``PYSPARK_PYTHON`` or a packed
-    environment in ``spark.archives``, docs/spark.md). Compiled modules are left out: zipimport cannot load them,
-    and kafkalog falls back to its pure-Python paths.
+    environment in ``spark.archives``, docs/spark.md). The compiled decoder built here goes in too: zipimport
+    cannot load it, so ``kafkalog.records.native`` copies it out and loads it when the worker's Python and platform
+    match this one's (its file name carries the ABI tag), and warns once and decodes in Python when not.
     """
     global _ZIP
     if _ZIP is not None and os.path.isfile(_ZIP):
@@ -130,7 +131,7 @@ def package_zip() -> str:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for name in sorted(filenames):
-                if name.endswith(".py"):
+                if name.endswith(".py") or name.endswith(_EXTENSIONS):
                     full = os.path.join(dirpath, name)
                     zf.write(full, os.path.join("kafkalog", os.path.relpath(full, root)))
     _ZIP = path
@@ -138,6 +139,8 @@ def package_zip() -> str:
 
 
 _ZIP: str | None = None
+#: compiled module suffixes shipped in the zip (``.cpython-311-x86_64-linux-gnu.so``, ``.abi3.so``, ``.so``)
+_EXTENSIONS = (".so", ".pyd")
 
 
 def ship_package(spark) -> str:
