@@ -22,6 +22,7 @@ __all__ = [
     "partition_continuity",
     "run_validation",
     "discover_segments",
+    "export_archive",
 ]
 
 
@@ -89,6 +90,17 @@ def run_validation(roots: Any, out: str, master: str | None = None, **kwargs: An
     from kafkalog.spark.validate import run_validation as _run
 
     return _run(roots, out, master, **kwargs)
+
+
+def export_archive(spark: SparkSession, roots: Any, out: str, *, partition_by: Any = ("topic", "partition"),
+                   **options: Any) -> list[str]:  # fmt: skip
+    """Parquet files of every record under ``roots``, written by the tasks with pyarrow under ``out`` (a dir or
+    URL, ``topic=T/partition=P`` dirs), readable with ``spark.read.parquet(out)`` with the DataSource's columns;
+    ``options`` are the DataSource's. Returns the files written (:mod:`kafkalog.spark.export`)."""
+    _require_pyspark()
+    from kafkalog.spark.export import export_archive as _export
+
+    return _export(spark, roots, out, partition_by=partition_by, **options)
 
 
 def discover_segments(roots: Any, *, options: dict[str, str] | None = None) -> list:

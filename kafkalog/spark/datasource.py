@@ -280,26 +280,31 @@ class KafkaLogReader(DataSourceReader):
         if not isinstance(partition, SegmentGroup):  # Spark plans one InputPartition(None) when we return none
             return
         for segment in partition.segments:
-            metrics = ScanMetrics(segment.item.path)
-            batches = _scan_segment(self, segment, metrics)
-            finished = False
-            try:
-                while True:
-                    started = time.perf_counter()
-                    try:
-                        batch = next(batches)
-                    except StopIteration:
-                        break
-                    finally:
-                        metrics.scan_seconds += time.perf_counter() - started
-                    yield batch
-            except CorruptRecordError as exc:  # onCorrupt=fail: one attempt, not spark.task.maxFailures of them
-                finished = self._finish(metrics)  # before the wait: the kill ends this process
-                channel.fail_job(self.channel, str(exc))
-                raise
-            finally:
-                if not finished:
-                    self._finish(metrics)
+            yield from self.read_segment(segment)
+
+    def read_segment(self, segment: SegmentPartition) -> Iterator:
+        """One segment's Arrow batches, with onCorrupt's reporting and the segment's metrics (also used by
+        :mod:`kafkalog.spark.export`)."""
+        metrics = ScanMetrics(segment.item.path)
+        batches = _scan_segment(self, segment, metrics)
+        finished = False
+        try:
+            while True:
+                started = time.perf_counter()
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    break
+                finally:
+                    metrics.scan_seconds += time.perf_counter() - started
+                yield batch
+        except CorruptRecordError as exc:  # onCorrupt=fail: one attempt, not spark.task.maxFailures of them
+            finished = self._finish(metrics)  # before the wait: the kill ends this process
+            channel.fail_job(self.channel, str(exc))
+            raise
+        finally:
+            if not finished:
+                self._finish(metrics)
 
     def _finish(self, metrics: ScanMetrics) -> bool:
         """Report what a segment scan dropped (onCorrupt=skip) and write its metrics (``metricsDir``)."""
