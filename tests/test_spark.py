@@ -427,3 +427,21 @@ def test_export_archive_writes_parquet_that_reads_back_as_the_datasource(spark, 
     assert back.orderBy(*key).collect() == ds.orderBy(*key).collect()
     ranged = export_archive(spark, roots, str(tmp_path / "ranged"), endingOffsets="10")
     assert ranged and spark.read.parquet(str(tmp_path / "ranged")).count() == ds.filter("offset < 10").count()
+
+    # the command: 0 written, 1 a corrupt batch, 2 nothing to export
+    from click.testing import CliRunner
+    from kafkalog_cli.main import main as cli_main
+
+    res = CliRunner().invoke(cli_main, ["spark", "export", roots[2], "--out", str(tmp_path / "cli"),
+                                        "--option", "startingOffsets=5"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert spark.read.parquet(str(tmp_path / "cli")).count() == ds.filter("topic = 'golden-zstd' AND offset >= 5").count()
+    bad = _copy_logdir(tmp_path / "bad", ["golden-none-0"])
+    log = bad / "golden-none-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    log.write_bytes(bytes(data))
+    res = CliRunner().invoke(cli_main, ["spark", "export", str(bad), "--out", str(tmp_path / "bad-out")])
+    assert res.exit_code == 1 and "CorruptRecordError" in res.output, res.output
+    res = CliRunner().invoke(cli_main, ["spark", "export", str(tmp_path / "empty"), "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2, res.output
