@@ -1,7 +1,7 @@
 """Benchmark the Spark validation job and the DataSource against the single-process library loop.
 
     python benchmarks/bench_spark.py [--partitions 200] [--segments 5] [--segment-kib 1024] [--rounds 3] [--dir DIR]
-        [--sections classic,scan,remote,cluster] [--scan-partitions 10] [--values repeated|random]
+        [--sections classic,scan,remote,cluster,export] [--scan-partitions 10] [--values repeated|random]
 
 Generates an archive (``partitions`` x ``segments`` segments written through ``LogSegment.append`` with
 ``build_batch`` batches, so indexes are Kafka's), then in one run: validates it with the library loop in this
@@ -457,6 +457,40 @@ def cluster_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
           f"({cd:.2f}s): cluster / local {ld / cd:.2f}")
 
 
+def export_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
+    """Parquet written by the tasks (``export_archive``) against the DataSource then ``write.parquet``, in turns
+    in one local[2] session; then a query (``count`` + ``sum(length(value))``) on the export against the same
+    query on the DataSource."""
+    from kafkalog.spark import export_archive, get_session, register
+
+    spark = get_session("local[2]", "bench-export")
+    register(spark)
+    try:
+        times: dict[str, list[float]] = {"export": [], "write": []}
+        for k in range(rounds):
+            for name in ("export", "write"):
+                out = workdir / f"{name}-{k}"
+                shutil.rmtree(out, ignore_errors=True)
+                t = time.perf_counter()
+                if name == "export":
+                    export_archive(spark, scan_roots, str(out))
+                else:
+                    spark.read.format("kafkalog").load(scan_roots).write.parquet(str(out))
+                times[name].append(time.perf_counter() - t)
+        ds = spark.read.format("kafkalog").load(scan_roots)
+        pq = spark.read.parquet(str(workdir / "export-0"))
+        q_ds, n = _best(lambda: _aggregates(ds), rounds)
+        q_pq, m = _best(lambda: _aggregates(pq), rounds)
+        assert n == m, (n, m)
+    finally:
+        spark.stop()
+    e, w = min(times["export"]), min(times["write"])
+    print(f"export, local[2], {n[0]} records; load {_load():.2f}")
+    print(f"  export_archive {e:.2f}s vs DataSource + write.parquet {w:.2f}s: {e / w:.2f}x")
+    print(f"  count + sum(length(value)): on the export {q_pq:.2f}s vs on the DataSource {q_ds:.2f}s: "
+          f"{q_ds / q_pq:.1f}x faster")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--partitions", type=int, default=200)
@@ -464,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--segment-kib", type=int, default=1024)
     ap.add_argument("--scan-partitions", type=int, default=10, help="partition dirs the DataSource scan reads")
     ap.add_argument("--rounds", type=int, default=3, help="timed validation jobs per master (best is reported)")
-    ap.add_argument("--sections", default="classic", help="comma list of classic, scan, remote, cluster")
+    ap.add_argument("--sections", default="classic", help="comma list of classic, scan, remote, cluster, export")
     ap.add_argument("--values", choices=("repeated", "random"), default="repeated",
                     help="record values: 64 distinct ones (default) or 180 random bytes each")
     ap.add_argument(
@@ -498,6 +532,8 @@ def main(argv: list[str] | None = None) -> int:
             remote_section(root, scan_roots, args.rounds)
         if "cluster" in sections:
             cluster_section(scan_roots, base / "cluster", args.rounds)
+        if "export" in sections:
+            export_section(scan_roots, base / "export", args.rounds)
         if "classic" not in sections:
             return 0
         r1 = spark_runs(root, "local[1]", offset_filter, base / "m1", scan_roots, args.rounds, False)
