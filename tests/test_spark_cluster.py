@@ -182,3 +182,18 @@ def test_corrupt_batch_fails_the_cluster_job_after_one_attempt(cluster_spark, tm
         df.load(str(GOLDEN / "unclean" / "input" / "unclean-corrupt-crc-0")).count()
     read = [json.loads(p.read_text())["segment"] for p in metrics.glob("*.json")]
     assert read and len(read) == len(set(read)) == read_scan_metrics(str(metrics))["segments"], read
+
+
+def test_metrics_land_on_the_driver_not_the_executors(cluster, cluster_spark, tmp_path: Path, monkeypatch) -> None:
+    """A relative metricsDir names the driver's dir: the executors (each in its own worker work dir) send their
+    lines to the driver, which writes them there; nothing is written under the workers' dirs."""
+    from kafkalog.spark import register
+    from kafkalog.spark.datasource import read_scan_metrics
+
+    register(cluster_spark)
+    monkeypatch.chdir(tmp_path)
+    df = cluster_spark.read.format("kafkalog").options(metricsDir="scan-metrics", minPartitions="2")
+    n = df.load(_roots()[:-1]).count()
+    totals = read_scan_metrics(str(tmp_path / "scan-metrics"))
+    assert totals["segments"] > 2 and totals["records_returned"] == n
+    assert not list(cluster.workdir.glob("worker-*/**/scan-metrics")), "a metrics dir on a worker"

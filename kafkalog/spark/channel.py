@@ -12,21 +12,25 @@ that does not happen (no channel: a session the source was not registered with b
 that cannot reach the driver; Spark then retries as usual).
 
 Under ``onCorrupt=skip`` each task reports what it dropped; the driver logs one warning per report on the
-``kafkalog`` logger and keeps the totals (:func:`skipped_totals`).
+``kafkalog`` logger and keeps the totals (:func:`skipped_totals`). ``metricsDir`` lines travel the same way and are
+written by the driver, so a local ``metricsDir`` is the driver's, not each executor host's.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import socket
 import socketserver
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
-__all__ = ["ChannelAddress", "DriverChannel", "driver_channel", "fail_job", "report", "skipped_totals"]
+__all__ = ["ChannelAddress", "DriverChannel", "driver_channel", "fail_job", "report", "skipped_totals",
+           "write_metrics_line"]
 
 log = logging.getLogger("kafkalog.spark")
 
@@ -84,6 +88,9 @@ class DriverChannel:
             log.error("%s", reason)
             self._sc._jsc.sc().cancelStage(int(msg["stage"]), reason)
             return True
+        if kind == "metrics":
+            write_metrics_line(str(msg["dir"]), dict(msg["line"]))
+            return True
         if kind == "skipped":
             with self._lock:
                 t = self.totals
@@ -126,6 +133,13 @@ def driver_channel(spark) -> DriverChannel | None:
         bind = conf.get("spark.driver.bindAddress", None) or ""
         _CHANNEL = DriverChannel(sc, host, bind)
         return _CHANNEL
+
+
+def write_metrics_line(metrics_dir: str, line: dict) -> None:
+    """One scan's metrics as ``metrics_dir/scan-<uuid>.json`` (the DataSource's ``metricsDir``)."""
+    os.makedirs(metrics_dir, exist_ok=True)
+    with open(os.path.join(metrics_dir, f"scan-{uuid.uuid4().hex}.json"), "w", encoding="utf-8") as f:
+        json.dump(line, f)
 
 
 def skipped_totals() -> dict:

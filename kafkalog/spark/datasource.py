@@ -54,7 +54,6 @@ import contextlib
 import json
 import os
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
@@ -311,7 +310,7 @@ class KafkaLogReader(DataSourceReader):
         if metrics.skipped_regions or metrics.skipped_batches:
             _report_skipped(self.channel, metrics)
         if self.metrics_dir:
-            _write_metrics(self.metrics_dir, metrics)
+            _write_metrics(self.metrics_dir, metrics, self.channel)
         return True
 
 
@@ -416,11 +415,12 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
         yield from scan_range(spec, path, local_position, end - shift, m, label=item.path, shift=shift)
 
 
-def _write_metrics(metrics_dir: str, m: ScanMetrics) -> None:
-    os.makedirs(metrics_dir, exist_ok=True)
-    path = os.path.join(metrics_dir, f"scan-{uuid.uuid4().hex}.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(m.to_dict(), f)
+def _write_metrics(metrics_dir: str, m: ScanMetrics, address: tuple[str, int, str] | None = None) -> None:
+    """One segment scan's metrics line in ``metrics_dir``: written by the driver (through the channel), so a
+    local dir is the driver's on a multi-host cluster; by the task itself when the channel is unreachable."""
+    if channel.report(address, {"kind": "metrics", "dir": metrics_dir, "line": m.to_dict()}):
+        return
+    channel.write_metrics_line(metrics_dir, m.to_dict())
 
 
 def read_scan_metrics(metrics_dir: str) -> dict[str, int]:

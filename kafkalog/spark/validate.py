@@ -17,6 +17,7 @@ import json
 import math
 import os
 import pickle
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -265,17 +266,23 @@ def run_validation(
 
 
 def _write_reports(out: str, fmt: str, seg_df, part_df, seg_rows: list, part_rows: list, opts: dict[str, str]) -> None:
-    """Local ``out``: Spark writes ``segments.<fmt>``/``partitions.<fmt>`` dirs; a URL: pyarrow writes one file
-    each through :mod:`kafkalog.storage` (Spark would need the store's Hadoop connector on its classpath)."""
-    if not storage.is_remote(out):
-        os.makedirs(storage.local_path(out), exist_ok=True)
-        for name, df in (("segments", seg_df), ("partitions", part_df)):
-            writer = df.coalesce(1).write.mode("overwrite")
-            target = os.path.join(storage.local_path(out), f"{name}.{fmt}")
-            writer.parquet(target) if fmt == "parquet" else writer.json(target)
-        return
+    """The collected rows, written by the driver with pyarrow: a local ``out`` gets ``segments.<fmt>/`` and
+    ``partitions.<fmt>/`` dirs holding one ``part-00000.<fmt>`` each (what ``spark.read.parquet``/``json`` read),
+    a URL one object each through :mod:`kafkalog.storage`. Spark's own writer would have an executor write a local
+    path on its host, so on a multi-host cluster the reports would not land where the user said."""
+    local = not storage.is_remote(out)
     for name, df, rows in (("segments", seg_df, seg_rows), ("partitions", part_df, part_rows)):
-        storage.write_bytes(storage.join(out, f"{name}.{fmt}"), _encode_rows(df, rows, fmt), opts)
+        data = _encode_rows(df, rows, fmt)
+        if local:
+            target = os.path.join(storage.local_path(out), f"{name}.{fmt}")
+            if os.path.isdir(target):
+                shutil.rmtree(target)
+            elif os.path.exists(target):
+                os.remove(target)
+            storage.write_bytes(os.path.join(target, f"part-00000.{fmt}"), data)
+            storage.write_bytes(os.path.join(target, "_SUCCESS"), b"")
+        else:
+            storage.write_bytes(storage.join(out, f"{name}.{fmt}"), data, opts)
 
 
 def _encode_rows(df, rows: list, fmt: str) -> bytes:
