@@ -401,6 +401,35 @@ def test_datasource_min_partitions(spark) -> None:
     assert _with_parallelism(KafkaLogDataSource.default_min_partitions) is KafkaLogDataSource
 
 
+def test_big_segments_are_split_at_batch_starts(spark, tmp_path: Path) -> None:
+    """A segment above maxPartitionBytes becomes byte ranges cut at offset index entries (each checked to start a
+    whole CRC-valid batch), read by several tasks with the same rows; a damaged entry means no split."""
+    from kafkalog.log.index_check import batch_cuts
+    from kafkalog.spark.datasource import read_scan_metrics
+
+    case = GOLDEN / "logdir" / "golden-index-dense-0"
+    logs = sorted(case.glob("*.log"))
+    log = logs[0]
+    cuts = batch_cuts(str(log), 0, log.stat().st_size, 2048)
+    assert len(cuts) >= 4 and cuts == sorted(set(cuts)) and all(0 < c < log.stat().st_size for c in cuts)
+    ranges = sum(1 + len(batch_cuts(str(p), int(p.stem), p.stat().st_size, 2048)) for p in logs)
+    whole = spark.read.format("kafkalog").load(str(case))
+    metrics = str(tmp_path / "m")
+    split = spark.read.format("kafkalog").options(maxPartitionBytes="2048", minPartitions="1", metricsDir=metrics)
+    split = split.load(str(case))
+    assert split.rdd.getNumPartitions() >= 2
+    rows = split.collect()  # the one query writing metrics
+    assert sorted(rows) == sorted(whole.collect()) and len(rows) == len(_manifest_records(case.name))
+    assert read_scan_metrics(metrics)["segments"] == ranges
+    bad = _copy_logdir(tmp_path / "bad", [case.name]) / case.name
+    idx = bad / "00000000000000000000.index"
+    data = bytearray(idx.read_bytes())
+    used = [int.from_bytes(data[8 * i + 4 : 8 * i + 8], "big") for i in range(len(data) // 8)].index(cuts[0])
+    data[8 * used + 7] ^= 0x01  # the first cut's entry now points one byte off its batch
+    idx.write_bytes(bytes(data))
+    assert batch_cuts(str(bad / log.name), 0, log.stat().st_size, 2048) == []
+
+
 def test_import_without_spark_use_is_cheap() -> None:
     import kafkalog.spark as ks
 

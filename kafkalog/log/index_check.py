@@ -26,7 +26,8 @@ from kafkalog.oserrors import OSErrorClass, classify
 from kafkalog.records.batch import LOG_OVERHEAD
 from kafkalog.records.reader import read_batches
 
-__all__ = ["check_segment", "checked_range", "checked_start_position", "is_corruption", "rolled_max_timestamp"]
+__all__ = ["batch_cuts", "check_segment", "checked_range", "checked_start_position", "is_corruption",
+           "rolled_max_timestamp"]
 
 
 def is_corruption(exc: BaseException) -> bool:
@@ -198,6 +199,44 @@ def _batch_size(f, position: int) -> int:
 #: batches a time index entry's check walks from the offset index entry before it (Kafka indexes every
 #: ``index.interval.bytes``, 4 KiB by default: a handful of batches)
 _TIME_PROBE_BATCHES = 1024
+
+
+def batch_cuts(log_path: str, base_offset: int, size: int, max_bytes: int) -> list[int]:
+    """Positions that split a big segment into byte ranges of at most about ``max_bytes`` (more where index
+    entries are further apart), each the start of a batch: taken from the ``.index`` entries, every one used
+    checked like a lookup's (a whole CRC-valid batch there with the last offset the entry claims). ``[]`` when the
+    index is missing, fails a check, or has no entry to cut at: the segment is then read whole."""
+    stem = log_path[: -len(".log")]
+    if size <= max_bytes or _size(stem + ".index") <= 0:
+        return []
+    try:
+        oidx = OffsetIndex(stem + ".index", base_offset, writable=False)
+        try:
+            oidx.sanity_check()
+            entries = oidx.entries()
+        finally:
+            oidx.close()
+        off, pos = entries["offset"].astype(np.int64), entries["position"].astype(np.int64)
+        if not len(pos) or np.any(np.diff(off) <= 0) or np.any(np.diff(pos) <= 0) or pos[-1] >= size:
+            return []
+        cuts: list[int] = []
+        last = 0
+        while size - last > max_bytes:
+            i = int(np.searchsorted(pos, last + max_bytes, side="right")) - 1
+            if i < 0 or pos[i] <= last:  # no entry inside the next max_bytes: the first one after
+                i = int(np.searchsorted(pos, last, side="right"))
+                if i >= len(pos):
+                    break
+            cuts.append(i)
+            last = int(pos[i])
+        with open(log_path, "rb") as f:
+            for i in cuts:
+                batch = _batch_at(f, int(pos[i]), size)
+                if batch is None or batch.last_offset != int(off[i]):
+                    return []
+        return [int(pos[i]) for i in cuts]
+    except (KafkaLogError, OSError):
+        return []
 
 
 def rolled_max_timestamp(log_path: str, base_offset: int, next_base_offset: int) -> int | None:

@@ -64,7 +64,7 @@ from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
-from kafkalog.log.index_check import checked_range, rolled_max_timestamp
+from kafkalog.log.index_check import batch_cuts, checked_range, rolled_max_timestamp
 from kafkalog.spark import channel
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 from kafkalog.spark.worker_gc import freeze_worker_once
@@ -122,9 +122,15 @@ class SegmentPartition(InputPartition):
     item: SegmentItem
     next_base_offset: int  # exclusive upper bound of offsets in this segment (next segment's base), or _NO_UPPER
     aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (producer_id, first, last) overlapping us
+    start: int = 0  # a big segment's byte range [start, stop), cut at batch starts (:func:`batch_cuts`) ...
+    stop: int | None = None  # ... None: the whole segment
 
     def __post_init__(self) -> None:
-        self.value = self.item.path
+        self.value = self.item.path if self.stop is None else f"{self.item.path}[{self.start}:{self.stop}]"
+
+    @property
+    def size(self) -> int:
+        return max(self.item.size_bytes, 0) if self.stop is None else self.stop - self.start
 
 
 @dataclass
@@ -158,7 +164,7 @@ def pack_segments(parts: list[SegmentPartition], max_bytes: int = MAX_PARTITION_
     """Pack segments, in order, into groups of at most ``min(max_bytes, total / min_partitions)`` bytes (never
     below OPEN_COST): large archives get ~128 MiB tasks, small ones still use every core (Spark's file sources
     size their splits the same way, with the default parallelism)."""
-    sizes = [max(p.item.size_bytes, 0) + OPEN_COST for p in parts]
+    sizes = [p.size + OPEN_COST for p in parts]
     target = max(OPEN_COST, min(max_bytes, sum(sizes) // max(1, min_partitions)))
     groups: list[SegmentGroup] = []
     current: list[SegmentPartition] = []
@@ -273,7 +279,11 @@ class KafkaLogReader(DataSourceReader):
                     if top is not None and top < b.ts_lo:  # every record of the rolled segment is older
                         continue
                 mine = [a for a in aborted if a[1] < nxt and a[2] >= item.base_offset]
-                out.append(SegmentPartition(item, nxt, mine))
+                cuts = [] if storage.is_remote(item.path) else \
+                    batch_cuts(item.path, item.base_offset, item.size_bytes, self.max_partition_bytes)  # fmt: skip
+                bounds = [0, *cuts, item.size_bytes]
+                for start, stop in zip(bounds, bounds[1:], strict=False):
+                    out.append(SegmentPartition(item, nxt, mine, start, stop if cuts else None))
         return pack_segments(out, self.max_partition_bytes, self.min_partitions)
 
     def read(self, partition: SegmentGroup):
@@ -405,6 +415,10 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     else:  # the indexes answer only after their strict checks against the .log (KIP-263 on first use)
         position, start_offset, end = checked_range(item.path, item.base_offset, lo, upper, ts_lo=b.ts_lo)
     end = min(end, item.size_bytes) if end > position else item.size_bytes
+    if part.stop is not None:  # one byte range of a split segment: both ends are batch starts
+        position, end = max(position, part.start), min(end, part.stop)
+        if position >= end:
+            return
     m.start_position = position
     aborted = part.aborted if reader.isolation == "read_committed" else None
     seek = start_offset if start_offset > item.base_offset else -(1 << 63)
