@@ -172,6 +172,18 @@ def _pafs():
     return pafs
 
 
+def _anonymous(opts: dict[str, str]) -> bool:
+    return opts.get("anonymous", "").lower() in ("1", "true", "yes")
+
+
+def _endpoint(endpoint: str | None) -> dict[str, str]:
+    """pyarrow's ``scheme``/``endpoint_override`` for an endpoint URL (``http://host:port``; https without one)."""
+    if not endpoint:
+        return {}
+    m = _SCHEME.match(endpoint)
+    return {"scheme": m["scheme"].lower() if m else "https", "endpoint_override": endpoint[m.end() :] if m else endpoint}
+
+
 def _s3(opts: dict[str, str]):
     pafs = _pafs()
     env = os.environ
@@ -185,11 +197,8 @@ def _s3(opts: dict[str, str]):
         # servers, moto's among them, reject for pyarrow's requests)
         "allow_delayed_open": True,
     }
-    if endpoint:
-        m = _SCHEME.match(endpoint)
-        kwargs["scheme"] = m["scheme"].lower() if m else "https"
-        kwargs["endpoint_override"] = endpoint[m.end() :] if m else endpoint
-    if opts.get("anonymous", "").lower() in ("1", "true", "yes"):
+    kwargs.update(_endpoint(endpoint))
+    if _anonymous(opts):
         kwargs["anonymous"] = True
     elif opts.get("access_key") or opts.get("secret_key"):
         kwargs["access_key"] = opts.get("access_key")
@@ -204,7 +213,7 @@ _GCS_CREDENTIAL_ENV = ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST"
 
 def _gcs_configured(opts: dict[str, str]) -> bool:
     """Whether a gs:// client has credentials to use before trying the GCE metadata server."""
-    if opts.get("endpoint_url") or opts.get("anonymous", "").lower() in ("1", "true", "yes"):
+    if opts.get("endpoint_url") or _anonymous(opts):
         return True
     if any(os.environ.get(n) for n in _GCS_CREDENTIAL_ENV):
         return True
@@ -217,12 +226,8 @@ def _gcs(opts: dict[str, str]):
     limit = opts.get("request_timeout", _REQUEST_TIMEOUT) if _gcs_configured(opts) else \
         opts.get("connect_timeout", _CONNECT_TIMEOUT)  # fmt: skip
     kwargs: dict[str, Any] = {"retry_time_limit": timedelta(seconds=float(limit))}
-    endpoint = opts.get("endpoint_url")
-    if endpoint:
-        m = _SCHEME.match(endpoint)
-        kwargs["scheme"] = m["scheme"].lower() if m else "https"
-        kwargs["endpoint_override"] = endpoint[m.end() :] if m else endpoint
-    if opts.get("anonymous", "").lower() in ("1", "true", "yes"):
+    kwargs.update(_endpoint(opts.get("endpoint_url")))
+    if _anonymous(opts):
         kwargs["anonymous"] = True
     return pafs.GcsFileSystem(**kwargs)
 

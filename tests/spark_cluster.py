@@ -77,6 +77,18 @@ def clean_venv(path: Path) -> str:
     return env_venv(path, hide_kafkalog=True)
 
 
+def fresh_session(master: str, app_name: str, **kwargs):
+    """A new kafkalog session on ``master`` (Spark allows one per process: an active one is stopped first)."""
+    from pyspark.sql import SparkSession
+
+    from kafkalog.spark import get_session
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    return get_session(master, app_name, **kwargs)
+
+
 class StandaloneCluster:
     """Master + ``workers`` workers; ``url`` is the master URL. Stop with :meth:`stop`."""
 

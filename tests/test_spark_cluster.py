@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GOLDEN, needs_golden
-from tests.spark_cluster import StandaloneCluster, clean_venv, java_home
+from tests.spark_cluster import StandaloneCluster, clean_venv, fresh_session, java_home
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -46,14 +46,7 @@ def _results(spark) -> dict:
 
 @pytest.fixture(scope="module")
 def local_results():
-    from pyspark.sql import SparkSession
-
-    from kafkalog.spark import get_session
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
-    spark = get_session("local[*]", "kafkalog-cluster-reference")
+    spark = fresh_session("local[*]", "kafkalog-cluster-reference")
     try:
         results = _results(spark)
     finally:

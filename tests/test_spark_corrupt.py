@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GOLDEN, load_manifest, needs_golden
+from tests.spark_cluster import fresh_session
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -26,14 +27,9 @@ BAD = 4  # the batch whose CRC is broken
 
 @pytest.fixture(scope="module")
 def retrying_spark():
-    from pyspark.sql import SparkSession
+    from kafkalog.spark import register
 
-    from kafkalog.spark import get_session, register
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
-    session = get_session("local[1,4]", "kafkalog-corrupt-tests")
+    session = fresh_session("local[1,4]", "kafkalog-corrupt-tests")
     assert session.sparkContext.getConf().get("spark.master") == "local[1,4]"
     register(session)
     yield session

@@ -96,15 +96,8 @@ def _targeted(log_path: str, stem: str, base_offset: int, start_offset: int, off
     """:func:`checked_range`'s answer, None when an entry it needs fails its check."""
     entries = np.empty(0, dtype=[("offset", np.int64), ("position", np.int64)])
     if _size(stem + ".index") > 0:
-        oidx = OffsetIndex(stem + ".index", base_offset, writable=False)
-        try:
-            oidx.sanity_check()
-            entries = oidx.entries()
-        finally:
-            oidx.close()
-        off, pos = entries["offset"], entries["position"]
-        if len(entries) and (np.any(np.diff(off) <= 0) or np.any(np.diff(pos) <= 0) or off[0] < base_offset
-                             or off[-1] - base_offset > INT_MAX or pos[0] < 0 or pos[-1] >= size):  # fmt: skip
+        entries = _ordered_entries(stem, base_offset, size)
+        if entries is None:
             return None
     with open(log_path, "rb") if check_log else contextlib.nullcontext() as f:
 
@@ -150,6 +143,22 @@ def _targeted(log_path: str, stem: str, base_offset: int, start_offset: int, off
                     return None
                 end = int(entries["position"][j + 1])
         return position, start_offset, end
+
+
+def _ordered_entries(stem: str, base_offset: int, size: int) -> np.ndarray | None:
+    """The ``.index`` entries after Kafka's sanity check, None unless every entry is in order (offsets and
+    positions strictly increasing) and in range (offsets in the segment's 32-bit window, positions in the file)."""
+    oidx = OffsetIndex(stem + ".index", base_offset, writable=False)
+    try:
+        oidx.sanity_check()
+        entries = oidx.entries()
+    finally:
+        oidx.close()
+    off, pos = entries["offset"], entries["position"]
+    if len(entries) and (np.any(np.diff(off) <= 0) or np.any(np.diff(pos) <= 0) or off[0] < base_offset
+                         or off[-1] - base_offset > INT_MAX or pos[0] < 0 or pos[-1] >= size):  # fmt: skip
+        return None
+    return entries
 
 
 def _batch_at(f, position: int, size: int):
@@ -210,15 +219,10 @@ def batch_cuts(log_path: str, base_offset: int, size: int, max_bytes: int) -> li
     if size <= max_bytes or _size(stem + ".index") <= 0:
         return []
     try:
-        oidx = OffsetIndex(stem + ".index", base_offset, writable=False)
-        try:
-            oidx.sanity_check()
-            entries = oidx.entries()
-        finally:
-            oidx.close()
-        off, pos = entries["offset"].astype(np.int64), entries["position"].astype(np.int64)
-        if not len(pos) or np.any(np.diff(off) <= 0) or np.any(np.diff(pos) <= 0) or pos[-1] >= size:
+        entries = _ordered_entries(stem, base_offset, size)
+        if entries is None or not len(entries):
             return []
+        off, pos = entries["offset"].astype(np.int64), entries["position"].astype(np.int64)
         cuts: list[int] = []
         last = 0
         while size - last > max_bytes:
