@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 import kafkalog.spark as kafkalog_spark  # its functions import pyspark when called
+from kafkalog.discovery import discover_segments
+from kafkalog.errors import KafkaLogError
 
 from .errors import CommandError
 from .storage_opts import storage_option
@@ -72,24 +74,19 @@ def export(roots: tuple[str, ...], out: str, master: str | None, ds_options: tup
         if not sep or not key:
             raise CommandError(f"--option takes KEY=VALUE, not {pair!r}")
         options[key.strip()] = value
-    from kafkalog.discovery import discover_segments
-    from kafkalog.errors import KafkaLogError
-
     try:  # a bad root fails here, before a JVM starts
         found = discover_segments(list(roots), options=storage_opts)
     except (KafkaLogError, OSError) as exc:
         raise CommandError(str(exc)) from None
     if not found:
         raise CommandError(f"{', '.join(roots)}: no segments found")
-    from kafkalog.spark.session import get_session
-
     def progress(line: str) -> None:
         click.echo(f"kafkalog spark export: {line}", err=True)
 
     from pyspark.sql import SparkSession
 
     had_session = SparkSession.getActiveSession() is not None
-    spark_session = get_session(master, "kafkalog-export")
+    spark_session = kafkalog_spark.get_session(master, "kafkalog-export")
     try:
         files = kafkalog_spark.export_archive(spark_session, list(roots), out, progress=progress, **options)
     except Exception as exc:
