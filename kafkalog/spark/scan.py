@@ -213,15 +213,24 @@ def scan_range(
             reader.close()
         if error is None:
             return
+        reason = _reason(error)
         if not spec.skip_corrupt:
-            raise CorruptRecordError(f"{label}: {error}", position=bad + shift)
+            raise CorruptRecordError(f"{label}: {reason}", position=bad + shift)
         nxt = _next_batch(path, bad, end)
         if m.first_skipped_position < 0:
-            m.first_skipped_position, m.first_skipped_error = bad + shift, str(error)
+            m.first_skipped_position, m.first_skipped_error = bad + shift, reason
         m.skipped_regions += 1
         m.skipped_bytes += nxt - bad
         after = max(after, top)
         position = nxt
+
+
+def _reason(error: CorruptRecordError) -> str:
+    """The decoder's message without its position: that one is in the scanned file (a fetched range of a remote
+    segment starts at 0); the segment's own position is given instead."""
+    text = str(error)
+    suffix = f" (at position {error.position})" if getattr(error, "position", None) is not None else ""
+    return text[: -len(suffix)] if suffix and text.endswith(suffix) else text
 
 
 def _next_batch(path: str, bad: int, end: int) -> int:
