@@ -474,3 +474,34 @@ def test_export_archive_writes_parquet_that_reads_back_as_the_datasource(spark, 
     assert res.exit_code == 1 and "CorruptRecordError" in res.output, res.output
     res = CliRunner().invoke(cli_main, ["spark", "export", str(tmp_path / "empty"), "--out", str(tmp_path / "x")])
     assert res.exit_code == 2, res.output
+
+
+def test_a_point_query_brings_little_of_its_segment_into_memory(spark, tmp_path: Path) -> None:
+    """startingOffsets=X, endingOffsets=X+1 on an 8 MiB segment: the task checks the index entries it uses and
+    reads one range; measured as page-cache residency (fincore) after evicting the file (POSIX_FADV_DONTNEED)."""
+    import subprocess
+
+    from kafkalog.log import Log
+
+    with Log.open(tmp_path / "big-0", {"segment.bytes": str(64 << 20)}) as log:
+        for i in range(2048):
+            log.append_as_leader([(b"k%d" % i, bytes([i % 251]) * 4200)], timestamp=1_000_000 + i)
+        log.flush()
+    seg = tmp_path / "big-0" / "00000000000000000000.log"
+    fd = os.open(seg, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+    def resident() -> int:
+        out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(seg)], check=True,
+                             capture_output=True, text=True).stdout  # fmt: skip
+        return int(out.split()[0])
+
+    size = seg.stat().st_size
+    assert resident() < size // 10
+    df = spark.read.format("kafkalog").options(startingOffsets="1234", endingOffsets="1235").load(str(tmp_path))
+    assert [r.offset for r in df.select("offset").collect()] == [1234]
+    assert resident() <= size // 4, (resident(), size)
