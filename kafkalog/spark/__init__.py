@@ -22,6 +22,7 @@ __all__ = [
     "partition_continuity",
     "run_validation",
     "discover_segments",
+    "export_archive",
 ]
 
 
@@ -38,7 +39,7 @@ def _require_pyspark() -> None:
         ) from exc
 
 
-def get_session(master: str = "local[*]", app_name: str = "kafkalog", **kwargs: Any) -> SparkSession:
+def get_session(master: str | None = "local[*]", app_name: str = "kafkalog", **kwargs: Any) -> SparkSession:
     """A SparkSession with kafkalog's small-machine defaults (see :func:`kafkalog.spark.session.get_session`)."""
     _require_pyspark()
     from kafkalog.spark.session import get_session as _get
@@ -92,6 +93,17 @@ def run_validation(roots: Any, out: str, master: str | None = None, **kwargs: An
     from kafkalog.spark.validate import run_validation as _run
 
     return _run(roots, out, master, **kwargs)
+
+
+def export_archive(spark: SparkSession, roots: Any, out: str, *, partition_by: Any = ("topic", "partition"),
+                   **options: Any) -> list[str]:  # fmt: skip
+    """Parquet files of every record under ``roots``, written by the tasks with pyarrow under ``out`` (a dir or
+    URL, ``topic=T/partition=P`` dirs), readable with ``spark.read.parquet(out)`` with the DataSource's columns;
+    ``options`` are the DataSource's. Returns the files written (:mod:`kafkalog.spark.export`)."""
+    _require_pyspark()
+    from kafkalog.spark.export import export_archive as _export
+
+    return _export(spark, roots, out, partition_by=partition_by, **options)
 
 
 def discover_segments(roots: Any, *, options: dict[str, str] | None = None) -> list:

@@ -16,6 +16,8 @@ import argparse
 import json
 import math
 import os
+import pickle
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -94,20 +96,29 @@ def reports_to_arrow(reports: Sequence) -> Any:
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
 
 
-def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: dict[str, str], deep: bool = False,
-                 rsm: Any = None):  # fmt: skip
-    """The mapInArrow function: its input holds task numbers (one per Spark task), its output the reports.
-    Remote segments are fetched by the executor running the task (:func:`kafkalog.remote.verify_segment_at`)."""
+def _check_tasks(index_check: bool, options: dict[str, str], deep: bool = False, rsm: Any = None):
+    """The mapInArrow function: its input rows are the tasks' own segment lists (column ``plan``: a pickled
+    ``list[SegmentItem]``), its output the reports. The function holds no plan: a task unpickles its own segments,
+    not the whole archive's. Remote segments are fetched by the executor running the task
+    (:func:`kafkalog.remote.verify_segment_at`)."""
 
     def run(batches):
         freeze_worker_once()
         for batch in batches:
-            for task in batch.column(0).to_pylist():
+            for plan in batch.column("plan").to_pylist():
                 reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep, rsm=rsm)
-                           for item in groups[task]]  # fmt: skip
+                           for item in pickle.loads(plan)]  # fmt: skip
                 yield reports_to_arrow(reports)
 
     return run
+
+
+def task_plans(spark, groups: list[list[SegmentItem]]):
+    """A DataFrame of one row per group (``task int, plan binary``), one row per partition: each Spark task is
+    sent its own group only."""
+    rows = [(i, pickle.dumps(g, protocol=pickle.HIGHEST_PROTOCOL)) for i, g in enumerate(groups)]
+    rdd = spark.sparkContext.parallelize(rows, len(rows))
+    return spark.createDataFrame(rdd, "task int, plan binary")
 
 
 def group_for_tasks(items: list[SegmentItem], n_groups: int) -> list[list[SegmentItem]]:
@@ -158,8 +169,9 @@ def validate_archive(
     ``ok``, ``missing``, ``corrupt`` or ``not_checked``. The DataFrame is lazy: each action re-runs the checks, so
     cache it when you use it twice.
 
-    Segments are packed by size into about ``tasks_per_core`` x cores tasks (one Spark task per group: a
-    ``spark.range`` of task numbers through ``mapInArrow``), and each task returns its reports as one Arrow batch.
+    Segments are packed by size into about ``tasks_per_core`` x cores tasks (one Spark task per group: one row per
+    partition holding that group, :func:`task_plans`, through ``mapInArrow``), and each task returns its reports as
+    one Arrow batch.
     """
     opts = storage_options(options)
     rsm = as_rsm_config(rsm)
@@ -177,8 +189,8 @@ def validate_items(
     if not items:
         return spark.createDataFrame([], SEGMENT_SCHEMA)
     groups = group_for_tasks(items, _n_tasks(items, spark.sparkContext.defaultParallelism, tasks_per_core))
-    tasks = spark.range(0, len(groups), 1, len(groups))
-    return tasks.mapInArrow(_check_tasks(groups, index_check, opts, deep, as_rsm_config(rsm)), SEGMENT_SCHEMA)
+    return task_plans(spark, groups).mapInArrow(_check_tasks(index_check, opts, deep, as_rsm_config(rsm)),
+                                                SEGMENT_SCHEMA)
 
 
 def partition_continuity(df, *, options: dict[str, str] | None = None):
@@ -238,7 +250,7 @@ def run_validation(
     from kafkalog.spark.session import get_session
 
     had_session = SparkSession.getActiveSession() is not None
-    spark = get_session(master or "local[*]", "kafkalog-validate")
+    spark = get_session(master, "kafkalog-validate")  # None: spark-submit's --master, spark-defaults, or local[*]
     sc = spark.sparkContext
     try:
         sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
@@ -267,17 +279,23 @@ def run_validation(
 
 
 def _write_reports(out: str, fmt: str, seg_df, part_df, seg_rows: list, part_rows: list, opts: dict[str, str]) -> None:
-    """Local ``out``: Spark writes ``segments.<fmt>``/``partitions.<fmt>`` dirs; a URL: pyarrow writes one file
-    each through :mod:`kafkalog.storage` (Spark would need the store's Hadoop connector on its classpath)."""
-    if not storage.is_remote(out):
-        os.makedirs(storage.local_path(out), exist_ok=True)
-        for name, df in (("segments", seg_df), ("partitions", part_df)):
-            writer = df.coalesce(1).write.mode("overwrite")
-            target = os.path.join(storage.local_path(out), f"{name}.{fmt}")
-            writer.parquet(target) if fmt == "parquet" else writer.json(target)
-        return
+    """The collected rows, written by the driver with pyarrow: a local ``out`` gets ``segments.<fmt>/`` and
+    ``partitions.<fmt>/`` dirs holding one ``part-00000.<fmt>`` each (what ``spark.read.parquet``/``json`` read),
+    a URL one object each through :mod:`kafkalog.storage`. Spark's own writer would have an executor write a local
+    path on its host, so on a multi-host cluster the reports would not land where the user said."""
+    local = not storage.is_remote(out)
     for name, df, rows in (("segments", seg_df, seg_rows), ("partitions", part_df, part_rows)):
-        storage.write_bytes(storage.join(out, f"{name}.{fmt}"), _encode_rows(df, rows, fmt), opts)
+        data = _encode_rows(df, rows, fmt)
+        if local:
+            target = os.path.join(storage.local_path(out), f"{name}.{fmt}")
+            if os.path.isdir(target):
+                shutil.rmtree(target)
+            elif os.path.exists(target):
+                os.remove(target)
+            storage.write_bytes(os.path.join(target, f"part-00000.{fmt}"), data)
+            storage.write_bytes(os.path.join(target, "_SUCCESS"), b"")
+        else:
+            storage.write_bytes(storage.join(out, f"{name}.{fmt}"), data, opts)
 
 
 def _encode_rows(df, rows: list, fmt: str) -> bytes:
@@ -302,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafkalog spark validate", description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="log dir, partition dir, segment or tree of them")
     parser.add_argument("--out", required=True, help="dir or URL for segments/partitions reports and summary.txt")
-    parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    parser.add_argument("--master", default=None, help="Spark master URL (default: spark-submit's master, else local[*])")
     parser.add_argument("--no-index-check", action="store_true", help="skip the .index/.timeindex/.txnindex checks")
     parser.add_argument("--deep", action="store_true", help="also decode and check every record")
     parser.add_argument("--format", default="parquet", choices=["parquet", "json"], help="report format")
