@@ -13,6 +13,7 @@ from kafkalog.records.reader import read_batches
 from kafkalog.segment import LogSegment
 
 from .batch_filter import CleanerFilter, CleanerStats, LastRecord, filter_batches
+from .columnar import decode_chunk, filter_chunk, map_chunk
 from .config import CleanerConfig
 from .dirty_range import LogToClean
 from .grouping import group_segments_by_size
@@ -162,7 +163,13 @@ class Cleaner:
                      txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
         omap = self.offset_map
         position = seg.offset_index.lookup(start).position
-        for _chunk, batches, valid in self._chunks(log, seg, position):
+        for chunk, batches, valid in self._chunks(log, seg, position):
+            cc = decode_chunk(chunk, valid) if omap.table is not None else None
+            if cc is not None:
+                if map_chunk(cc, batches, omap, start, desired, txn, stats):
+                    return True
+                stats.map_bytes_read += valid
+                continue
             for batch in batches:
                 if batch.magic >= 2 and batch.is_control:
                     txn.on_control_batch_read(batch)
@@ -255,8 +262,11 @@ class Cleaner:
     def _clean_into(self, log: Log, source: LogSegment, dest: LogSegment, flt: CleanerFilter,
                     stats: CleanerStats) -> int:
         removed = 0
-        for chunk, batches, _valid in self._chunks(log, source, 0):
-            result = filter_batches(chunk, batches, flt)
+        for chunk, batches, valid in self._chunks(log, source, 0):
+            cc = decode_chunk(chunk, valid) if flt.map.table is not None else None
+            result = filter_chunk(chunk, cc, flt) if cc is not None else None
+            if result is None:
+                result = filter_batches(chunk, batches, flt)
             stats.messages_read += result.messages_read
             stats.bytes_read += result.bytes_read
             stats.messages_written += result.messages_retained
