@@ -22,7 +22,8 @@ setup(
         Extension(
             "kafkalog.cleaner._cleaner",
             ["kafkalog/cleaner/_cleaner.c"],
-            depends=["kafkalog/cleaner/_md5.h", "kafkalog/cleaner/_cleaner_encode.h"],
+            depends=[f"kafkalog/cleaner/_{h}.h" for h in ("md5", "cleaner_encode", "cleaner_write")]
+            + ["kafkalog/records/_columns_crc.h"],
             optional=True,
         ),
     ],

@@ -310,6 +310,7 @@ fail:
 }
 
 #include "_cleaner_encode.h"
+#include "_cleaner_write.h"
 
 static PyMethodDef module_methods[] = {
     {"md5", py_md5, METH_O, "md5(buf) -> bytes: the 16-byte MD5 digest (the offset map's key hash)"},
@@ -323,6 +324,7 @@ static PyMethodDef module_methods[] = {
      "classify(table, size, latest, offsets, key_offsets, key_valid, key_data, out): per record 3 past the map, "
      "2 keyless, 1 latest of its key, 0 superseded"},
     ENCODE_METHODS
+    WRITE_METHODS
     {NULL, NULL, 0, NULL},
 };
 
@@ -333,5 +335,7 @@ static struct PyModuleDef cleaner_module = {
 
 PyMODINIT_FUNC PyInit__cleaner(void) {
     md5_init();
+    crc_init();
+    crc_soft_init();
     return PyModule_Create(&cleaner_module);
 }

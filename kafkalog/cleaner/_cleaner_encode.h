@@ -70,80 +70,118 @@ static int span_ok(const int64_t *off, Py_ssize_t i, Py_ssize_t n_off, Py_ssize_
     return i + 1 < n_off && off[i] >= 0 && off[i] <= off[i + 1] && off[i + 1] <= data_len && off[i + 1] - off[i] <= INT32_MAX;
 }
 
+typedef struct {
+    const int64_t *off, *ts, *koff, *voff, *hoff, *hkoff, *hvoff;
+    const uint8_t *kvalid, *vvalid, *hvvalid, *kdata, *vdata, *hkdata, *hvdata;
+    Py_ssize_t cn[E_NCOLS], n, nh;
+} Cols;
+
+/* the 14 record columns of encode_records, checked for matching lengths */
+static int cols_of(Bufs *bs, PyObject *cols, Cols *c) {
+    const void *p[E_NCOLS];
+    if (!PyTuple_Check(cols) || PyTuple_GET_SIZE(cols) != E_NCOLS) {
+        PyErr_SetString(PyExc_ValueError, "columns: a tuple of 14 arrays expected");
+        return -1;
+    }
+    for (int i = 0; i < E_NCOLS; i++)
+        if (!(p[i] = bufs_get(bs, PyTuple_GET_ITEM(cols, i), e_item[i], 0, &c->cn[i]))) return -1;
+    c->off = p[E_OFFSET], c->ts = p[E_TS], c->koff = p[E_KOFF], c->voff = p[E_VOFF], c->hoff = p[E_HOFF];
+    c->hkoff = p[E_HKOFF], c->hvoff = p[E_HVOFF];
+    c->kvalid = p[E_KVALID], c->vvalid = p[E_VVALID], c->hvvalid = p[E_HVVALID];
+    c->kdata = p[E_KDATA], c->vdata = p[E_VDATA], c->hkdata = p[E_HKDATA], c->hvdata = p[E_HVDATA];
+    c->n = c->cn[E_OFFSET], c->nh = c->cn[E_HVVALID];
+    Py_ssize_t n = c->n;
+    if (c->cn[E_TS] != n || c->cn[E_KVALID] != n || c->cn[E_VVALID] != n || c->cn[E_HOFF] != n + 1 ||
+        c->cn[E_HKOFF] != c->nh + 1) {
+        PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+        return -1;
+    }
+    return 0;
+}
+
+/* append record i, its offset and timestamp relative to bo and bts; -1 with an exception set on bad columns */
+static int encode_record(Out *o, const Cols *c, Py_ssize_t i, int64_t bo, int64_t bts) {
+    if (i < 0 || i >= c->n || !span_ok(c->koff, i, c->cn[E_KOFF], c->cn[E_KDATA]) ||
+        !span_ok(c->voff, i, c->cn[E_VOFF], c->cn[E_VDATA]) || c->hoff[i] < 0 || c->hoff[i] > c->hoff[i + 1] ||
+        c->hoff[i + 1] > c->nh) {
+        PyErr_SetString(PyExc_ValueError, "record columns inconsistent");
+        return -1;
+    }
+    int64_t od = c->off[i] - bo, td;
+    if (od < 0 || od > INT32_MAX || __builtin_sub_overflow(c->ts[i], bts, &td)) {
+        PyErr_SetString(PyExc_OverflowError, "record offset or timestamp out of the batch's delta range");
+        return -1;
+    }
+    Py_ssize_t kl = c->koff[i + 1] - c->koff[i], vl = c->voff[i + 1] - c->voff[i];
+    Py_ssize_t h0 = c->hoff[i], h1 = c->hoff[i + 1];
+    Py_ssize_t body = 1 + uvar_size(zz64(td)) + uvar_size(zz32((int32_t)od)) + field_size(c->kvalid[i], kl) +
+                      field_size(c->vvalid[i], vl) + uvar_size(zz32((int32_t)(h1 - h0)));
+    for (Py_ssize_t h = h0; h < h1; h++) {
+        if (!span_ok(c->hkoff, h, c->cn[E_HKOFF], c->cn[E_HKDATA]) ||
+            !span_ok(c->hvoff, h, c->cn[E_HVOFF], c->cn[E_HVDATA])) {
+            PyErr_SetString(PyExc_ValueError, "header columns inconsistent");
+            return -1;
+        }
+        body += field_size(1, c->hkoff[h + 1] - c->hkoff[h]) + field_size(c->hvvalid[h], c->hvoff[h + 1] - c->hvoff[h]);
+    }
+    if (body > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "record too large");
+        return -1;
+    }
+    if (out_reserve(o, body + 5) < 0) return -1;
+    put_uvar(o, zz32((int32_t)body));
+    o->p[o->len++] = 0;
+    put_uvar(o, zz64(td));
+    put_uvar(o, zz32((int32_t)od));
+    put_field(o, c->kvalid[i], c->kdata + c->koff[i], kl);
+    put_field(o, c->vvalid[i], c->vdata + c->voff[i], vl);
+    put_uvar(o, zz32((int32_t)(h1 - h0)));
+    for (Py_ssize_t h = h0; h < h1; h++) {
+        put_field(o, 1, c->hkdata + c->hkoff[h], c->hkoff[h + 1] - c->hkoff[h]);
+        put_field(o, c->hvvalid[h], c->hvdata + c->hvoff[h], c->hvoff[h + 1] - c->hvoff[h]);
+    }
+    return 0;
+}
+
+/* the records idx[lo:hi] of one batch */
+static int encode_span(Out *o, const Cols *c, const int64_t *idx, Py_ssize_t nidx, int64_t lo, int64_t hi, int64_t bo,
+                       int64_t bts) {
+    if (lo < 0 || lo > hi || hi > nidx) {
+        PyErr_SetString(PyExc_ValueError, "bounds outside idx");
+        return -1;
+    }
+    for (int64_t r = lo; r < hi; r++)
+        if (encode_record(o, c, idx[r], bo, bts) < 0) return -1;
+    return 0;
+}
+
 /* encode_records(columns, idx, bounds, base_offsets, base_timestamps) -> list[bytes]: for each rebuilt batch j,
  * the records idx[bounds[j]:bounds[j + 1]] encoded relative to base_offsets[j] and base_timestamps[j] */
 static PyObject *py_encode_records(PyObject *self, PyObject *args) {
     PyObject *cols, *idx_o, *bounds_o, *bo_o, *bts_o, *result = NULL;
     Bufs bs = {.n = 0};
-    const void *c[E_NCOLS];
-    Py_ssize_t cn[E_NCOLS], nidx, nb, nbo, nbts;
+    Cols c;
+    Py_ssize_t nidx, nb, nbo, nbts;
     Out o = {NULL, 0, 0};
-    if (!PyArg_ParseTuple(args, "O!OOOO", &PyTuple_Type, &cols, &idx_o, &bounds_o, &bo_o, &bts_o)) return NULL;
-    if (PyTuple_GET_SIZE(cols) != E_NCOLS) {
-        PyErr_SetString(PyExc_ValueError, "columns: 14 arrays expected");
-        return NULL;
-    }
-    for (int i = 0; i < E_NCOLS; i++)
-        if (!(c[i] = bufs_get(&bs, PyTuple_GET_ITEM(cols, i), e_item[i], 0, &cn[i]))) goto done;
     const int64_t *idx, *bounds, *bo, *bts;
-    if (!(idx = bufs_get(&bs, idx_o, 8, 0, &nidx)) || !(bounds = bufs_get(&bs, bounds_o, 8, 0, &nb)) ||
-        !(bo = bufs_get(&bs, bo_o, 8, 0, &nbo)) || !(bts = bufs_get(&bs, bts_o, 8, 0, &nbts)))
+    if (!PyArg_ParseTuple(args, "OOOOO", &cols, &idx_o, &bounds_o, &bo_o, &bts_o)) return NULL;
+    if (cols_of(&bs, cols, &c) < 0 || !(idx = bufs_get(&bs, idx_o, 8, 0, &nidx)) ||
+        !(bounds = bufs_get(&bs, bounds_o, 8, 0, &nb)) || !(bo = bufs_get(&bs, bo_o, 8, 0, &nbo)) ||
+        !(bts = bufs_get(&bs, bts_o, 8, 0, &nbts)))
         goto done;
     if (nb < 1 || nbo != nb - 1 || nbts != nb - 1) {
         PyErr_SetString(PyExc_ValueError, "bounds, base offsets and base timestamps do not match");
         goto done;
     }
-    const int64_t *off = c[E_OFFSET], *ts = c[E_TS], *koff = c[E_KOFF], *voff = c[E_VOFF], *hoff = c[E_HOFF];
-    const int64_t *hkoff = c[E_HKOFF], *hvoff = c[E_HVOFF];
-    const uint8_t *kvalid = c[E_KVALID], *vvalid = c[E_VVALID], *hvvalid = c[E_HVVALID];
-    const uint8_t *kdata = c[E_KDATA], *vdata = c[E_VDATA], *hkdata = c[E_HKDATA], *hvdata = c[E_HVDATA];
-    Py_ssize_t n = cn[E_OFFSET], nh = cn[E_HVVALID];
-    if (cn[E_TS] != n || cn[E_KVALID] != n || cn[E_VVALID] != n || cn[E_HOFF] != n + 1 || cn[E_HKOFF] != nh + 1) {
-        PyErr_SetString(PyExc_ValueError, "columns of different lengths");
-        goto done;
-    }
     if (!(result = PyList_New(nb - 1))) goto done;
     for (Py_ssize_t j = 0; j + 1 < nb; j++) {
         o.len = 0;
-        if (bounds[j] < 0 || bounds[j] > bounds[j + 1] || bounds[j + 1] > nidx) goto bad;
-        for (Py_ssize_t r = bounds[j]; r < bounds[j + 1]; r++) {
-            Py_ssize_t i = idx[r];
-            if (i < 0 || i >= n || !span_ok(koff, i, cn[E_KOFF], cn[E_KDATA]) ||
-                !span_ok(voff, i, cn[E_VOFF], cn[E_VDATA]) || hoff[i] < 0 || hoff[i] > hoff[i + 1] || hoff[i + 1] > nh)
-                goto bad;
-            int64_t od = off[i] - bo[j], td;
-            if (od < 0 || od > INT32_MAX || __builtin_sub_overflow(ts[i], bts[j], &td)) {
-                PyErr_SetString(PyExc_OverflowError, "record offset or timestamp out of the batch's delta range");
-                goto fail;
-            }
-            Py_ssize_t kl = koff[i + 1] - koff[i], vl = voff[i + 1] - voff[i];
-            Py_ssize_t body = 1 + uvar_size(zz64(td)) + uvar_size(zz32((int32_t)od)) + field_size(kvalid[i], kl) +
-                              field_size(vvalid[i], vl) + uvar_size(zz32((int32_t)(hoff[i + 1] - hoff[i])));
-            for (Py_ssize_t h = hoff[i]; h < hoff[i + 1]; h++) {
-                if (!span_ok(hkoff, h, cn[E_HKOFF], cn[E_HKDATA]) || !span_ok(hvoff, h, cn[E_HVOFF], cn[E_HVDATA]))
-                    goto bad;
-                body += field_size(1, hkoff[h + 1] - hkoff[h]) + field_size(hvvalid[h], hvoff[h + 1] - hvoff[h]);
-            }
-            if (body > INT32_MAX || out_reserve(&o, body + 5) < 0) goto fail;
-            put_uvar(&o, zz32((int32_t)body));
-            o.p[o.len++] = 0;
-            put_uvar(&o, zz64(td));
-            put_uvar(&o, zz32((int32_t)od));
-            put_field(&o, kvalid[i], kdata + koff[i], kl);
-            put_field(&o, vvalid[i], vdata + voff[i], vl);
-            put_uvar(&o, zz32((int32_t)(hoff[i + 1] - hoff[i])));
-            for (Py_ssize_t h = hoff[i]; h < hoff[i + 1]; h++) {
-                put_field(&o, 1, hkdata + hkoff[h], hkoff[h + 1] - hkoff[h]);
-                put_field(&o, hvvalid[h], hvdata + hvoff[h], hvoff[h + 1] - hvoff[h]);
-            }
-        }
+        if (encode_span(&o, &c, idx, nidx, bounds[j], bounds[j + 1], bo[j], bts[j]) < 0) goto fail;
         PyObject *b = PyBytes_FromStringAndSize((const char *)o.p, o.len);
         if (!b) goto fail;
         PyList_SET_ITEM(result, j, b);
     }
     goto done;
-bad:
-    PyErr_SetString(PyExc_ValueError, "record columns inconsistent");
 fail:
     Py_CLEAR(result);
 done:

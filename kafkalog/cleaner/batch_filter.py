@@ -64,7 +64,7 @@ class CleanerStats:
 class FilterResult:
     """One chunk's output and counters (Kafka's ``FilterResult``)."""
 
-    output: bytearray = field(default_factory=bytearray)
+    output: bytearray | bytes = field(default_factory=bytearray)
     bytes_read: int = 0
     messages_read: int = 0
     messages_retained: int = 0

@@ -12,7 +12,7 @@ decode as ``read_batches`` framed it) returns None and goes through the per-reco
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from kafkalog.errors import CorruptRecordError
 from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, assemble_batch, build_empty_batch
 from kafkalog.records.columns import RecordColumns, read_record_columns
 from kafkalog.records.compression import CompressionType
+from kafkalog.records.reader import read_batches
 from kafkalog.records.record import TimestampType
 
 from . import native
@@ -28,13 +29,14 @@ from .batch_filter import CleanerFilter, CleanerStats, FilterResult, LastRecord
 from .offset_map import OffsetMap
 from .txn_metadata import CleanedTransactionMetadata
 
-__all__ = ["ChunkColumns", "decode_chunk", "map_chunk", "filter_chunk"]
+__all__ = ["Chunk", "ChunkColumns", "read_chunk", "map_chunk", "filter_chunk"]
 
 _CODECS = tuple(CompressionType)
 _ENCODE_COLUMNS = ("offset", "timestamp", "key_offsets", "key_valid", "key_data", "value_offsets", "value_valid",
                    "value_data", "header_offsets", "header_key_offsets", "header_key_data", "header_value_offsets",
                    "header_value_valid", "header_value_data")
 _HORIZON_BIT = 0x40
+_MAGIC = 16  # the magic byte's position in a batch
 
 
 class ChunkColumns:
@@ -69,28 +71,59 @@ def _field(u8: np.ndarray, pos: np.ndarray, at: int, dtype: str) -> np.ndarray:
     return u8[pos[:, None] + np.arange(at, at + width)].copy().view(dtype).ravel().astype(np.int64)
 
 
-def decode_chunk(chunk: memoryview, valid: int) -> ChunkColumns | None:
-    """The chunk's columns when every batch is magic 2 and decodes exactly as ``read_batches`` framed it (its
-    ``valid`` bytes), else None."""
-    try:
-        cols = read_record_columns(chunk[:valid], verify_crc=False)
-    except CorruptRecordError:
-        return None
-    if cols.error is not None or cols.valid_bytes != valid or not len(cols.arrays["batch_start"]):
-        return None
-    if (cols.arrays["batch_magic"] != 2).any():
-        return None
-    return ChunkColumns(chunk, cols)
+class Chunk:
+    """One read chunk: its bytes, how many of them are whole batches (``valid``), their columns when the compiled
+    loops can take them, and the batches as objects (framed on first use: the fast loops do not need them)."""
+
+    def __init__(self, data: memoryview, valid: int, columns: ChunkColumns | None,
+                 batches: list[Any] | None = None) -> None:
+        self.data = data
+        self.valid = valid
+        self.columns = columns
+        self._batches = batches
+
+    @property
+    def batches(self) -> list[Any]:
+        if self._batches is None:
+            self._batches = list(read_batches(self.data[:self.valid]))
+        return self._batches
+
+    def record_count(self) -> int:
+        """The record counts of the batch headers, summed."""
+        if self.columns is not None:
+            return int(self.columns.header_count.sum())
+        return sum(b.record_count for b in self.batches)
 
 
-def map_chunk(cc: ChunkColumns, batches: Sequence[Any], omap: OffsetMap, start: int, desired: int,
-              txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
-    """``Cleaner._map_segment``'s loop over one chunk; True when the map filled up."""
+def read_chunk(data: bytes, compiled: bool) -> Chunk:
+    """Frame ``data`` as ``read_batches`` does (whole batches from its start); with ``compiled``, decode a chunk
+    that starts with a magic 2 batch into columns, which frame it the same way (a chunk whose records do not
+    decode is framed by ``read_batches`` and left to the per-record path, which raises what it raises)."""
+    view = memoryview(data)
+    if compiled and len(data) > _MAGIC and data[_MAGIC] == 2:
+        try:
+            cols = read_record_columns(view, verify_crc=False)
+        except CorruptRecordError:
+            cols = None
+        if cols is not None:
+            nb = len(cols.arrays["batch_start"])
+            plain_v2 = nb and not (cols.arrays["batch_magic"] != 2).any()
+            return Chunk(view, cols.valid_bytes, ChunkColumns(view, cols) if plain_v2 else None)
+    reader = read_batches(view)
+    batches = list(reader)
+    return Chunk(view, reader.valid_bytes, None, batches)
+
+
+def map_chunk(chunk: Chunk, omap: OffsetMap, start: int, desired: int, txn: CleanedTransactionMetadata,
+              stats: CleanerStats) -> bool:
+    """``Cleaner._map_segment``'s loop over one chunk with columns; True when the map filled up."""
+    cc = chunk.columns
+    assert cc is not None
     kinds = np.zeros(cc.nb, np.int8)
     if cc.plain():
         txn._consume_aborted_up_to(int(cc.last_offset[-1]))
     else:
-        for i, batch in enumerate(batches):
+        for i, batch in enumerate(chunk.batches):
             if batch.is_control:
                 txn.on_control_batch_read(batch)
                 kinds[i] = 1
@@ -126,35 +159,49 @@ def filter_chunk(chunk: memoryview, cc: ChunkColumns, flt: CleanerFilter) -> Fil
     tombs = np.bincount(rec_batch, weights=keep & ~value_valid, minlength=nb) > 0
     set_horizon = tombs & ~has_horizon
     copy = (kept > 0) & (kept == cc.counts) & ~set_horizon
-    rebuild = np.flatnonzero((kept > 0) & ~copy)
+    rebuild = (kept > 0) & ~copy
     result = FilterResult(bytes_read=int(cc.size.sum()), messages_read=n)
-    rebuilt = _rebuild(cc, rebuild, keep, set_horizon, flt) if len(rebuild) else {}
-    empties = np.flatnonzero(kept == 0)
-    retain_empty = {int(b) for b in empties if _retain_empty(cc, int(b), flt)}
-    out = result.output
-    run_start = -1  # first batch of a run of copied batches, written as one slice
-    for b in range(nb + 1):
-        if b < nb and copy[b]:
-            if run_start < 0:
-                run_start = b
-            continue
-        if run_start >= 0:
-            lo = int(cc.position[run_start])
-            hi = int(cc.position[b - 1] + cc.size[b - 1])
-            out += chunk[lo:hi]
-            run_start = -1
-        if b == nb:
-            break
-        if b in rebuilt:
-            data, max_ts, max_off = rebuilt[b]
-            out += data
-            result._retained(max_ts, max_off, int(kept[b]), len(data))
-        elif b in retain_empty:
-            out += _empty_batch(cc, b)
-            result._retained(int(cc.max_timestamp[b]), int(cc.last_offset[b]), 0, RECORD_BATCH_OVERHEAD)
-    if copy.any():
-        result._retained(int(cc.max_timestamp[copy].max()), int(cc.last_offset[copy].max()),
-                         int(kept[copy].sum()), int(cc.size[copy].sum()))
+    actions = np.where(copy, 1, np.where(rebuild, 2, 0)).astype(np.int8)
+    compressed = (cc.attributes & 0x07) != 0
+    maybe_empty = (kept == 0) & ((a["producer_id"] >= 0) | (cc.last_offset + 1 == flt.upper_bound_offset))
+    empties = [int(b) for b in np.flatnonzero(maybe_empty) if _retain_empty(cc, int(b), flt)]
+    retained = copy | rebuild
+    retained[empties] = True
+    # the records each rebuilt batch keeps, batch by batch: idx[bounds[j]:bounds[j + 1]] for the j-th
+    rb = np.flatnonzero(rebuild)
+    idx = np.flatnonzero(keep & rebuild[rec_batch])
+    bounds = np.zeros(len(rb) + 1, np.int64)
+    np.cumsum(kept[rb], out=bounds[1:])
+    ts, offsets = a["timestamp"], a["offset"]
+    with_horizon = has_horizon[rb] | set_horizon[rb]
+    horizon = np.where(set_horizon[rb], flt.now_ms + flt.delete_retention_ms, cc.base_timestamp[rb])
+    base_ts = np.where(with_horizon, horizon, ts[idx[bounds[:-1]]] if len(rb) else 0).astype(np.int64)
+    starts = bounds[:-1]
+    log_append = a["timestamp_type"][rb] == int(TimestampType.LOG_APPEND_TIME)
+    max_ts = np.where(log_append, cc.max_timestamp[rb],
+                      np.maximum.reduceat(ts[idx], starts) if len(rb) else 0).astype(np.int64)
+    max_off = np.maximum.reduceat(offsets[idx], starts) if len(rb) else np.zeros(0, np.int64)
+    extras: dict[int, bytes] = {b: _empty_batch(cc, b) for b in empties}
+    inline = ~compressed[rb]
+    if not inline.all():
+        extras.update(_compressed(cc, rb, ~inline, idx, bounds, base_ts, max_ts, with_horizon))
+    actions[list(extras)] = 3
+    keep_j = np.flatnonzero(inline)  # rebuilt batches written by write_chunk
+    sub_bounds = np.concatenate(([0], np.cumsum(kept[rb][keep_j]))).astype(np.int64)
+    sub_idx = idx if len(keep_j) == len(rb) else _gather(idx, bounds, keep_j)
+    result.output = native.compiled.write_chunk(
+        chunk, cc.position, cc.size, actions, tuple(a[c] for c in _ENCODE_COLUMNS), sub_idx.astype(np.int64),
+        sub_bounds, base_ts[keep_j], with_horizon[keep_j].astype(np.uint8), max_ts[keep_j],
+        [extras[b] for b in sorted(extras)])
+    if retained.any():
+        result.messages_retained = int(kept[retained].sum())
+        result.bytes_retained = len(result.output)
+        plain = copy.copy()
+        plain[empties] = True
+        tops_ts = [cc.max_timestamp[plain].max() if plain.any() else -1, max_ts.max() if len(rb) else -1]
+        tops_off = [cc.last_offset[plain].max() if plain.any() else -1, max_off.max() if len(rb) else -1]
+        result.max_timestamp = int(max(tops_ts))
+        result.max_offset = int(max(tops_off))
     return result
 
 
@@ -180,39 +227,32 @@ def _empty_batch(cc: ChunkColumns, b: int) -> bytes:
         max_timestamp=int(cc.max_timestamp[b]), is_transactional=False, is_control=False)
 
 
-def _rebuild(cc: ChunkColumns, batches: np.ndarray, keep: np.ndarray, set_horizon: np.ndarray,
-             flt: CleanerFilter) -> dict[int, tuple[bytes, int, int]]:
-    """batch -> (rebuilt bytes, max timestamp, max offset kept) for each batch in ``batches``."""
+def _gather(idx: np.ndarray, bounds: np.ndarray, js: np.ndarray) -> np.ndarray:
+    """The records of the rebuilt batches ``js`` (segments of ``idx``), in order."""
+    parts = [idx[bounds[j]:bounds[j + 1]] for j in js]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def _compressed(cc: ChunkColumns, rb: np.ndarray, which: np.ndarray, idx: np.ndarray, bounds: np.ndarray,
+                base_ts: np.ndarray, max_ts: np.ndarray, with_horizon: np.ndarray) -> dict[int, bytes]:
+    """batch -> its rebuilt bytes, for the compressed batches among the rebuilt ``rb`` (records encoded in C,
+    compressed and framed in Python)."""
     a = cc.cols.arrays
-    kept_idx = []
-    for b in batches:
-        lo = int(cc.batch_start[b])
-        kept_idx.append(lo + np.flatnonzero(keep[lo:lo + int(cc.counts[b])]))
-    idx = np.concatenate(kept_idx).astype(np.int64)
-    bounds = np.zeros(len(batches) + 1, np.int64)
-    np.cumsum([len(k) for k in kept_idx], out=bounds[1:])
-    has_horizon = (cc.attributes[batches] & _HORIZON_BIT) != 0
-    horizon = np.where(set_horizon[batches], flt.now_ms + flt.delete_retention_ms, cc.base_timestamp[batches])
-    with_horizon = has_horizon | set_horizon[batches]
-    ts = a["timestamp"]
-    offsets = a["offset"]
-    first_ts = ts[idx[bounds[:-1]]]
-    base_ts = np.where(with_horizon, horizon, first_ts).astype(np.int64)
-    base_offsets = cc.base_offset[batches].astype(np.int64)
-    sections = native.compiled.encode_records(tuple(a[c] for c in _ENCODE_COLUMNS), idx, bounds, base_offsets,
-                                              base_ts)
+    js = np.flatnonzero(which)
+    sub_idx = _gather(idx, bounds, js)
+    counts = np.array([bounds[j + 1] - bounds[j] for j in js], np.int64)
+    sub_bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    bs = rb[js]
+    sections = native.compiled.encode_records(tuple(a[c] for c in _ENCODE_COLUMNS), sub_idx, sub_bounds,
+                                              cc.base_offset[bs].astype(np.int64), base_ts[js])
     out = {}
-    log_append = int(TimestampType.LOG_APPEND_TIME)
-    for j, b in enumerate(batches.tolist()):
-        sel = idx[bounds[j]:bounds[j + 1]]
-        ts_type = int(a["timestamp_type"][b])
-        max_ts = int(cc.max_timestamp[b]) if ts_type == log_append else int(ts[sel].max())
-        data = assemble_batch(
-            sections[j], count=len(sel), base_offset=int(base_offsets[j]),
+    for k, (j, b) in enumerate(zip(js.tolist(), bs.tolist())):
+        out[b] = assemble_batch(
+            sections[k], count=int(counts[k]), base_offset=int(cc.base_offset[b]),
             last_offset_delta=int(cc.last_offset[b] - cc.base_offset[b]), base_timestamp=int(base_ts[j]),
-            max_timestamp=max_ts, compression=_CODECS[int(cc.attributes[b]) & 0x07], timestamp_type=ts_type,
-            producer_id=int(a["producer_id"][b]), producer_epoch=int(a["producer_epoch"][b]),
-            base_sequence=int(a["base_sequence"][b]), partition_leader_epoch=int(a["partition_leader_epoch"][b]),
-            is_transactional=False, is_control=False, has_delete_horizon=bool(with_horizon[j]))
-        out[b] = (data, max_ts, int(offsets[sel].max()))
+            max_timestamp=int(max_ts[j]), compression=_CODECS[int(cc.attributes[b]) & 0x07],
+            timestamp_type=int(a["timestamp_type"][b]), producer_id=int(a["producer_id"][b]),
+            producer_epoch=int(a["producer_epoch"][b]), base_sequence=int(a["base_sequence"][b]),
+            partition_leader_epoch=int(a["partition_leader_epoch"][b]), is_transactional=False, is_control=False,
+            has_delete_horizon=bool(with_horizon[j]))
     return out
