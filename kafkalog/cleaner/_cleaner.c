@@ -334,7 +334,6 @@ static struct PyModuleDef cleaner_module = {
 };
 
 PyMODINIT_FUNC PyInit__cleaner(void) {
-    md5_init();
     crc_init();
     crc_soft_init();
     return PyModule_Create(&cleaner_module);
