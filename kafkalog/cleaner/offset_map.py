@@ -84,7 +84,9 @@ class OffsetMap:
 
     def clear(self) -> None:
         if self.table is not None and self._size:
-            self.table.fill(0)
+            # fresh zero pages rather than writing zeros over the old ones: the same empty buffer, and a pass
+            # that maps few keys does not keep the whole buffer resident
+            self.table = np.zeros(self.table.nbytes, np.uint8)
         self._entries.clear()
         self._size = 0
         self._latest_offset = -1
