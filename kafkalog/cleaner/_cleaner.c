@@ -211,6 +211,23 @@ static inline void key_hash(const Keys *k, Py_ssize_t i, uint8_t h[HASH]) {
     md5_digest(k->kdata + k->koff[i], (size_t)(k->koff[i + 1] - k->koff[i]), h);
 }
 
+/* The MD5 of every keyed record of the chunk at or past `from` (n * 16 bytes; NULL with MemoryError set), each
+ * record's first slot prefetched as it is hashed: a big map is a cache miss per record, and issuing them all
+ * ahead of the probes overlaps them instead of waiting for each in turn. */
+static uint8_t *chunk_hashes(const Keys *k, const Table *t, int64_t from) {
+    uint8_t *hs = PyMem_Malloc((size_t)(k->n ? k->n : 1) * HASH);
+    if (!hs) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < k->n; i++)
+        if (k->kvalid[i] && k->offset[i] >= from) {
+            key_hash(k, i, hs + i * HASH);
+            __builtin_prefetch(t->buf + slot_of(hs + i * HASH, t->slots, 0) * ENTRY);
+        }
+    return hs;
+}
+
 /* build_map(table, size, desired, start, latest, offsets, key_offsets, key_valid, key_data, batch_start,
  *           batch_kind, batch_last_offset, batch_count) -> (size, latest, messages_read, full)
  * Cleaner.buildOffsetMapForSegment over one chunk: batch_kind 0 = data (its keyed records at or past start go into
@@ -223,6 +240,7 @@ static PyObject *py_build_map(PyObject *self, PyObject *args) {
     Table t;
     Keys k;
     int full = 0;
+    uint8_t *hs = NULL;
     if (!PyArg_ParseTuple(args, "OnnLLOOOOOOOO", &table, &size, &desired, &start, &latest, &offsets, &koff, &kvalid,
                           &kdata, &bstart_o, &bkind_o, &blast_o, &bcount_o))
         return NULL;
@@ -237,12 +255,16 @@ static PyObject *py_build_map(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "batch columns do not match");
         goto fail;
     }
-    for (Py_ssize_t b = 0; b < nb && !full; b++) {
+    for (Py_ssize_t b = 0; b < nb; b++) {
         Py_ssize_t lo = bstart[b], hi = b + 1 < nb ? bstart[b + 1] : k.n;
         if (lo < 0 || lo > hi || hi > k.n) {
             PyErr_SetString(PyExc_ValueError, "batch_start outside the records");
             goto fail;
         }
+    }
+    if (!(hs = chunk_hashes(&k, &t, start))) goto fail;
+    for (Py_ssize_t b = 0; b < nb && !full; b++) {
+        Py_ssize_t lo = bstart[b], hi = b + 1 < nb ? bstart[b + 1] : k.n;
         if (bkind[b] == 1) {
             read += 1;
         } else if (bkind[b] == 2) {
@@ -254,9 +276,7 @@ static PyObject *py_build_map(PyObject *self, PyObject *args) {
                         full = 1;
                         break;
                     }
-                    uint8_t h[HASH];
-                    key_hash(&k, i, h);
-                    size += put(&t, size, h, k.offset[i]);
+                    size += put(&t, size, hs + i * HASH, k.offset[i]);
                     latest = k.offset[i];
                 }
                 read += 1;
@@ -264,9 +284,11 @@ static PyObject *py_build_map(PyObject *self, PyObject *args) {
         }
         if (!full && blast[b] >= start) latest = blast[b];
     }
+    PyMem_Free(hs);
     bufs_release(&bs);
     return Py_BuildValue("nLLO", size, latest, read, full ? Py_True : Py_False);
 fail:
+    PyMem_Free(hs);
     bufs_release(&bs);
     return NULL;
 }
@@ -281,7 +303,7 @@ static PyObject *py_classify(PyObject *self, PyObject *args) {
     Bufs bs = {.n = 0};
     Table t;
     Keys k;
-    uint8_t *out;
+    uint8_t *out, *hs = NULL;
     if (!PyArg_ParseTuple(args, "OnLOOOOO", &table, &size, &latest, &offsets, &koff, &kvalid, &kdata, &out_o))
         return NULL;
     if (table_of(&bs, table, &t) < 0 || keys_of(&bs, offsets, koff, kvalid, kdata, &k) < 0 ||
@@ -291,20 +313,20 @@ static PyObject *py_classify(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "out does not match the offsets");
         goto fail;
     }
+    if (!(hs = chunk_hashes(&k, &t, INT64_MIN))) goto fail;
     for (Py_ssize_t i = 0; i < k.n; i++) {
-        if (k.offset[i] > latest) {
+        if (k.offset[i] > latest)
             out[i] = 3;
-        } else if (!k.kvalid[i]) {
+        else if (!k.kvalid[i])
             out[i] = 2;
-        } else {
-            uint8_t h[HASH];
-            key_hash(&k, i, h);
-            out[i] = k.offset[i] >= get(&t, size, h) ? 1 : 0;
-        }
+        else
+            out[i] = k.offset[i] >= get(&t, size, hs + i * HASH) ? 1 : 0;
     }
+    PyMem_Free(hs);
     bufs_release(&bs);
     Py_RETURN_NONE;
 fail:
+    PyMem_Free(hs);
     bufs_release(&bs);
     return NULL;
 }
