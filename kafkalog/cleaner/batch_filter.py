@@ -71,6 +71,8 @@ class FilterResult:
     bytes_retained: int = 0
     max_offset: int = -1
     max_timestamp: int = -1
+    #: what the segment append reads from the output's batches, when the filter knows it (``AppendedBatches``)
+    framed: Any = None
 
     def _retained(self, max_timestamp: int, max_offset: int, messages: int, size: int) -> None:
         self.messages_retained += messages

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kafkalog.errors import CleanerError, CorruptRecordError, LogCleaningAbortedError, LogSegmentOffsetOverflowError
 from kafkalog.file_access import pread
@@ -270,7 +270,7 @@ class Cleaner:
             stats.bytes_written += result.bytes_retained
             removed += chunk.record_count() - result.messages_retained
             if result.output:
-                dest.append(result.output, largest_offset=result.max_offset)
+                dest.append(result.output, largest_offset=result.max_offset, framed=result.framed)
                 self._throttle(len(result.output))
         return removed
 

@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from kafkalog.errors import CorruptRecordError
-from kafkalog.records.batch import RECORD_BATCH_OVERHEAD, assemble_batch, build_empty_batch
+from kafkalog.records.batch import assemble_batch, build_empty_batch
 from kafkalog.records.columns import RecordColumns, read_record_columns
 from kafkalog.records.compression import CompressionType
 from kafkalog.records.reader import read_batches
 from kafkalog.records.record import TimestampType
+from kafkalog.segment_file import AppendedBatches
 
 from . import native
 from .batch_filter import CleanerFilter, CleanerStats, FilterResult, LastRecord
@@ -196,12 +197,16 @@ def filter_chunk(chunk: memoryview, cc: ChunkColumns, flt: CleanerFilter) -> Fil
     if retained.any():
         result.messages_retained = int(kept[retained].sum())
         result.bytes_retained = len(result.output)
-        plain = copy.copy()
-        plain[empties] = True
-        tops_ts = [cc.max_timestamp[plain].max() if plain.any() else -1, max_ts.max() if len(rb) else -1]
-        tops_off = [cc.last_offset[plain].max() if plain.any() else -1, max_off.max() if len(rb) else -1]
-        result.max_timestamp = int(max(tops_ts))
-        result.max_offset = int(max(tops_off))
+        out_ts = cc.max_timestamp.copy()  # each written batch's max timestamp (rebuilt ones: of what they keep)
+        out_ts[rb] = max_ts
+        out_off = cc.last_offset.copy()
+        out_off[rb] = max_off
+        result.max_timestamp = int(out_ts[retained].max())
+        result.max_offset = int(out_off[retained].max())
+        written = np.flatnonzero(retained)
+        top = written[int(np.argmax(out_ts[written]))]  # the first batch with the largest max timestamp
+        result.framed = AppendedBatches(int(cc.base_offset[written[0]]), int(cc.last_offset[written[-1]]),
+                                        int(out_ts[written[0]]), int(out_ts[top]), int(cc.last_offset[top]))
     return result
 
 
@@ -246,7 +251,7 @@ def _compressed(cc: ChunkColumns, rb: np.ndarray, which: np.ndarray, idx: np.nda
     sections = native.compiled.encode_records(tuple(a[c] for c in _ENCODE_COLUMNS), sub_idx, sub_bounds,
                                               cc.base_offset[bs].astype(np.int64), base_ts[js])
     out = {}
-    for k, (j, b) in enumerate(zip(js.tolist(), bs.tolist())):
+    for k, (j, b) in enumerate(zip(js.tolist(), bs.tolist(), strict=True)):
         out[b] = assemble_batch(
             sections[k], count=int(counts[k]), base_offset=int(cc.base_offset[b]),
             last_offset_delta=int(cc.last_offset[b] - cc.base_offset[b]), base_timestamp=int(base_ts[j]),
