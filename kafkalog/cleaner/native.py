@@ -7,7 +7,7 @@ records decoded as objects); ``KAFKALOG_NO_EXTENSIONS=1`` turns it off at run ti
 
 from __future__ import annotations
 
-import os
+from kafkalog.records.native import extensions_enabled
 
 try:
     from . import _cleaner as compiled
@@ -19,4 +19,4 @@ __all__ = ["compiled", "available"]
 
 def available() -> bool:
     """True when the C extension is built and not disabled by ``KAFKALOG_NO_EXTENSIONS``."""
-    return compiled is not None and not os.environ.get("KAFKALOG_NO_EXTENSIONS")
+    return compiled is not None and extensions_enabled()

@@ -520,13 +520,7 @@ def assemble_batch(
     body = records_section
     if compression is not CompressionType.NONE:
         body = compress(compression, body)
-    attributes = int(compression)
-    if int(timestamp_type) == TimestampType.LOG_APPEND_TIME:
-        attributes |= _TIMESTAMP_TYPE_MASK
-    if is_transactional:
-        attributes |= _TRANSACTIONAL_MASK
-    if is_control:
-        attributes |= _CONTROL_MASK
+    attributes = int(compression) | _attributes(timestamp_type, is_transactional, is_control)
     if has_delete_horizon:
         attributes |= _DELETE_HORIZON_MASK
     length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body)
@@ -552,6 +546,18 @@ def assemble_batch(
     return bytes(header) + body
 
 
+def _attributes(timestamp_type: TimestampType | int, is_transactional: bool, is_control: bool) -> int:
+    """The timestamp-type, transactional and control bits of a v2 batch's attributes."""
+    attributes = 0
+    if int(timestamp_type) == TimestampType.LOG_APPEND_TIME:
+        attributes |= _TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= _TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= _CONTROL_MASK
+    return attributes
+
+
 def build_empty_batch(
     *,
     base_offset: int,
@@ -567,13 +573,7 @@ def build_empty_batch(
 ) -> bytes:
     """A header-only v2 batch (no records), as Kafka's ``DefaultRecordBatch.writeEmptyHeader``: what the cleaner
     keeps of a producer's last batch once every record is gone, so the producer's sequence and epoch survive."""
-    attributes = 0
-    if int(timestamp_type) == TimestampType.LOG_APPEND_TIME:
-        attributes |= _TIMESTAMP_TYPE_MASK
-    if is_transactional:
-        attributes |= _TRANSACTIONAL_MASK
-    if is_control:
-        attributes |= _CONTROL_MASK
+    attributes = _attributes(timestamp_type, is_transactional, is_control)
     header = bytearray(
         HEADER.pack(
             base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,
