@@ -1,8 +1,9 @@
 /* One filtered chunk written in one call (included once, by _cleaner.c, after _cleaner_encode.h).
  *
  * Per batch, in file order: dropped, copied as its bytes, rebuilt here (an uncompressed batch that loses records:
- * its original header with the fields a rebuild changes — length, attributes, base and max timestamp, record
- * count, CRC32C — and the records it keeps, encoded as Kafka's MemoryRecordsBuilder writes them), or bytes the
+ * its original header with the fields a rebuild changes — length, attributes (codec none, the timestamp type,
+ * transactional and control bits kept, the delete-horizon bit as told), base and max timestamp, record count,
+ * CRC32C — and the records it keeps, encoded as Kafka's MemoryRecordsBuilder writes them), or bytes the
  * caller built (a compressed rebuild, an empty batch).
  */
 #ifndef KAFKALOG_CLEANER_WRITE_H
@@ -14,7 +15,7 @@
 #pragma GCC diagnostic pop
 
 #define BATCH_HEADER 61
-#define TIMESTAMP_TYPE_BIT 0x08
+#define KEPT_BITS 0x38 /* timestamp type, transactional, control: a rebuilt batch keeps them */
 #define HORIZON_BIT 0x40
 
 static uint32_t crc_soft_tab[256];
@@ -96,7 +97,7 @@ static PyObject *py_write_chunk(PyObject *self, PyObject *args) {
         o.len += BATCH_HEADER;
         if (encode_span(&o, &c, idx, nidx, bounds[j], bounds[j + 1], get_be64(src), bts[j]) < 0) goto done;
         uint8_t *h = o.p + at;
-        int attrs = (src[22] & TIMESTAMP_TYPE_BIT) | (hz[j] ? HORIZON_BIT : 0);
+        int attrs = (src[22] & KEPT_BITS) | (hz[j] ? HORIZON_BIT : 0);
         put_be(h + 8, (uint64_t)(o.len - at - 12), 4);
         put_be(h + 21, (uint64_t)attrs, 2);
         put_be(h + 27, (uint64_t)bts[j], 8);

@@ -261,7 +261,7 @@ class Cleaner:
                     stats: CleanerStats) -> int:
         removed = 0
         for chunk in self._chunks(log, source, 0):
-            result = filter_chunk(chunk.data, chunk.columns, flt) if chunk.columns is not None else None
+            result = filter_chunk(chunk, flt) if chunk.columns is not None else None
             if result is None:
                 result = filter_batches(chunk.data, chunk.batches, flt)
             stats.messages_read += result.messages_read

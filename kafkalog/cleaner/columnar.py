@@ -4,10 +4,11 @@
 A read chunk is decoded once into columns (``kafkalog.records.read_record_columns``). Building the map hands the
 records of its data batches to ``build_map`` (MD5, insert, latest offset, stop when full); filtering classifies
 every record against the map in one call, decides per batch with numpy (kept records, tombstones, horizons,
-producers' last batches), copies batches that keep every record as their bytes, and re-encodes the records of
-the others in one call (``encode_records``), adding the header in Python. A chunk these loops do not take (a
-batch other than magic 2; in the filter also a control or transactional batch; a chunk whose columns do not
-decode as ``read_batches`` framed it) returns None and goes through the per-record Python path.
+producers' last batches; a chunk with control or transactional batches asks ``CleanerFilter.check_batch`` per
+batch for the transaction bookkeeping), and ``write_chunk`` writes the output: batches that keep every record
+copied as their bytes, the others rebuilt (compressed ones: records encoded in C, compressed and framed in
+Python). A chunk these loops do not take (a batch other than magic 2, records that do not decode) has no columns
+and goes through the per-record Python path.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from kafkalog.records.record import TimestampType
 from kafkalog.segment_file import AppendedBatches
 
 from . import native
-from .batch_filter import CleanerFilter, CleanerStats, FilterResult, LastRecord
+from .batch_filter import BatchRetention, CleanerFilter, CleanerStats, FilterResult, LastRecord
 from .offset_map import OffsetMap
 from .txn_metadata import CleanedTransactionMetadata
 
@@ -139,33 +140,47 @@ def map_chunk(chunk: Chunk, omap: OffsetMap, start: int, desired: int, txn: Clea
     return full
 
 
-def filter_chunk(chunk: memoryview, cc: ChunkColumns, flt: CleanerFilter) -> FilterResult | None:
-    """``filter_batches`` over one chunk of plain batches (None for a chunk with control or transactional ones)."""
-    if not cc.plain():
-        return None
+def filter_chunk(chunk: Chunk, flt: CleanerFilter) -> FilterResult | None:
+    """``filter_batches`` over one chunk with columns (None when its batches as objects do not line up with them).
+    Plain chunks are decided in numpy alone; a chunk with a control or transactional batch asks
+    ``CleanerFilter.check_batch`` batch by batch (the transaction bookkeeping) and decides its records in bulk."""
+    cc = chunk.columns
+    assert cc is not None
     omap = flt.map
     a = cc.cols.arrays
     nb, n = cc.nb, cc.n
-    flt.txn._consume_aborted_up_to(int(cc.last_offset[-1]))
+    has_horizon = (cc.attributes & _HORIZON_BIT) != 0
+    control = a["is_control"].astype(bool)
+    if cc.plain():
+        flt.txn._consume_aborted_up_to(int(cc.last_offset[-1]))
+        discard = delete = marker_of_empty_txn = np.zeros(nb, bool)
+        maybe_empty = (a["producer_id"] >= 0) | (cc.last_offset + 1 == flt.upper_bound_offset)
+        retain_empty = np.zeros(nb, bool)
+        retain_empty[[int(b) for b in np.flatnonzero(maybe_empty) if _retain_empty(cc, int(b), flt)]] = True
+    else:
+        decided = _check_batches(chunk, flt)
+        if decided is None:
+            return None
+        discard, delete, marker_of_empty_txn, retain_empty = decided
     codes = np.empty(n, np.uint8)
     native.compiled.classify(omap.table, omap.size, omap.latest_offset, a["offset"], a["key_offsets"],
                              a["key_valid"], a["key_data"], codes)
-    flt.stats.invalid_messages_read += int(np.count_nonzero(codes == 2))
-    has_horizon = (cc.attributes & _HORIZON_BIT) != 0
-    keep_deletes = ~has_horizon | (flt.now_ms < cc.base_timestamp)
     rec_batch = np.repeat(np.arange(nb), cc.counts)
+    decided_by_map = ~(discard | control)[rec_batch]  # the records keep_record looks up
+    flt.stats.invalid_messages_read += int(np.count_nonzero((codes == 2) & decided_by_map & ~delete[rec_batch]))
+    keep_deletes = ~has_horizon | (flt.now_ms < cc.base_timestamp)
     value_valid = a["value_valid"].astype(bool)
     keep = (codes == 3) | ((codes == 1) & (value_valid | keep_deletes[rec_batch]))
+    keep = np.where(decided_by_map, keep, control[rec_batch] & ~discard[rec_batch])
     kept = np.bincount(rec_batch, weights=keep, minlength=nb).astype(np.int64)
     tombs = np.bincount(rec_batch, weights=keep & ~value_valid, minlength=nb) > 0
-    set_horizon = tombs & ~has_horizon
+    set_horizon = (tombs | marker_of_empty_txn) & ~has_horizon
     copy = (kept > 0) & (kept == cc.counts) & ~set_horizon
     rebuild = (kept > 0) & ~copy
-    result = FilterResult(bytes_read=int(cc.size.sum()), messages_read=n)
+    empties = np.flatnonzero((kept == 0) & retain_empty).tolist()
+    result = FilterResult(bytes_read=int(cc.size.sum()), messages_read=int(cc.counts[~delete].sum()))
     actions = np.where(copy, 1, np.where(rebuild, 2, 0)).astype(np.int8)
     compressed = (cc.attributes & 0x07) != 0
-    maybe_empty = (kept == 0) & ((a["producer_id"] >= 0) | (cc.last_offset + 1 == flt.upper_bound_offset))
-    empties = [int(b) for b in np.flatnonzero(maybe_empty) if _retain_empty(cc, int(b), flt)]
     retained = copy | rebuild
     retained[empties] = True
     # the records each rebuilt batch keeps, batch by batch: idx[bounds[j]:bounds[j + 1]] for the j-th
@@ -191,7 +206,7 @@ def filter_chunk(chunk: memoryview, cc: ChunkColumns, flt: CleanerFilter) -> Fil
     sub_bounds = np.concatenate(([0], np.cumsum(kept[rb][keep_j]))).astype(np.int64)
     sub_idx = idx if len(keep_j) == len(rb) else _gather(idx, bounds, keep_j)
     result.output = native.compiled.write_chunk(
-        chunk, cc.position, cc.size, actions, tuple(a[c] for c in _ENCODE_COLUMNS), sub_idx.astype(np.int64),
+        chunk.data, cc.position, cc.size, actions, tuple(a[c] for c in _ENCODE_COLUMNS), sub_idx.astype(np.int64),
         sub_bounds, base_ts[keep_j], with_horizon[keep_j].astype(np.uint8), max_ts[keep_j],
         [extras[b] for b in sorted(extras)])
     if retained.any():
@@ -208,6 +223,22 @@ def filter_chunk(chunk: memoryview, cc: ChunkColumns, flt: CleanerFilter) -> Fil
         result.framed = AppendedBatches(int(cc.base_offset[written[0]]), int(cc.last_offset[written[-1]]),
                                         int(out_ts[written[0]]), int(out_ts[top]), int(cc.last_offset[top]))
     return result
+
+
+def _check_batches(chunk: Chunk, flt: CleanerFilter) -> tuple[np.ndarray, ...] | None:
+    """Per batch (discard its records, delete it, a marker of a transaction with nothing left, retain it empty),
+    from ``CleanerFilter.check_batch`` in file order; None when the batches do not line up with the columns."""
+    cc = chunk.columns
+    batches = chunk.batches
+    if len(batches) != cc.nb or any(b.position != p for b, p in zip(batches, cc.position.tolist(), strict=True)):
+        return None
+    discard, delete, marker, retain_empty = (np.zeros(cc.nb, bool) for _ in range(4))
+    for i, batch in enumerate(batches):
+        retention, marker[i] = flt.check_batch(batch)
+        discard[i] = flt._discard_records
+        delete[i] = retention is BatchRetention.DELETE
+        retain_empty[i] = retention is BatchRetention.RETAIN_EMPTY
+    return discard, delete, marker, retain_empty
 
 
 def _retain_empty(cc: ChunkColumns, b: int, flt: CleanerFilter) -> bool:
@@ -229,7 +260,8 @@ def _empty_batch(cc: ChunkColumns, b: int) -> bytes:
         base_offset=int(cc.base_offset[b]), last_offset=int(cc.last_offset[b]), producer_id=int(a["producer_id"][b]),
         producer_epoch=int(a["producer_epoch"][b]), base_sequence=int(a["base_sequence"][b]),
         partition_leader_epoch=int(a["partition_leader_epoch"][b]), timestamp_type=int(a["timestamp_type"][b]),
-        max_timestamp=int(cc.max_timestamp[b]), is_transactional=False, is_control=False)
+        max_timestamp=int(cc.max_timestamp[b]), is_transactional=bool(a["is_transactional"][b]),
+        is_control=bool(a["is_control"][b]))
 
 
 def _gather(idx: np.ndarray, bounds: np.ndarray, js: np.ndarray) -> np.ndarray:
@@ -258,6 +290,7 @@ def _compressed(cc: ChunkColumns, rb: np.ndarray, which: np.ndarray, idx: np.nda
             max_timestamp=int(max_ts[j]), compression=_CODECS[int(cc.attributes[b]) & 0x07],
             timestamp_type=int(a["timestamp_type"][b]), producer_id=int(a["producer_id"][b]),
             producer_epoch=int(a["producer_epoch"][b]), base_sequence=int(a["base_sequence"][b]),
-            partition_leader_epoch=int(a["partition_leader_epoch"][b]), is_transactional=False, is_control=False,
+            partition_leader_epoch=int(a["partition_leader_epoch"][b]),
+            is_transactional=bool(a["is_transactional"][b]), is_control=bool(a["is_control"][b]),
             has_delete_horizon=bool(with_horizon[j]))
     return out
