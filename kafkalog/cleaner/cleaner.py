@@ -163,9 +163,10 @@ class Cleaner:
         omap = self.offset_map
         position = seg.offset_index.lookup(start).position
         for chunk in self._chunks(log, seg, position):
-            if chunk.columns is not None:
-                if map_chunk(chunk, omap, start, desired, txn, stats):
-                    return True
+            full = map_chunk(chunk, omap, start, desired, txn, stats) if chunk.columns is not None else None
+            if full:
+                return True
+            if full is not None:
                 stats.map_bytes_read += chunk.valid
                 continue
             for batch in chunk.batches:

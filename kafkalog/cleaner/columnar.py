@@ -117,13 +117,16 @@ def read_chunk(data: bytes, compiled: bool) -> Chunk:
 
 
 def map_chunk(chunk: Chunk, omap: OffsetMap, start: int, desired: int, txn: CleanedTransactionMetadata,
-              stats: CleanerStats) -> bool:
-    """``Cleaner._map_segment``'s loop over one chunk with columns; True when the map filled up."""
+              stats: CleanerStats) -> bool | None:
+    """``Cleaner._map_segment``'s loop over one chunk with columns; True when the map filled up (None: the
+    batches as objects do not line up with the columns, nothing done)."""
     cc = chunk.columns
     assert cc is not None
     kinds = np.zeros(cc.nb, np.int8)
     if cc.plain():
         txn._consume_aborted_up_to(int(cc.last_offset[-1]))
+    elif not _aligned(chunk):
+        return None
     else:
         for i, batch in enumerate(chunk.batches):
             if batch.is_control:
@@ -228,10 +231,9 @@ def filter_chunk(chunk: Chunk, flt: CleanerFilter) -> FilterResult | None:
 def _check_batches(chunk: Chunk, flt: CleanerFilter) -> tuple[np.ndarray, ...] | None:
     """Per batch (discard its records, delete it, a marker of a transaction with nothing left, retain it empty),
     from ``CleanerFilter.check_batch`` in file order; None when the batches do not line up with the columns."""
-    cc = chunk.columns
-    batches = chunk.batches
-    if len(batches) != cc.nb or any(b.position != p for b, p in zip(batches, cc.position.tolist(), strict=True)):
+    if not _aligned(chunk):
         return None
+    cc, batches = chunk.columns, chunk.batches
     discard, delete, marker, retain_empty = (np.zeros(cc.nb, bool) for _ in range(4))
     for i, batch in enumerate(batches):
         retention, marker[i] = flt.check_batch(batch)
@@ -239,6 +241,12 @@ def _check_batches(chunk: Chunk, flt: CleanerFilter) -> tuple[np.ndarray, ...] |
         delete[i] = retention is BatchRetention.DELETE
         retain_empty[i] = retention is BatchRetention.RETAIN_EMPTY
     return discard, delete, marker, retain_empty
+
+
+def _aligned(chunk: Chunk) -> bool:
+    """Whether the chunk's batches as objects are its columns' batches, one for one."""
+    batches, cc = chunk.batches, chunk.columns
+    return len(batches) == cc.nb and all(b.position == p for b, p in zip(batches, cc.position.tolist(), strict=True))
 
 
 def _retain_empty(cc: ChunkColumns, b: int, flt: CleanerFilter) -> bool:
