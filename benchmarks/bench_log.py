@@ -5,10 +5,12 @@
 The full read of a cleanly opened log is timed twice: the first read checks each inactive segment's indexes on
 first use, the second (same bytes, nothing left to check) is its reference.
 
-Open figures come with segments/s and MB/s (Kafka's loader on this machine kind: 8.3k segments/s clean; ~20 MB/s
-recovering 16 KiB segments, see shared/performance-anchors.md: ``--segment-bytes 16384`` compares like for like)
-and, as the reference for this filesystem, the cost of creating one new small file: every recovered segment
-writes one producer snapshot (a new inode), as Kafka's recovery does.
+Open figures come with segments/s and MB/s and, as the reference for this filesystem, the cost of creating one new
+small file: every recovered segment writes one producer snapshot (a new inode), as Kafka's recovery does.
+
+Apache Kafka's loader (``kafka-oracle bench-load``, clean and unclean from offset 0) opens the same partition in
+the same run: ``kafka_open_*`` and ``open_*_vs_kafka_x`` (Kafka's time / ours; > 1 means faster than Kafka).
+Without Java those lines are left out and one line says why.
 
 Figures are wall-clock on the current machine; they are for comparison between runs, not thresholds.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +27,9 @@ from pathlib import Path
 from kafkalog.log import Log
 from kafkalog.records import build_batch
 from kafkalog.segment import LogSegment
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kafka_reference  # noqa: E402
 
 T0 = 1_700_000_000_000
 
@@ -129,6 +135,18 @@ def bench_open(segments: int, segment_bytes: int = 2000, value_bytes: int = 100,
             res[f"open_{segments}_segments_{mode}_s"] = best
             res[f"open_{mode}_segments_per_s"] = segments / best
             res[f"open_{mode}_MBps"] = total / best / 1e6
+        # Apache Kafka's loader on the same partition in the same run (bench-load takes a log dir of partitions)
+        kafka_dir = Path(tmp) / "kafka-logdir"
+        shutil.copytree(src, kafka_dir / "t-0")
+        for mode, kafka_mode, extra in (("clean", "clean", ()), ("unclean_from_0", "unclean", ("--ignore-checkpoints",))):
+            out = kafka_reference.bench_load(kafka_dir, mode=kafka_mode, rounds=max(3, repeat),
+                                             extra=(*extra, *(a for k, v in cfg.items() for a in ("--config", f"{k}={v}"))))
+            if out is None:
+                continue
+            res[f"kafka_open_{mode}_s"] = out["best_s"]
+            res[f"kafka_open_{mode}_MBps"] = total / out["best_s"] / 1e6
+            res[f"open_{mode}_vs_kafka_x"] = out["best_s"] / res[f"open_{segments}_segments_{mode}_s"]
+        shutil.rmtree(kafka_dir)
         # After a clean open, the first read of each inactive segment checks its indexes (KIP-263, on first use);
         # the second full read, of the same bytes, is the reference.
         d = Path(tmp) / "reread-0"

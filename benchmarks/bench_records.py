@@ -1,13 +1,17 @@
 """Record-format throughput: shallow verify (walk + CRC32C), deep iteration and columnar decoding, against raw
-CRC32C, kafka-python and the JVM anchors of ../shared/performance-anchors.md.
+CRC32C, kafka-python and Apache Kafka's own code run on the same file in the same run (``../shared/kafka-oracle``,
+``kafka-oracle bench``; without Java the figures of ../shared/performance-anchors.md are printed as a labelled
+fallback).
 
     python3 benchmarks/bench_records.py [--size-mb N] [--deep-mb N] [--sections shallow,columns,compressed]
     python3 benchmarks/bench_records.py --sections rss [--rss-mb 1024]
 
 shallow: two segments of roughly N MiB (batches of ~16 KiB and of ~1 KiB), written to a temp file so the file path
-is what is measured; GB/s next to a single crc32c call over the same bytes in the same run.
+is what is measured; GB/s next to a single crc32c call over the same bytes and Kafka's shallow read + CRC check of the
+same file, in the same run.
 columns: ``read_record_columns`` (compiled and pure-Python paths) on uncompressed 16 KiB batches of ~100 B and of
-1 KiB values, records/s next to ``records()``, kafka-python (same run) and the JVM's 1.99M records/s.
+1 KiB values, records/s next to ``records()``, kafka-python and Kafka's deep iteration of the same file (``--turns N``:
+N alternating Kafka/ours runs, medians printed).
 compressed: lz4 and zstd batches: columnar decode time against decompressing the same batches alone with
 ``decompress`` (the reference of the 1.5x target) and against the codec floor (cramjam into a reused buffer); those
 three are timed in turns (``--repeat`` turns, best of each kept) so load bursts hit them alike; beside them the
@@ -24,8 +28,11 @@ from __future__ import annotations
 import argparse
 import mmap
 import os
+import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import cramjam
 import numpy as np
@@ -42,6 +49,9 @@ from kafkalog.records import (
 )
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, _lz4_blocks
 from kafkalog.verify import verify_log_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kafka_reference  # noqa: E402
 
 
 def make_segment(size: int, batch_bytes: int) -> bytes:
@@ -154,9 +164,6 @@ def kafka_python_shallow(data: bytes) -> int:
     return n
 
 
-JVM_DEEP = 1.99e6  # Apache Kafka's deep iteration, 1 KiB values (../shared/performance-anchors.md)
-
-
 def make_value_segment(size: int, value_bytes: int, *, batch_bytes: int = 16 * 1024,
                        compression: CompressionType = CompressionType.NONE, compressible: bool = False) -> bytes:
     """~``size`` bytes of batches of ~``batch_bytes`` holding records with ``value_bytes`` values (random, or text-like
@@ -177,33 +184,51 @@ def make_value_segment(size: int, value_bytes: int, *, batch_bytes: int = 16 * 1
     return b"".join(parts)
 
 
-def bench_columns(deep_mb: int) -> None:
-    """Columnar decode of uncompressed batches against records(), kafka-python and the JVM anchor."""
+def bench_columns(deep_mb: int, turns: int = 1) -> None:
+    """Columnar decode of uncompressed batches against records(), kafka-python and Apache Kafka's deep iteration of
+    the same file in the same run (``turns`` alternating Kafka/ours runs; the median of each is printed)."""
     print("== columnar decode, uncompressed 16 KiB batches ==")
-    print(f"  Apache Kafka deep iteration (JVM, 1 KiB values, anchor)   {JVM_DEEP / 1e6:6.2f} M records/s")
     for value_bytes in (100, 1024):
         data = make_value_segment(deep_mb << 20, value_bytes)
         n = sum(b.record_count for b in read_batches(data))
+        kafka_rates: list[float] = []
+        ours: dict[str, list[float]] = {}
+        timed = {
+            "read_record_columns(path).to_arrow()": lambda p: read_record_columns(p).to_arrow(),
+            "iter_record_columns(path), every chunk": lambda p: sum(len(c) for c in iter_record_columns(p)),
+            "read_record_columns(path)": lambda p: read_record_columns(p),
+            "... binary_view=True, .to_arrow()": lambda p: read_record_columns(p, binary_view=True).to_arrow(),
+            "... binary_view=True, iter, every chunk":
+                lambda p: sum(len(c) for c in iter_record_columns(p, binary_view=True)),
+        }
         with tempfile.NamedTemporaryFile(suffix=".log") as f:
             f.write(data)
             f.flush()
             t_col = best_of(lambda data=data: read_record_columns(data), repeat=5)
-            t_path = best_of(lambda f=f: read_record_columns(f.name), repeat=5)
-            t_arrow = best_of(lambda data=data: read_record_columns(data).to_arrow(), repeat=5)
-            t_chunks = best_of(lambda f=f: sum(len(c) for c in iter_record_columns(f.name)), repeat=5)
+            for _ in range(turns):
+                kafka = kafka_reference.bench_file(f.name)
+                if kafka is not None:
+                    assert kafka.records == n, (kafka.records, n)
+                    kafka_rates.append(kafka.deep_records_per_s)
+                for label, fn in timed.items():
+                    ours.setdefault(label, []).append(n / best_of(lambda f=f, fn=fn: fn(f.name), repeat=5))
         t_pure = best_of(lambda data=data: read_record_columns(data, implementation="python"), repeat=1)
         t_recs = best_of(lambda data=data: sum(len(b.records()) for b in read_batches(data)), repeat=2)
         t_kp = best_of(lambda data=data: kafka_python_records(data), repeat=1)
-        rate = n / t_col
-        print(f"  -- {value_bytes} B values: {len(data) >> 20} MiB, {n} records --")
-        print(f"  read_record_columns (compiled, bytes)  {rate / 1e6:8.2f} M records/s  "
-              f"({rate / JVM_DEEP:.2f}x JVM, {t_kp / t_col:.1f}x kafka-python)")
-        print(f"  read_record_columns (compiled, path)   {n / t_path / 1e6:8.2f} M records/s")
-        print(f"  ... + to_arrow()                       {n / t_arrow / 1e6:8.2f} M records/s")
-        print(f"  iter_record_columns chunks (path)      {n / t_chunks / 1e6:8.2f} M records/s")
-        print(f"  read_record_columns (pure Python)      {n / t_pure / 1e6:8.2f} M records/s")
-        print(f"  read_batches + records()              {n / t_recs / 1e6:8.2f} M records/s")
-        print(f"  kafka-python (same run)                {n / t_kp / 1e6:8.2f} M records/s")
+        kafka_rate = statistics.median(kafka_rates) / 1e6 if kafka_rates else None
+        fb = kafka_reference.fallback("deep_records_per_s_100b" if value_bytes == 100 else "deep_records_per_s_1k")
+        print(f"  -- {value_bytes} B values: {len(data) >> 20} MiB, {n} records"
+              f"{f', median of {turns} alternating turns' if turns > 1 else ''} --")
+        if kafka_rate is not None:
+            print(f"  Apache Kafka deep iteration (same file, same run)  {kafka_rate:8.2f} M records/s")
+        for label, rates in ours.items():
+            print(kafka_reference.ratio_line(label, statistics.median(rates) / 1e6, kafka_rate, "M records/s",
+                                             fallback_value=fb / 1e6))
+        print(f"  read_record_columns (compiled, bytes)        {n / t_col / 1e6:9.2f} M records/s  "
+              f"({t_kp / t_col:.1f}x kafka-python)")
+        print(f"  read_record_columns (pure Python)            {n / t_pure / 1e6:9.2f} M records/s")
+        print(f"  read_batches + records()                     {n / t_recs / 1e6:9.2f} M records/s")
+        print(f"  kafka-python (same run)                      {n / t_kp / 1e6:9.2f} M records/s")
 
 
 def decompress_all(codec: CompressionType, bodies: list) -> int:
@@ -331,6 +356,8 @@ def main() -> None:
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="time every run by wall clock or by this process's CPU time (less noisy on a shared machine)")
     ap.add_argument("--repeat", type=int, default=5, help="compressed section: turns of each timing (best kept)")
+    ap.add_argument("--turns", type=int, default=1,
+                    help="columns and shallow: alternating Kafka/ours turns (the medians are printed; 3 for targets)")
     ap.add_argument("--sections", default="shallow,columns,compressed",
                     help="comma list of shallow, columns, compressed, headers, rss")  # fmt: skip
     args = ap.parse_args()
@@ -339,7 +366,7 @@ def main() -> None:
     print(f"clock: {args.clock}; load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
     sections = set(args.sections.split(","))
     if "columns" in sections:
-        bench_columns(args.deep_mb)
+        bench_columns(args.deep_mb, args.turns)
     if "compressed" in sections:
         bench_compressed(args.deep_mb, args.repeat)
     if "headers" in sections:
@@ -347,10 +374,10 @@ def main() -> None:
     if "rss" in sections:
         bench_rss(args.rss_mb)
     if "shallow" in sections:
-        bench_shallow(args.size_mb << 20, args.deep_mb)
+        bench_shallow(args.size_mb << 20, args.deep_mb, args.turns)
 
 
-def bench_shallow(size: int, deep_mb: int) -> None:
+def bench_shallow(size: int, deep_mb: int, turns: int = 1) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for label, batch_bytes in (("16 KiB", 16 * 1024), ("1 KiB", 1024)):
             data = make_segment(size, batch_bytes)
@@ -363,7 +390,14 @@ def bench_shallow(size: int, deep_mb: int) -> None:
             t_raw = best_of(lambda mv=mv: crc32c(mv))
             t_scan = best_of(lambda path=path: scan_batches(path))
             t_scan_mem = best_of(lambda data=data: scan_batches(data))
-            t_verify = best_of(lambda path=path: verify_log_file(path, include_batches=False))
+            kafka_gbps, verify_gbps = [], []
+            kafka = None
+            for _ in range(turns):
+                kafka = kafka_reference.bench_file(path)
+                if kafka is not None:
+                    kafka_gbps.append(kafka.shallow_gbps)
+                verify_gbps.append(gb / best_of(lambda path=path: verify_log_file(path, include_batches=False)))
+            t_verify = gb / statistics.median(verify_gbps)
             t_fresh = best_time(lambda path=path, tmp=tmp: verify_fresh(path, tmp))
             t_verify_mem = best_of(lambda mv=mv: verify_log_file(mv))
             os.environ["KAFKALOG_NO_EXTENSIONS"] = "1"
@@ -378,7 +412,14 @@ def bench_shallow(size: int, deep_mb: int) -> None:
             print(f"  raw crc32c (one call)          {gb / t_raw:8.2f} GB/s")
             print(f"  scan_batches, in memory        {gb / t_scan_mem:8.2f} GB/s  ({100 * t_raw / t_scan_mem:.0f}% of raw crc32c)")
             print(f"  scan_batches, file (mmap)      {gb / t_scan:8.2f} GB/s  ({100 * t_raw / t_scan:.0f}% of raw crc32c)")
-            print(f"  verify_log_file (no batches)   {gb / t_verify:8.2f} GB/s")
+            k_shallow = statistics.median(kafka_gbps) if kafka_gbps else None
+            if kafka is not None:
+                print(f"  Apache Kafka shallow (same file, same run)   {k_shallow:8.2f} GB/s  "
+                      f"(its raw CRC32C in memory: {kafka.crc32c_gbps:.2f} GB/s)")
+            fb = kafka_reference.fallback("shallow_gbps_16k" if batch_bytes > 1024 else "shallow_gbps_1k")
+            print(kafka_reference.ratio_line("verify_log_file(path) (no batches)", gb / t_verify, k_shallow, "GB/s",
+                                             fallback_value=fb, width=29)
+                  + f"  [{t_raw / t_verify:.2f}x raw crc32c]")
             print(f"  verify_log_file, fresh file    {gb / t_fresh:8.2f} GB/s  ({t_raw / t_fresh:.2f}x raw crc32c; "
                   "a copy written just before, never mapped)")
             print(f"  verify_log_file, bytes         {gb / t_verify_mem:8.2f} GB/s  ({t_raw / t_verify_mem:.2f}x raw crc32c)")

@@ -1,7 +1,7 @@
 """Benchmark the Spark validation job and the DataSource against the single-process library loop.
 
     python benchmarks/bench_spark.py [--partitions 200] [--segments 5] [--segment-kib 1024] [--rounds 3] [--dir DIR]
-        [--sections classic,scan,remote,cluster] [--scan-partitions 10] [--values repeated|random]
+        [--sections classic,scan,remote,cluster,export,tiny] [--scan-partitions 10] [--values repeated|random]
 
 Generates an archive (``partitions`` x ``segments`` segments written through ``LogSegment.append`` with
 ``build_batch`` batches, so indexes are Kafka's), then in one run: validates it with the library loop in this
@@ -169,9 +169,10 @@ def spark_runs(
                 for k in range(2):
                     mdir = metrics_root / f"{name}-{k}"
                     shutil.rmtree(mdir, ignore_errors=True)  # a kept --dir holds the last run's metrics
-                    df = spark.read.format("kafkalog").option("metricsDir", str(mdir)).load(scan_roots)
-                    if flt is not None:
-                        df = df.filter(f"offset >= {flt}")
+                    df = spark.read.format("kafkalog").option("metricsDir", str(mdir))
+                    if flt is not None:  # the range option prunes; a filter() is not pushed down
+                        df = df.option("startingOffsets", str(flt))
+                    df = df.load(scan_roots)
                     t = time.perf_counter()
                     n = df.selectExpr("count(*) AS n", "sum(length(value)) AS v").collect()[0].n
                     s = time.perf_counter() - t
@@ -456,6 +457,74 @@ def cluster_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
           f"({cd:.2f}s): cluster / local {ld / cd:.2f}")
 
 
+def export_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
+    """Parquet written by the tasks (``export_archive``) against the DataSource then ``write.parquet``, in turns
+    in one local[2] session; then a query (``count`` + ``sum(length(value))``) on the export against the same
+    query on the DataSource."""
+    from kafkalog.spark import export_archive, get_session, register
+
+    spark = get_session("local[2]", "bench-export")
+    register(spark)
+    try:
+        times: dict[str, list[float]] = {"export": [], "write": []}
+        for k in range(rounds):
+            for name in ("export", "write"):
+                out = workdir / f"{name}-{k}"
+                shutil.rmtree(out, ignore_errors=True)
+                t = time.perf_counter()
+                if name == "export":
+                    export_archive(spark, scan_roots, str(out))
+                else:
+                    spark.read.format("kafkalog").load(scan_roots).write.parquet(str(out))
+                times[name].append(time.perf_counter() - t)
+        ds = spark.read.format("kafkalog").load(scan_roots)
+        pq = spark.read.parquet(str(workdir / "export-0"))
+        q_ds, n = _best(lambda: _aggregates(ds), rounds)
+        q_pq, m = _best(lambda: _aggregates(pq), rounds)
+        assert n == m, (n, m)
+    finally:
+        spark.stop()
+    e, w = min(times["export"]), min(times["write"])
+    print(f"export, local[2], {n[0]} records; load {_load():.2f}")
+    print(f"  export_archive {e:.2f}s vs DataSource + write.parquet {w:.2f}s: {e / w:.2f}x")
+    print(f"  count + sum(length(value)): on the export {q_pq:.2f}s vs on the DataSource {q_ds:.2f}s: "
+          f"{q_ds / q_pq:.1f}x faster")
+
+
+def tiny_section(workdir: Path, rounds: int, n_segments: int = 1000) -> None:
+    """``n_segments`` tiny segments (one 30-record batch of 200-byte values each, 8 KB segments) against the same
+    records in one segment: ``count`` + ``sum(length(value))`` on local[2], in turns, best of ``rounds`` after a
+    warm-up query each."""
+    from kafkalog.log import Log
+    from kafkalog.spark import get_session, register
+
+    shutil.rmtree(workdir, ignore_errors=True)
+    for name, seg in (("tiny-0", 8 << 10), ("one-0", 1 << 30)):
+        with Log.open(workdir / name, {"segment.bytes": str(seg)}) as log:
+            for i in range(n_segments):
+                log.append_as_leader([(b"k%d" % j, b"v" * 200) for j in range(30)], timestamp=1000 + i)
+            log.flush()
+    spark = get_session("local[2]", "bench-tiny")
+    register(spark)
+    try:
+        frames = {name: spark.read.format("kafkalog").schema("offset long, value binary").load(str(workdir / name))
+                  for name in ("tiny-0", "one-0")}  # fmt: skip
+        best: dict[str, float] = {}
+        for df in frames.values():
+            _aggregates(df)  # warm-up: the planner worker, the JVM's first query
+        for _ in range(rounds):
+            for name, df in frames.items():
+                t = time.perf_counter()
+                _aggregates(df)
+                best[name] = min(best.get(name, 1e9), time.perf_counter() - t)
+        tasks = {name: df.rdd.getNumPartitions() for name, df in frames.items()}
+    finally:
+        spark.stop()
+    print(f"tiny segments, local[2], {n_segments * 30} records; load {_load():.2f}")
+    print(f"  {n_segments} segments: {best['tiny-0']:.2f}s ({tasks['tiny-0']} tasks); one segment: "
+          f"{best['one-0']:.2f}s ({tasks['one-0']} tasks): {best['tiny-0'] / best['one-0']:.1f}x")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--partitions", type=int, default=200)
@@ -463,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--segment-kib", type=int, default=1024)
     ap.add_argument("--scan-partitions", type=int, default=10, help="partition dirs the DataSource scan reads")
     ap.add_argument("--rounds", type=int, default=3, help="timed validation jobs per master (best is reported)")
-    ap.add_argument("--sections", default="classic", help="comma list of classic, scan, remote, cluster")
+    ap.add_argument("--sections", default="classic", help="comma list of classic, scan, remote, cluster, export, tiny")
     ap.add_argument("--values", choices=("repeated", "random"), default="repeated",
                     help="record values: 64 distinct ones (default) or 180 random bytes each")
     ap.add_argument(
@@ -497,6 +566,10 @@ def main(argv: list[str] | None = None) -> int:
             remote_section(root, scan_roots, args.rounds)
         if "cluster" in sections:
             cluster_section(scan_roots, base / "cluster", args.rounds)
+        if "export" in sections:
+            export_section(scan_roots, base / "export", args.rounds)
+        if "tiny" in sections:
+            tiny_section(base / "tiny", args.rounds)
         if "classic" not in sections:
             return 0
         r1 = spark_runs(root, "local[1]", offset_filter, base / "m1", scan_roots, args.rounds, False)

@@ -32,6 +32,9 @@ from kafkalog.log.log import Log  # noqa: E402
 from kafkalog.manager import LogManager  # noqa: E402
 from kafkalog.records.batch import build_batch  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kafka_reference  # noqa: E402
+
 
 def make_template(root: Path, segments: int, batches_per_segment: int, records_per_batch: int) -> tuple[dict, int]:
     """One partition with exactly ``segments`` segments; returns {file name: bytes} and its log end offset."""
@@ -83,7 +86,26 @@ def write_layout(dirs: list[Path], partitions: int, files: dict, end: int) -> No
         write_clean_shutdown(d, 0)
 
 
-KAFKA_CLEAN_SEGMENTS_PER_S = 8_300  # performance-anchors.md: Kafka's loader, 1,000 x 10 segments of 16 KiB, 1 thread
+def kafka_load(dirs: list[Path], mode: str, threads: int, rounds: int) -> float | None:
+    """Apache Kafka's loader (``kafka-oracle bench-load``) on the same dirs in this run: the sum over the dirs of its
+    best time for each with ``threads`` threads (the oracle loads one log dir at a time), or None without Java.
+    ``unclean`` ignores the checkpoints, as :func:`make_unclean` leaves the dirs: every segment is recovered."""
+    extra = ("--ignore-checkpoints",) if mode == "unclean" else ()
+    total = 0.0
+    for d in dirs:
+        out = kafka_reference.bench_load(d, mode=mode, threads=threads, rounds=rounds, extra=extra)
+        if out is None:
+            return None
+        total += out["best_s"]
+    return total
+
+
+def kafka_or_fallback(kafka_s: float | None, segments: int) -> tuple[float, str]:
+    """Kafka's seconds for ``segments`` segments and how to label them: measured, or the anchor's rate."""
+    if kafka_s is not None:
+        return kafka_s, "Apache Kafka's loader, same dirs, same run"
+    rate = kafka_reference.fallback("clean_load_segments_per_s")
+    return segments / rate, f"fallback: Kafka's {rate / 1e3:.1f}k segments/s from performance-anchors.md, not this run"
 
 
 def timed_startup(dirs: list[Path], props: dict) -> tuple[LogManager, float, float]:
@@ -182,6 +204,8 @@ def growth(root: Path, partitions: int, args: argparse.Namespace) -> None:
         files, end = make_template(sub, segments, args.batches_per_segment, args.records_per_batch)
         write_layout(dirs, partitions, files, end)
         got[segments] = lazy_footprint(dirs, nparts, segments, args.repeat, 1, args.concurrency)
+        if segments == 10:
+            got[segments]["kafka"] = kafka_load(dirs, "clean", 1, args.repeat)
         got[segments]["floor"] = min(unavoidable_reads(dirs) for _ in range(args.repeat))
         shutil.rmtree(sub, ignore_errors=True)
     g10, g40 = got[10], got[40]
@@ -189,8 +213,8 @@ def growth(root: Path, partitions: int, args: argparse.Namespace) -> None:
           f"(cpu {g10['cpu']:.2f}), x 40 segments {g40['wall']:.2f} s (cpu {g40['cpu']:.2f}): "
           f"{g40['wall'] / g10['wall']:.2f}x for 4x the segments (target <= 1.5x); bare reads "
           f"{g10['floor']:.2f} s / {g40['floor']:.2f} s", flush=True)
-    kafka = nparts * 10 / KAFKA_CLEAN_SEGMENTS_PER_S
-    print(f"vs Kafka's loader at {nparts} x 10: Kafka {kafka:.2f} s (8.3k segments/s) / kafkalog lazy "
+    kafka, label = kafka_or_fallback(g10["kafka"], nparts * 10)
+    print(f"vs Kafka's loader at {nparts} x 10 ({label}): Kafka {kafka:.2f} s / kafkalog lazy "
           f"{g10['wall']:.2f} s = {kafka / g10['wall']:.2f}x (target >= 2x: <= {kafka / 2:.2f} s); bare-reads "
           f"floor {g10['floor']:.2f} s", flush=True)
     inactive = nparts * 30
@@ -272,10 +296,15 @@ def main(argv: list[str] | None = None) -> None:
                 best = min(best, (wall, cpu))
             return best
 
+        kafka_clean, kafka_label = kafka_or_fallback(kafka_load(dirs, "clean", args.threads, args.repeat),
+                                                     total_segments)
+        print(f"{f'Apache Kafka clean load ({args.threads} threads/dir)':<58} {kafka_clean:7.2f} s  "
+              f"{total_segments / kafka_clean / 1e3:6.1f}k segments/s  ({kafka_label})", flush=True)
+
         def line(what: str, wall: float, cpu: float, extra: str = "") -> None:
             rate = total_segments / wall
             print(f"{what:<58} {wall:7.2f} s  cpu {cpu:6.2f} s  {rate / 1e3:6.1f}k segments/s "
-                  f"({rate / KAFKA_CLEAN_SEGMENTS_PER_S:4.2f}x Kafka's 8.3k/s){extra}", flush=True)
+                  f"({kafka_clean / wall:4.2f}x Kafka){extra}", flush=True)
 
         if args.lazy_only:
             fp = lazy_footprint(dirs, nparts, args.segments, args.repeat, args.threads, args.concurrency)
@@ -342,6 +371,7 @@ def main(argv: list[str] | None = None) -> None:
 
         if not args.skip_unclean:
             for threads in (1, 2):
+                kafka_unclean = kafka_load(dirs, "unclean", threads, 1)
                 make_unclean(dirs)
                 m, t, cpu = timed_startup(dirs, {"num.recovery.threads.per.data.dir": threads,
                                                  "kafkalog.recovery.concurrency": args.concurrency})
@@ -350,6 +380,11 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{f'unclean startup (full recovery), {threads} recovery thread(s)/dir':<58} {t:7.2f} s  "
                       f"cpu {cpu:6.2f} s  {total_segments / t / 1e3:6.1f}k segments/s  "
                       f"{nparts * seg_bytes / t / 1e6:6.1f} MB/s", flush=True)
+                if kafka_unclean is not None:
+                    print(f"{'  Apache Kafka unclean load, same dirs, same run':<58} {kafka_unclean:7.2f} s  "
+                          f"{' ' * 14}{total_segments / kafka_unclean / 1e3:6.1f}k segments/s  "
+                          f"{nparts * seg_bytes / kafka_unclean / 1e6:6.1f} MB/s  (ours {kafka_unclean / t:.2f}x)",
+                          flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -53,7 +53,7 @@ from .dump_events import (
 )
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, classify, error_path, report_error
 from .output import Event, Line, Output, Progress, Simple, make_output
-from .storage_opts import storage_option
+from .storage_opts import rsm_config_option, storage_option
 
 if TYPE_CHECKING:
     from kafkalog.verify.index_match import LogBatches
@@ -141,6 +141,7 @@ class DumpState:
 @click.option("--cluster-metadata-decoder", is_flag=True, help="Decode __cluster_metadata records (KRaft).")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per line instead of Kafka's text lines.")
 @storage_option
+@rsm_config_option
 @click.pass_obj
 def dump(
     state: CliState | None,
@@ -160,6 +161,7 @@ def dump(
     cluster_metadata_decoder: bool,
     json_mode: bool,
     storage_opts: dict,
+    rsm: Any,
 ) -> None:
     """Dump .log, .index, .timeindex, .txnindex, .snapshot, checkpoint and metadata files, like kafka-dump-log.sh.
 
@@ -168,6 +170,9 @@ def dump(
 
     Exit code 1 when anything dumped is corrupt (bad CRC, trailing bytes, index entries that do not match the
     log, a failed sanity check, an unreadable checkpoint).
+
+    A segment stored by Aiven's tiered-storage plugin (its ``.log`` object beside an ``.rsm-manifest``) is dumped
+    as the segment it stores, with the indexes out of its ``.indexes``; encrypted ones need ``--rsm-config``.
     """
     state = state or CliState()
     paths = list(files) + [p for opt in files_opt for p in opt.split(",") if p]
@@ -190,10 +195,11 @@ def dump(
         value_decoder=value_decoder or "string",
         internal=internal,
     )
-    from kafkalog.remote import localized_paths
+    from kafkalog.remote import restored_paths
 
     st = DumpState(make_output(json_mode=json_mode, quiet=state.quiet), opts, debug=state.debug)
-    with localized_paths(paths, storage_opts) as local:  # a remote file: a scratch copy with its siblings
+    # a remote file: a scratch copy with its siblings; an Aiven tiered-storage segment: restored to plain files
+    with restored_paths(paths, storage_opts, rsm) as local:
         st.out.show_as(dict(zip(local, paths, strict=True)))
         files = _expand_dirs(local)
         with st.out.progress("dumping", total=len(files)) if len(files) > 1 else nullcontext(Progress()) as bar:

@@ -19,7 +19,7 @@ from kafkalog.verify import Finding, Tally
 
 from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, report_error
 from .output import Event, Output, make_output
-from .storage_opts import storage_option
+from .storage_opts import rsm_config_option, storage_option
 
 
 @dataclass
@@ -108,9 +108,11 @@ def render(out: Output, tally: Tally, finding: Finding) -> None:
 @click.option("--no-index-check", is_flag=True, help="Skip the strict .index/.timeindex/.txnindex checks.")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per segment/partition/file and a summary.")
 @storage_option
+@rsm_config_option
 @click.pass_obj
 def verify(
-    state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool, storage_opts: dict
+    state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool, storage_opts: dict,
+    rsm: Any,
 ) -> None:
     """Verify segment files, partition dirs, log dirs or whole trees of them.
 
@@ -118,15 +120,19 @@ def verify(
     partition against each other and against the log dir's checkpoints, and parses every checkpoint, metadata
     and producer-snapshot file. Reports every corrupt range and keeps going; the summary names what could not be
     checked. Exit 0 clean, 1 corruption found, 2 usage or I/O error, or nothing found to check.
+
+    Segments stored by Aiven's tiered-storage plugin (``.log`` + ``.indexes`` + ``.rsm-manifest``) are restored
+    chunk by chunk and checked with their indexes; encrypted ones need ``--rsm-config``.
     """
     from kafkalog.remote import localized_paths  # numpy and pyarrow: loaded by the command, not by --help
 
     with localized_paths(paths, storage_opts) as local:  # a remote segment or partition: a scratch copy
-        _verify(state, tuple(local), no_index_check, json_mode, shown_as=dict(zip(local, paths, strict=True)))
+        _verify(state, tuple(local), no_index_check, json_mode, shown_as=dict(zip(local, paths, strict=True)),
+                rsm=rsm)  # fmt: skip
 
 
 def _verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool, *,
-            shown_as: dict[str, str] | None = None) -> None:
+            shown_as: dict[str, str] | None = None, rsm: Any = None) -> None:
     from kafkalog.verify import plan_paths, run_plan  # the checks themselves import numpy
 
     state = state or CliState()
@@ -137,7 +143,7 @@ def _verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool
     for finding in plan.errors:
         render(out, tally, finding)
     with out.progress("verifying", total=plan.total_bytes) as bar:
-        for finding in run_plan(plan, index_check=not no_index_check, on_segment=bar.advance):
+        for finding in run_plan(plan, index_check=not no_index_check, on_segment=bar.advance, rsm=rsm):
             render(out, tally, finding)
     out.emit(Summary(tally.plain_counts(), tally.exit_code, tally.checked_bytes, tally.not_checked))
     click.get_current_context().exit(tally.exit_code)

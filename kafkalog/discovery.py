@@ -174,6 +174,7 @@ def discover_segments(
     options: Mapping[str, str] | None = None,
     on_error: Callable[[OSError], None] | None = None,
     require: bool = False,
+    key_prefix: str = "",
 ) -> list[SegmentItem]:
     """Every segment under ``roots``, sorted by (partition dir, base offset); duplicates (overlapping roots) once.
 
@@ -186,6 +187,8 @@ def discover_segments(
     file that cannot be stat'ed is listed (size 0) for its check to report; without it, unlistable dirs are passed
     over (as ``os.walk`` does) and a file that cannot be stat'ed raises its ``OSError``.
     ``require``: a root holding no segment raises :func:`nothing_found`'s NothingToCheckError.
+    ``key_prefix`` is Aiven's ``key.prefix``: where it does not end in ``/`` it is glued to the topic dir's name
+    (``pfx-orders-<topic id>``), and the topic is what follows it.
     """
     if isinstance(roots, (str, os.PathLike)):
         roots = [roots]
@@ -218,11 +221,23 @@ def discover_segments(
             if item.path not in seen:
                 seen.add(item.path)
                 items.append(item)
+    glued = key_prefix.rpartition("/")[2]
+    if glued:
+        items = [_strip_glued_prefix(i, glued) for i in items]
     items.sort(key=lambda s: (s.partition_dir, s.base_offset))
     for i, item in enumerate(items):
         if i + 1 == len(items) or items[i + 1].partition_dir != item.partition_dir:
             items[i] = dataclasses.replace(item, is_last=True)
     return items
+
+
+def _strip_glued_prefix(item: SegmentItem, glued: str) -> SegmentItem:
+    """An Aiven item whose topic dir starts with the tail of the key prefix, with the topic after it."""
+    name = storage.basename(storage.dirname(item.partition_dir))
+    m = _AIVEN_TOPIC_DIR.match(name[len(glued) :]) if name.startswith(glued) else None
+    if item.layout != "tiered-aiven" or m is None:
+        return item
+    return dataclasses.replace(item, topic=m["topic"])
 
 
 def _report_broken_dirs(dirpath: str, filenames: Iterable[str], on_error: Callable[[OSError], None]) -> None:

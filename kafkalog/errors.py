@@ -250,3 +250,30 @@ class LogDirLockedError(KafkaStorageError):
 
 class NoLiveLogDirsError(KafkaStorageError):
     """Every log dir is offline: the manager stops (Kafka halts the broker)."""
+
+
+# --- tiered-storage objects --------------------------------------------------------------------------------------
+
+
+class TieredConfigError(ConfigError):
+    """A tiered-storage object that cannot be read with the RemoteStorageManager configuration given: none given
+    for an encrypted object, a bad ``rsm.config`` file, a key file that is missing or holds no RSA private key, or
+    no key pair for the id an object was encrypted with. Nothing is known about the object's bytes (exit 2)."""
+
+
+class TieredKeyError(TieredConfigError):
+    """The configured private key does not unwrap an object's data key (the wrong key pair for that bucket)."""
+
+
+class CorruptTieredObjectError(KafkaLogError):
+    """A tiered-storage object whose bytes are bad: a malformed ``.rsm-manifest``, a manifest that does not match
+    its object (sizes, chunk index), or a chunk that fails its AES-GCM tag or does not decompress to its size.
+    ``obj`` names the object; ``chunk`` and ``original_range`` (``(position, size)`` in the original segment) say
+    which chunk, when one chunk is to blame."""
+
+    def __init__(self, message: str, *, obj: str | None = None, chunk: int | None = None,
+                 original_range: tuple[int, int] | None = None) -> None:  # fmt: skip
+        super().__init__(message if obj is None else f"{obj}: {message}")
+        self.obj = obj
+        self.chunk = chunk
+        self.original_range = original_range

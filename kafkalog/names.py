@@ -391,11 +391,18 @@ def file_kind(name: str) -> tuple[str, str]:
     return _NAME_KINDS.get(base, "unknown"), base
 
 
+_TIERED_STEM = re.compile(r"^(\d{20})-[A-Za-z0-9_-]{22}$")
+
+
 def base_offset_prefix(name: str) -> int:
     """The base offset a segment file name starts with, read as Kafka's tools read it (the digits before the
-    first dot); InvalidArgumentError (a ValueError) when that part is not a number or not a long (a base offset
-    is one: Kafka's ``toLong`` refuses a larger one)."""
+    first dot; a tiered-storage object's ``<20 digits>-<segment id>`` gives its digits); InvalidArgumentError (a
+    ValueError) when that part is not a number or not a long (a base offset is one: Kafka's ``toLong`` refuses a
+    larger one)."""
     prefix = name.split(".")[0]
+    tiered = _TIERED_STEM.match(prefix)
+    if tiered:
+        prefix = tiered[1]
     try:
         offset = int(prefix)
     except ValueError:

@@ -4,8 +4,12 @@ Archives of segments sit in object stores (Kafka's tiered storage, backups in bu
 Format code never opens a remote object itself: it asks this module for listings and byte ranges, or for a local
 copy of exactly the objects it needs (:func:`fetch`, :func:`stage_segment`), and then reads local files as usual.
 
-* Plain paths and ``file://`` URLs are local: ``os`` calls, no pyarrow needed.
+* Plain paths and ``file:`` URLs are local (``file:///p``, and Hadoop's ``file:/p`` and ``file://localhost/p``):
+  ``os`` calls, no pyarrow needed.
 * Every other URL (``s3://``, ``gs://``, ``hdfs://``, ...) goes through ``pyarrow.fs`` (the ``spark`` extra).
+  ``gs://`` builds a ``GcsFileSystem`` whose retries end after ``request_timeout`` seconds, or ``connect_timeout``
+  when no Google credentials are configured (Google's client would otherwise retry its token requests for
+  minutes); errors for ``gs://``, ``abfs://`` and ``hdfs://`` say what the client is missing.
   ``s3://`` builds an ``S3FileSystem`` with bounded timeouts and retries; credentials, region and endpoint come
   from the standard AWS environment variables (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
   ``AWS_SESSION_TOKEN``, ``AWS_DEFAULT_REGION``/``AWS_REGION``, ``AWS_ENDPOINT_URL``) unless ``options`` override
@@ -26,7 +30,9 @@ import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
+from urllib.parse import unquote
 
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import InvalidArgumentError, KafkaStorageError
@@ -75,6 +81,8 @@ _MAX_ATTEMPTS = 3
 CHUNK = 8 << 20
 
 _SCHEME = re.compile(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*)://")
+#: a local file URL: ``file:///p``, ``file://localhost/p`` or Hadoop's ``file:/p`` (what follows is the path)
+_FILE_URL = re.compile(r"^file:(?://(?:localhost)?)?(?=/(?!/))", re.IGNORECASE)
 
 
 class StorageError(KafkaStorageError, OSError):
@@ -100,9 +108,16 @@ def is_remote(path: str | os.PathLike) -> bool:
 
 
 def local_path(path: str | os.PathLike) -> str:
-    """A local path or ``file://`` URL as a plain path."""
+    """A local path or ``file:`` URL (``file:///p``, ``file://localhost/p``, ``file:/p``; percent-escapes
+    decoded) as a plain path. A ``file://`` URL naming another host is refused."""
     path = os.fspath(path)
-    return path[len("file://") :] if path.startswith("file://") else path
+    m = _FILE_URL.match(path)
+    if m:
+        return unquote(path[m.end() :])
+    if path[:7].lower() == "file://":
+        raise InvalidArgumentError(f"{path}: a file URL must name a local path (file:///path or "
+                                   "file://localhost/path)")  # fmt: skip
+    return path
 
 
 def join(base: str, name: str) -> str:
@@ -157,6 +172,18 @@ def _pafs():
     return pafs
 
 
+def _anonymous(opts: dict[str, str]) -> bool:
+    return opts.get("anonymous", "").lower() in ("1", "true", "yes")
+
+
+def _endpoint(endpoint: str | None) -> dict[str, str]:
+    """pyarrow's ``scheme``/``endpoint_override`` for an endpoint URL (``http://host:port``; https without one)."""
+    if not endpoint:
+        return {}
+    m = _SCHEME.match(endpoint)
+    return {"scheme": m["scheme"].lower() if m else "https", "endpoint_override": endpoint[m.end() :] if m else endpoint}
+
+
 def _s3(opts: dict[str, str]):
     pafs = _pafs()
     env = os.environ
@@ -170,17 +197,68 @@ def _s3(opts: dict[str, str]):
         # servers, moto's among them, reject for pyarrow's requests)
         "allow_delayed_open": True,
     }
-    if endpoint:
-        m = _SCHEME.match(endpoint)
-        kwargs["scheme"] = m["scheme"].lower() if m else "https"
-        kwargs["endpoint_override"] = endpoint[m.end() :] if m else endpoint
-    if opts.get("anonymous", "").lower() in ("1", "true", "yes"):
+    kwargs.update(_endpoint(endpoint))
+    if _anonymous(opts):
         kwargs["anonymous"] = True
     elif opts.get("access_key") or opts.get("secret_key"):
         kwargs["access_key"] = opts.get("access_key")
         kwargs["secret_key"] = opts.get("secret_key")
         kwargs["session_token"] = opts.get("session_token")
     return pafs.S3FileSystem(**kwargs)
+
+
+#: environment variables from which Google's client finds credentials without the metadata server
+_GCS_CREDENTIAL_ENV = ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "CLOUDSDK_CONFIG")
+
+
+def _gcs_configured(opts: dict[str, str]) -> bool:
+    """Whether a gs:// client has credentials to use before trying the GCE metadata server."""
+    if opts.get("endpoint_url") or _anonymous(opts):
+        return True
+    if any(os.environ.get(n) for n in _GCS_CREDENTIAL_ENV):
+        return True
+    adc = os.path.join(os.path.expanduser("~"), ".config", "gcloud", "application_default_credentials.json")
+    return os.path.isfile(adc)
+
+
+def _gcs(opts: dict[str, str]):
+    pafs = _pafs()
+    limit = opts.get("request_timeout", _REQUEST_TIMEOUT) if _gcs_configured(opts) else \
+        opts.get("connect_timeout", _CONNECT_TIMEOUT)  # fmt: skip
+    kwargs: dict[str, Any] = {"retry_time_limit": timedelta(seconds=float(limit))}
+    kwargs.update(_endpoint(opts.get("endpoint_url")))
+    if _anonymous(opts):
+        kwargs["anonymous"] = True
+    return pafs.GcsFileSystem(**kwargs)
+
+
+#: what a client needs, per scheme, for errors that show it is missing (``_error``)
+_NEEDS = {
+    "gs": ("oauth2", "credentials"),
+    "abfs": ("credential", "authentication"),
+    "hdfs": ("libjvm", "libhdfs", "hadoop", "classpath"),
+}
+_NEEDS["gcs"] = _NEEDS["gs"]
+_NEEDS["abfss"] = _NEEDS["abfs"]
+_MISSING = {
+    "gs": "no usable Google credentials: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, run "
+          "'gcloud auth application-default login', or run on GCE (metadata server); --storage-option "
+          "anonymous=true for a public bucket, endpoint_url=http://HOST:PORT for an emulator",
+    "abfs": "no usable Azure credentials: pyarrow's AzureFileSystem tries DefaultAzureCredential (AZURE_CLIENT_ID, "
+            "AZURE_TENANT_ID and AZURE_CLIENT_SECRET, a managed identity, or 'az login')",
+    "hdfs": "pyarrow's HadoopFileSystem needs Hadoop's native client on this host: JAVA_HOME (a JDK with "
+            "lib/server/libjvm.so), HADOOP_HOME or ARROW_LIBHDFS_DIR (libhdfs.so), and "
+            "CLASSPATH=$(hadoop classpath --glob)",
+}
+_MISSING["gcs"] = _MISSING["gs"]
+_MISSING["abfss"] = _MISSING["abfs"]
+
+
+def _fs_errors() -> tuple[type[BaseException], ...]:
+    """What pyarrow.fs calls raise: ``OSError`` mostly, a bare ``ArrowException`` for some Azure failures."""
+    import pyarrow as pa
+
+    return (OSError, ValueError, pa.ArrowException)
 
 
 def resolve(url: str, options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
@@ -198,10 +276,12 @@ def resolve(url: str, options: Mapping[str, Any] | None = None) -> tuple[Any, st
         try:
             if scheme in ("s3", "s3a"):
                 fs = _s3(opts)
+            elif scheme in ("gs", "gcs"):
+                fs = _gcs(opts)
             else:
                 fs, _ = _pafs().FileSystem.from_uri(url)
-        except (ValueError, OSError) as exc:
-            raise StorageError(f"{url}: cannot open the file system: {exc}") from exc
+        except _fs_errors() as exc:
+            raise _error(url, "opening the file system", exc) from exc
         with _FS_LOCK:
             _FS_CACHE[key] = fs
     if scheme in ("s3", "s3a"):
@@ -219,6 +299,10 @@ def _env_key() -> tuple:
 
 def _error(url: str, what: str, exc: BaseException) -> StorageError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    m = _SCHEME.match(url)
+    scheme = m["scheme"].lower() if m else ""
+    if any(word in text.lower() for word in _NEEDS.get(scheme, ())):
+        return StorageError(f"{url}: {what} failed: {_MISSING[scheme]} ({text[:300]})")
     missing = isinstance(exc, FileNotFoundError) or "not found" in text.lower() or "NoSuchKey" in text
     cls = ObjectNotFoundError if missing else StorageError
     return cls(f"{url}: {what} failed: {text}")
@@ -239,7 +323,7 @@ def stat_size(url: str, options: Mapping[str, Any] | None = None) -> int:
     pafs = _pafs()
     try:
         info = fs.get_file_info(path)
-    except OSError as exc:
+    except _fs_errors() as exc:
         raise _error(url, "stat", exc) from exc
     return int(info.size) if info.type == pafs.FileType.File else -1
 
@@ -257,7 +341,7 @@ def list_tree(url: str, options: Mapping[str, Any] | None = None) -> list[FileEn
         if info.type == pafs.FileType.File:
             return [FileEntry(base, int(info.size))]
         infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
-    except OSError as exc:
+    except _fs_errors() as exc:
         raise _error(url, "list", exc) from exc
     prefix = path.rstrip("/") + "/"
     out = [
@@ -281,7 +365,7 @@ def read_range(url: str, start: int = 0, end: int | None = None, options: Mappin
         with fs.open_input_file(path) as f:
             stop = f.size() if end is None else min(end, f.size())
             return f.read_at(max(0, stop - start), start) if stop > start else b""
-    except OSError as exc:
+    except _fs_errors() as exc:
         raise _error(url, f"read of bytes {start}-{end}", exc) from exc
 
 
@@ -316,7 +400,7 @@ def fetch(
                 written += len(chunk)
     except StorageError:
         raise
-    except OSError as exc:
+    except _fs_errors() as exc:
         raise _error(url, f"read of bytes {start}-{end}", exc) from exc
     return written
 
@@ -331,7 +415,7 @@ def write_bytes(url: str, data: bytes, options: Mapping[str, Any] | None = None)
     try:
         with fs.open_output_stream(path) as out:
             out.write(data)
-    except OSError as exc:
+    except _fs_errors() as exc:
         raise _error(url, "write", exc) from exc
 
 

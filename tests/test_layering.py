@@ -186,6 +186,21 @@ def test_the_log_layer_does_not_know_the_cleaner() -> None:
         assert above == set(), mod
 
 
+def test_tiered_objects_sit_in_the_storage_layer() -> None:
+    """``kafkalog.tiered`` reads objects through ``kafkalog.storage`` and knows nothing of discovery, verification,
+    logs, Spark or the CLI; verification, ``remote`` and the DataSource reach Aiven objects through it alone."""
+    graph, _ = _graph()
+    tiered = [m for m in graph if m.startswith("kafkalog.tiered")]
+    assert {"kafkalog.tiered.aiven", "kafkalog.tiered.manifest", "kafkalog.tiered.rsm_config"} <= set(tiered)
+    above = ("kafkalog.discovery", "kafkalog.verify", "kafkalog.remote", "kafkalog.spark", "kafkalog.log",
+             "kafkalog.manager", "kafkalog.segment", "kafkalog_cli")  # fmt: skip
+    for mod in tiered:
+        assert {t for t in _reaches(graph, mod) if t.startswith(above)} == set(), mod
+    for user in ("kafkalog.verify.segment", "kafkalog.remote", "kafkalog.spark.datasource"):
+        assert "kafkalog.tiered.aiven" in _reaches(graph, user), user
+    assert not any(t.startswith("kafkalog.tiered") for t in _reaches(graph, "kafkalog.records.reader"))
+
+
 def test_segment_index_log_and_manager_layers_import_at_module_top() -> None:
     _, inner = _graph()
     layers = ("kafkalog.segment", "kafkalog.index", "kafkalog.log", "kafkalog.manager", "kafkalog.cleaner")

@@ -19,6 +19,7 @@ from kafkalog.names import (
     UNASSIGNED_DIRECTORY_ID,
     TopicPartitionDir,
     base64url_to_uuid_bytes,
+    base_offset_prefix,
     delete_dir_name,
     file_name,
     future_dir_name,
@@ -106,6 +107,9 @@ def test_every_golden_file_name_parses() -> None:
         if p.is_file() and p.name[:1].isdigit():
             if p.suffix == ".checkpoint":  # a KRaft snapshot, named <offset>-<epoch>.checkpoint
                 assert parse_snapshot_name(p.name) is not None, p
+                continue
+            if names._TIERED_STEM.match(p.name.split(".")[0]):  # a tiered object: <offset>-<segment id>.<kind>
+                assert base_offset_prefix(p.name) == int(p.name[:20]), p
                 continue
             parsed = parse_segment_file_name(p.name)
             assert parsed is not None, p

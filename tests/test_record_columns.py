@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import GOLDEN
+from conftest import GOLDEN, golden_segment_logs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +36,7 @@ EXAMPLES = int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "200"))
 def _golden_logs() -> list[str]:
     if GOLDEN is None:
         return []
-    return sorted(str(p.relative_to(GOLDEN)) for p in GOLDEN.rglob("*.log"))
+    return [str(p.relative_to(GOLDEN)) for p in golden_segment_logs()]
 
 
 def reference(source, *, verify_crc: bool = True, position: int = 0, end: int | None = None):

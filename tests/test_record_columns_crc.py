@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import GOLDEN
+from conftest import GOLDEN, golden_segment_logs
 from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,7 +49,7 @@ def test_hw_crc_matches_package_on_random_bytes(data: bytes, cut: int) -> None:
 
 
 def _golden_logs() -> list:
-    return [] if GOLDEN is None else sorted(GOLDEN.rglob("*.log"))
+    return golden_segment_logs()
 
 
 @needs_hw

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import GOLDEN
+from conftest import GOLDEN, golden_segment_logs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +36,7 @@ def _same_scan(a, b) -> None:
 
 
 def _golden_logs() -> list[str]:
-    return [] if GOLDEN is None else sorted(str(p.relative_to(GOLDEN)) for p in GOLDEN.rglob("*.log"))
+    return [str(p.relative_to(GOLDEN)) for p in golden_segment_logs()]
 
 
 @pytest.mark.skipif(GOLDEN is None, reason="Kafka golden files not found")

@@ -181,6 +181,24 @@ def test_reports_to_arrow_keeps_every_field(tmp_path: Path) -> None:
     assert sorted(i.path for g in groups for i in g) == sorted(i.path for i in items)
 
 
+def test_validation_tasks_carry_only_their_own_segments(spark, tmp_path: Path) -> None:
+    """The job's function holds no plan (its pickled size does not grow with the archive); each Spark partition
+    of the plan DataFrame holds exactly one group."""
+    import pickle
+
+    from pyspark import cloudpickle
+
+    from kafkalog.discovery import discover_segments
+    from kafkalog.spark.validate import _check_tasks, group_for_tasks, task_plans
+
+    items = discover_segments(str(GOLDEN / "logdir"))
+    groups = group_for_tasks(items, 4)
+    assert len(groups) == 4 and len(items) > 8
+    assert b"golden-" not in cloudpickle.dumps(_check_tasks(True, {}, False))
+    per_partition = task_plans(spark, groups).rdd.glom().map(lambda rows: [pickle.loads(r.plan) for r in rows])
+    assert per_partition.collect() == [[g] for g in groups]
+
+
 # ------------------------------------------------------------------------------------------------ DataSource
 
 
@@ -199,39 +217,73 @@ def test_datasource_returns_manifest_records(spark, case: str) -> None:
         )  # fmt: skip
 
 
-def test_datasource_offset_pushdown_reads_fewer_batches(spark, tmp_path: Path) -> None:
+def test_datasource_same_dataframe_same_answer_around_filtered_queries(spark) -> None:
+    """Spark 4.x keeps a Python DataSource's pushdown result on the DataFrame's shared PythonDataSourceV2: a reader
+    that took pushed filters answered a later unfiltered count with the filtered rows. With pushdown on (as the
+    user may set it) or off, the same DataFrame answers the same before and after any filtered query."""
+    root = str(GOLDEN / "logdir")
+    offsets = [r[0] for p in (GOLDEN / "logdir").iterdir() if p.is_dir() for r in _manifest_records(p.name)]
+    below = {n: sum(o < n for o in offsets) for n in (1, 3)}
+    assert 0 < below[1] < below[3] < len(offsets)
+    key = "spark.sql.python.filterPushdown.enabled"
+    try:
+        for pushdown in ("true", "false"):
+            spark.conf.set(key, pushdown)
+            df = spark.read.format("kafkalog").schema("topic string, offset long, timestamp long").load(root)
+            assert df.count() == len(offsets), pushdown
+            assert df.filter("offset < 1").count() == below[1], pushdown
+            assert df.count() == len(offsets), pushdown
+            assert df.filter("offset < 3").count() == below[3] and df.count() == len(offsets), pushdown
+            ranged = spark.read.format("kafkalog").option("endingOffsets", "3").load(root)
+            assert ranged.count() == below[3]
+            assert ranged.filter("offset < 1").count() == below[1] and ranged.count() == below[3], pushdown
+    finally:
+        spark.conf.unset(key)
+
+
+def test_datasource_range_options_read_fewer_batches(spark, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
     from kafkalog.spark.datasource import read_scan_metrics
 
     root = str(GOLDEN / "logdir")
-    full_metrics, pushed_metrics = str(tmp_path / "full"), str(tmp_path / "pushed")
-    full = spark.read.format("kafkalog").option("metricsDir", full_metrics).load(root)
-    # an identity UDF hides the predicate from pushdown, so `expected` is "unfiltered scan + Spark filter"
-    ident = F.udf(lambda x: x, "long")
-    expected = full.filter(
-        (ident(F.col("offset")) >= 200) & (ident(F.col("offset")) < 260) & (F.col("topic") == F.lit("golden-segments"))
-    )
+    full_metrics, ranged_metrics = str(tmp_path / "full"), str(tmp_path / "ranged")
+    seg = str(GOLDEN / "logdir" / "golden-segments-0")
+    full = spark.read.format("kafkalog").option("metricsDir", full_metrics).load(seg)
+    expected = full.filter((F.col("offset") >= 200) & (F.col("offset") < 260))
     expected_rows = sorted(_rows_as_manifest(expected.collect()))
     assert len(expected_rows) == 60
-    pushed = (
+    ranged = (
         spark.read.format("kafkalog")
-        .option("metricsDir", pushed_metrics)
-        .load(root)
-        .filter("topic = 'golden-segments' AND offset >= 200 AND offset < 260")
+        .options(metricsDir=ranged_metrics, startingOffsets="200", endingOffsets="260")
+        .load(seg)
     )
-    assert sorted(_rows_as_manifest(pushed.collect())) == expected_rows
-    f, p = read_scan_metrics(full_metrics), read_scan_metrics(pushed_metrics)
-    assert 0 < p["segments"] < f["segments"]
-    # both scans prune to golden-segments' segments by topic; the offset bounds then skip most of its batches
-    assert 0 < p["batches_read"] < f["batches_read"] / 3
+    assert sorted(_rows_as_manifest(ranged.collect())) == expected_rows
+    f, p = read_scan_metrics(full_metrics), read_scan_metrics(ranged_metrics)
+    assert 0 < p["segments"] < f["segments"]  # whole segments pruned at planning
+    assert 0 < p["batches_read"] < f["batches_read"] / 3  # the .index seek and the upper bound's stop
     assert p["bytes_read"] < f["bytes_read"] / 3
 
-    # a timestamp lower bound seeks with the time index and returns exactly the matching records
-    ts = sorted(r[1] for r in _manifest_records("golden-none-0"))[100]
-    tdf = spark.read.format("kafkalog").load(str(GOLDEN / "logdir" / "golden-none-0")).filter(F.col("timestamp") >= ts)
-    want = sorted(r for r in _manifest_records("golden-none-0") if r[1] >= ts)
-    assert sorted(_rows_as_manifest(tdf.collect())) == want
+    # timestamps: [startingTimestamp, endingTimestamp) per record, the lower bound sought with the time index
+    records = _manifest_records("golden-none-0")
+    ts = sorted(r[1] for r in records)
+    lo, hi = ts[len(ts) // 4], ts[3 * len(ts) // 4]
+    tdf = spark.read.format("kafkalog").options(startingTimestamp=str(lo), endingTimestamp=str(hi))
+    want = sorted(r for r in records if lo <= r[1] < hi)
+    assert want and sorted(_rows_as_manifest(tdf.load(str(GOLDEN / "logdir" / "golden-none-0")).collect())) == want
+    # a timestamp lower bound drops rolled segments whose time index ends below it (their last entry is the
+    # segment's max timestamp), then seeks in the first one it keeps
+    srecs = _manifest_records("golden-segments-0")
+    tlo = sorted(r[1] for r in srecs)[len(srecs) * 4 // 5]
+    tmetrics = str(tmp_path / "ts")
+    tseg = spark.read.format("kafkalog").options(startingTimestamp=str(tlo), metricsDir=tmetrics).load(seg)
+    assert sorted(_rows_as_manifest(tseg.collect())) == sorted(r for r in srecs if r[1] >= tlo)
+    assert 0 < read_scan_metrics(tmetrics)["segments"] < f["segments"] / 2
+    # a whole archive: every partition gets the same offset range
+    both = spark.read.format("kafkalog").options(startingOffsets="5", endingOffsets="7").load(root)
+    assert {r.offset for r in both.collect()} == {5, 6}
+    with pytest.raises(Exception, match="startingOffsets must be an integer"):
+        spark.read.format("kafkalog").option("startingOffsets", "earliest").load(root).count()
 
 
 def test_datasource_read_committed_drops_aborted_records(spark) -> None:
@@ -266,7 +318,7 @@ def test_datasource_read_committed_drops_aborted_records(spark) -> None:
 
 def test_datasource_user_schema_reads_only_its_columns(spark, tmp_path: Path) -> None:
     """A user-specified schema (subset, any order, any case) gives exactly the full read's values for those
-    columns, with every pushdown (topic, partition, offset, timestamp) and read_committed still working."""
+    columns, with filters, the range options and read_committed still working."""
     from pyspark.sql import functions as F
 
     from kafkalog.spark.datasource import read_scan_metrics
@@ -297,14 +349,15 @@ def test_datasource_user_schema_reads_only_its_columns(spark, tmp_path: Path) ->
             full, pruned = full.filter(flt), pruned.filter(flt)
         want = rows(full)
         assert want and rows(pruned) == want, (isolation, flt)
-    # partition pushdown with a schema holding nothing but partition, and the pushdown still skips batches
+    # a schema holding nothing but partition, and the range options still skip batches
     part = spark.read.format("kafkalog").schema("partition int").load(root)
     assert part.filter(F.col("partition") == 0).count() == spark.read.format("kafkalog").load(root).count()
     assert part.filter(F.col("partition") == 1).count() == 0
+    seg = f"{root}/golden-segments-0"
     full_m, pushed_m = str(tmp_path / "full"), str(tmp_path / "pushed")
-    spark.read.format("kafkalog").schema("offset long").option("metricsDir", full_m).load(root).count()
-    pushed = spark.read.format("kafkalog").schema("offset long, topic string").option("metricsDir", pushed_m)
-    assert pushed.load(root).filter("topic = 'golden-segments' AND offset >= 200 AND offset < 260").count() == 60
+    spark.read.format("kafkalog").schema("offset long").option("metricsDir", full_m).load(seg).count()
+    pushed = spark.read.format("kafkalog").schema("offset long").option("metricsDir", pushed_m)
+    assert pushed.options(startingOffsets="200", endingOffsets="260").load(seg).count() == 60
     f, p = read_scan_metrics(full_m), read_scan_metrics(pushed_m)
     assert 0 < p["batches_read"] < f["batches_read"] / 3
     assert f["scan_seconds"] > 0 and f["records_returned"] > p["records_returned"] == 60
@@ -348,8 +401,107 @@ def test_datasource_min_partitions(spark) -> None:
     assert _with_parallelism(KafkaLogDataSource.default_min_partitions) is KafkaLogDataSource
 
 
+def test_big_segments_are_split_at_batch_starts(spark, tmp_path: Path) -> None:
+    """A segment above maxPartitionBytes becomes byte ranges cut at offset index entries (each checked to start a
+    whole CRC-valid batch), read by several tasks with the same rows; a damaged entry means no split."""
+    from kafkalog.log.index_check import batch_cuts
+    from kafkalog.spark.datasource import read_scan_metrics
+
+    case = GOLDEN / "logdir" / "golden-index-dense-0"
+    logs = sorted(case.glob("*.log"))
+    log = logs[0]
+    cuts = batch_cuts(str(log), 0, log.stat().st_size, 2048)
+    assert len(cuts) >= 4 and cuts == sorted(set(cuts)) and all(0 < c < log.stat().st_size for c in cuts)
+    ranges = sum(1 + len(batch_cuts(str(p), int(p.stem), p.stat().st_size, 2048)) for p in logs)
+    whole = spark.read.format("kafkalog").load(str(case))
+    metrics = str(tmp_path / "m")
+    split = spark.read.format("kafkalog").options(maxPartitionBytes="2048", minPartitions="1", metricsDir=metrics)
+    split = split.load(str(case))
+    assert split.rdd.getNumPartitions() >= 2
+    rows = split.collect()  # the one query writing metrics
+    assert sorted(rows) == sorted(whole.collect()) and len(rows) == len(_manifest_records(case.name))
+    assert read_scan_metrics(metrics)["segments"] == ranges
+    bad = _copy_logdir(tmp_path / "bad", [case.name]) / case.name
+    idx = bad / "00000000000000000000.index"
+    data = bytearray(idx.read_bytes())
+    used = [int.from_bytes(data[8 * i + 4 : 8 * i + 8], "big") for i in range(len(data) // 8)].index(cuts[0])
+    data[8 * used + 7] ^= 0x01  # the first cut's entry now points one byte off its batch
+    idx.write_bytes(bytes(data))
+    assert batch_cuts(str(bad / log.name), 0, log.stat().st_size, 2048) == []
+
+
 def test_import_without_spark_use_is_cheap() -> None:
     import kafkalog.spark as ks
 
     assert callable(ks.validate_archive) and callable(ks.register) and callable(ks.get_session)
     assert os.path.basename(ks.discover_segments(str(GOLDEN / "logdir" / "golden-txn-0"))[0].path).endswith(".log")
+
+
+def test_export_archive_writes_parquet_that_reads_back_as_the_datasource(spark, tmp_path: Path) -> None:
+    """Tasks write Parquet with pyarrow (one file per segment under topic=/partition= dirs); spark.read.parquet
+    gives the DataSource's columns, types and rows; DataSource options (a range here) apply."""
+    from kafkalog.spark import export_archive
+    from kafkalog.spark.scan import COLUMNS
+
+    roots = [str(GOLDEN / "logdir" / c) for c in ("golden-segments-0", "golden-txn-0", "golden-zstd-0")]
+    steps: list[str] = []
+    out = tmp_path / "export"
+    files = export_archive(spark, roots, str(out), progress=steps.append)
+    assert files and all(f.startswith(str(out) + "/topic=") and f.endswith(".parquet") for f in files)
+    assert len(steps) == 2 and steps[0].startswith("planned") and steps[1].startswith("wrote")
+    ds = spark.read.format("kafkalog").load(roots)
+    back = spark.read.parquet(str(out)).select(*COLUMNS)
+    assert back.schema == ds.schema
+    key = ["topic", "partition", "offset"]
+    assert back.orderBy(*key).collect() == ds.orderBy(*key).collect()
+    ranged = export_archive(spark, roots, str(tmp_path / "ranged"), endingOffsets="10")
+    assert ranged and spark.read.parquet(str(tmp_path / "ranged")).count() == ds.filter("offset < 10").count()
+
+    # the command: 0 written, 1 a corrupt batch, 2 nothing to export
+    from click.testing import CliRunner
+    from kafkalog_cli.main import main as cli_main
+
+    res = CliRunner().invoke(cli_main, ["spark", "export", roots[2], "--out", str(tmp_path / "cli"),
+                                        "--option", "startingOffsets=5"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert spark.read.parquet(str(tmp_path / "cli")).count() == ds.filter("topic = 'golden-zstd' AND offset >= 5").count()
+    bad = _copy_logdir(tmp_path / "bad", ["golden-none-0"])
+    log = bad / "golden-none-0" / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    log.write_bytes(bytes(data))
+    res = CliRunner().invoke(cli_main, ["spark", "export", str(bad), "--out", str(tmp_path / "bad-out")])
+    assert res.exit_code == 1 and "CorruptRecordError" in res.output, res.output
+    res = CliRunner().invoke(cli_main, ["spark", "export", str(tmp_path / "empty"), "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2, res.output
+
+
+def test_a_point_query_brings_little_of_its_segment_into_memory(spark, tmp_path: Path) -> None:
+    """startingOffsets=X, endingOffsets=X+1 on an 8 MiB segment: the task checks the index entries it uses and
+    reads one range; measured as page-cache residency (fincore) after evicting the file (POSIX_FADV_DONTNEED)."""
+    import subprocess
+
+    from kafkalog.log import Log
+
+    with Log.open(tmp_path / "big-0", {"segment.bytes": str(64 << 20)}) as log:
+        for i in range(2048):
+            log.append_as_leader([(b"k%d" % i, bytes([i % 251]) * 4200)], timestamp=1_000_000 + i)
+        log.flush()
+    seg = tmp_path / "big-0" / "00000000000000000000.log"
+    fd = os.open(seg, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+    def resident() -> int:
+        out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(seg)], check=True,
+                             capture_output=True, text=True).stdout  # fmt: skip
+        return int(out.split()[0])
+
+    size = seg.stat().st_size
+    assert resident() < size // 10
+    df = spark.read.format("kafkalog").options(startingOffsets="1234", endingOffsets="1235").load(str(tmp_path))
+    assert [r.offset for r in df.select("offset").collect()] == [1234]
+    assert resident() <= size // 4, (resident(), size)

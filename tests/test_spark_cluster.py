@@ -6,12 +6,13 @@ One local[*] session computes the reference first and stops; then one cluster se
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import GOLDEN, needs_golden
-from tests.spark_cluster import StandaloneCluster, clean_venv, java_home
+from tests.spark_cluster import StandaloneCluster, clean_venv, fresh_session, java_home
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -45,14 +46,7 @@ def _results(spark) -> dict:
 
 @pytest.fixture(scope="module")
 def local_results():
-    from pyspark.sql import SparkSession
-
-    from kafkalog.spark import get_session
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
-    spark = get_session("local[*]", "kafkalog-cluster-reference")
+    spark = fresh_session("local[*]", "kafkalog-cluster-reference")
     try:
         results = _results(spark)
     finally:
@@ -82,6 +76,38 @@ def cluster_spark(cluster):
         spark.stop()
 
 
+def test_spark_submit_runs_the_validation_entry_point(cluster, tmp_path: Path) -> None:
+    """The documented command: ``spark-submit --master URL --py-files kafkalog.zip $(python -m kafkalog.spark.submit)
+    ROOT --out DIR``, here in a child process against the running cluster. First in the module: the application
+    needs the workers' cores, which the module's own session holds once it starts."""
+    import os
+    import subprocess
+    import sys
+
+    import pyspark
+
+    from kafkalog.spark.session import package_zip
+    from kafkalog.spark.submit import entry_point
+
+    out = tmp_path / "report"
+    before = {a["id"] for a in cluster.applications()}
+    env = {**os.environ, "JAVA_HOME": java_home(), "PYSPARK_PYTHON": cluster.worker_python,
+           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}  # fmt: skip
+    cmd = [
+        os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit"), "--master", cluster.url,
+        "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.executor.memory=512m",
+        "--py-files", package_zip(), entry_point(), str(GOLDEN / "unclean" / "input"), "--out", str(out),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # Kafka's damaged copies: corruption found
+    summary = (out / "summary.txt").read_text()
+    assert "unclean-corrupt-crc-0" in summary and "corrupt" in summary
+    # it ran on the cluster: the master lists the application, and the workers made its executors' dirs
+    apps = [a for a in cluster.applications() if a["id"] not in before]
+    assert [a["name"] for a in apps] == ["kafkalog-validate"], apps
+    assert cluster.executor_dirs(apps[0]["id"]), apps
+
+
 def test_workers_python_lacks_kafkalog_and_jobs_import_the_shipped_zip(cluster, cluster_spark) -> None:
     import subprocess
 
@@ -93,12 +119,16 @@ def test_workers_python_lacks_kafkalog_and_jobs_import_the_shipped_zip(cluster, 
         import sys
 
         import kafkalog
+        from kafkalog.records import native
 
-        yield (sys.executable, kafkalog.__file__)
+        yield (sys.executable, kafkalog.__file__, native.available())
 
     seen = set(cluster_spark.sparkContext.parallelize(range(4), 4).mapPartitions(where).collect())
-    assert {exe for exe, _ in seen} == {cluster.worker_python}
-    assert all(".zip" in path for _, path in seen), seen
+    assert {exe for exe, _, _ in seen} == {cluster.worker_python}
+    assert all(".zip" in path for _, path, _ in seen), seen
+    from kafkalog.records import native
+
+    assert all(compiled == native.available() for _, _, compiled in seen), seen  # the shipped compiled decoder
     assert cluster_spark.sparkContext.defaultParallelism == 2  # both workers' cores
 
 
@@ -132,27 +162,31 @@ def test_cluster_workers_are_frozen_by_kafkalog_tasks(cluster_spark) -> None:
     assert len(counts) == 4 and all(c > 0 for c in counts), counts
 
 
-def test_spark_submit_runs_the_validation_entry_point(cluster, tmp_path: Path) -> None:
-    """The documented command: ``spark-submit --master URL --py-files kafkalog.zip $(python -m kafkalog.spark.submit)
-    ROOT --out DIR``, here in a child process against the running cluster."""
-    import os
-    import subprocess
-    import sys
+def test_corrupt_batch_fails_the_cluster_job_after_one_attempt(cluster_spark, tmp_path: Path) -> None:
+    """Kafka's damaged copy with a broken CRC: the cluster retries failed tasks (spark.task.maxFailures 4), but
+    the executors report the corruption to the driver, which cancels the stage: one attempt read the segment."""
+    from kafkalog.spark import register
+    from kafkalog.spark.datasource import read_scan_metrics
 
-    import pyspark
+    register(cluster_spark)
+    metrics = tmp_path / "metrics"
+    df = cluster_spark.read.format("kafkalog").options(metricsDir=str(metrics), minPartitions="1")
+    with pytest.raises(Exception, match="cancelled because kafkalog: CorruptRecordError"):
+        df.load(str(GOLDEN / "unclean" / "input" / "unclean-corrupt-crc-0")).count()
+    read = [json.loads(p.read_text())["segment"] for p in metrics.glob("*.json")]
+    assert read and len(read) == len(set(read)) == read_scan_metrics(str(metrics))["segments"], read
 
-    from kafkalog.spark.session import package_zip
-    from kafkalog.spark.submit import entry_point
 
-    out = tmp_path / "report"
-    env = {**os.environ, "JAVA_HOME": java_home(), "PYSPARK_PYTHON": cluster.worker_python,
-           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}  # fmt: skip
-    cmd = [
-        os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit"), "--master", cluster.url,
-        "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.executor.memory=512m",
-        "--py-files", package_zip(), entry_point(), str(GOLDEN / "unclean" / "input"), "--out", str(out),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1, proc.stderr[-3000:]  # Kafka's damaged copies: corruption found
-    summary = (out / "summary.txt").read_text()
-    assert "unclean-corrupt-crc-0" in summary and "corrupt" in summary
+def test_metrics_land_on_the_driver_not_the_executors(cluster, cluster_spark, tmp_path: Path, monkeypatch) -> None:
+    """A relative metricsDir names the driver's dir: the executors (each in its own worker work dir) send their
+    lines to the driver, which writes them there; nothing is written under the workers' dirs."""
+    from kafkalog.spark import register
+    from kafkalog.spark.datasource import read_scan_metrics
+
+    register(cluster_spark)
+    monkeypatch.chdir(tmp_path)
+    df = cluster_spark.read.format("kafkalog").options(metricsDir="scan-metrics", minPartitions="2")
+    n = df.load(_roots()[:-1]).count()
+    totals = read_scan_metrics(str(tmp_path / "scan-metrics"))
+    assert totals["segments"] > 2 and totals["records_returned"] == n
+    assert not list(cluster.workdir.glob("worker-*/**/scan-metrics")), "a metrics dir on a worker"

@@ -1,21 +1,20 @@
 """A venv that is not activated: the validation job from ``VENV/bin/python`` with the venv's bin not on PATH.
 
 Spark would start ``python3`` from PATH for its workers (the system interpreter, without kafkalog); get_session
-makes local workers run the driver's own interpreter. One fresh venv (system site-packages, kafkalog installed
-editable, no deps) and one small job.
+makes local workers run the driver's own interpreter. One fresh venv (the running interpreter's packages through a
+``.pth``, kafkalog installed editable, no deps) and one small job.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import GOLDEN, REPO_ROOT, needs_golden
-from tests.spark_cluster import clean_venv
+from tests.spark_cluster import clean_venv, env_venv
 
 pytest.importorskip("pyspark")
 
@@ -24,8 +23,7 @@ pytestmark = [pytest.mark.spark, needs_golden]
 
 def test_not_activated_venv_runs_the_validation_job(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    base = Path(sys.base_prefix) / "bin" / "python3"
-    subprocess.run([str(base), "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    env_venv(venv, hide_kafkalog=False, pip=True)  # the dependencies; kafkalog comes from the install below
     # the editable install pip would make, offline (no wheel package needed): kafkalog and the kafkalog script
     subprocess.run([str(venv / "bin" / "python"), "setup.py", "-q", "develop", "--no-deps"], cwd=REPO_ROOT,
                    check=True, timeout=300, capture_output=True)  # fmt: skip

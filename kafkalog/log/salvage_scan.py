@@ -32,7 +32,7 @@ from kafkalog.records.batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from kafkalog.records.reader import LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1, V2_MIN_LENGTH, read_batches
 from kafkalog.segment_read import served_span
 
-__all__ = ["Kept", "Removed", "SegmentScan", "choose_batches", "epoch_entries", "scan_segment"]
+__all__ = ["Kept", "Removed", "SegmentScan", "choose_batches", "epoch_entries", "next_batch_position", "scan_segment"]
 
 _PREFIX = struct.Struct(">qi4xb")  # base offset, length, magic (after the 4-byte epoch / legacy crc)
 _MIN_SIZE = {2: V2_MIN_LENGTH, 1: LEGACY_RECORD_OVERHEAD_V1, 0: LEGACY_RECORD_OVERHEAD_V0}
@@ -121,6 +121,13 @@ def _resync(buf: memoryview, arr: np.ndarray, pos: int, end: int) -> int:
                     return p
         start = last_start
     return end
+
+
+def next_batch_position(buf: memoryview, pos: int, end: int | None = None) -> int:
+    """The first position after ``pos`` (a bad region's start) where a whole CRC-valid batch starts, ``end`` (the
+    buffer's end by default) when none does: where salvage, and readers that skip bad batches, read on."""
+    end = len(buf) if end is None else end
+    return _resync(buf, np.frombuffer(buf, dtype=np.uint8), pos, end)
 
 
 def scan_segment(buf: memoryview, base_offset: int) -> SegmentScan:

@@ -28,7 +28,7 @@
 
 enum {
     C_OFFSET, C_TS, C_KOFF, C_KVALID, C_KDATA, C_VOFF, C_VVALID, C_VDATA, C_HOFF, C_HKOFF, C_HKDATA, C_HVOFF,
-    C_HVVALID, C_HVDATA,
+    C_HVVALID, C_HVDATA, C_KVIEW, C_VVIEW,
     N_RECORD_COLS, /* columns above: per record or per header (rolled back when a batch is declined) */
     C_BSTART = N_RECORD_COLS, C_BBASE, C_BPOS, C_BMAGIC, C_BEPOCH, C_BPID, C_BPEPOCH, C_BSEQ, C_BTST, C_BTXN, C_BCTRL,
     NCOL
@@ -37,7 +37,7 @@ enum {
 static const char *col_names[NCOL] = {
     "offset", "timestamp", "key_offsets", "key_valid", "key_data", "value_offsets", "value_valid", "value_data",
     "header_offsets", "header_key_offsets", "header_key_data", "header_value_offsets", "header_value_valid",
-    "header_value_data", "batch_start", "batch_base_offset", "batch_position", "batch_magic",
+    "header_value_data", "key_views", "value_views", "batch_start", "batch_base_offset", "batch_position", "batch_magic",
     "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence", "timestamp_type",
     "is_transactional", "is_control",
 };
@@ -53,14 +53,18 @@ typedef struct {
     int busy;        /* inside run() or add_records(): they call Python, which must not re-enter or free under them */
     PyObject *error; /* the exception that declined run()'s last batch (see take_error), or NULL */
     int error_source; /* 0: the decompress callback raised it; 3 / 4: cramjam's lz4 / zstd call */
+    int views; /* keys and values as Arrow binary_view entries (take_view) instead of copies (take_field) */
 } Builder;
 
 /* Decode `count` DefaultRecords filling the whole of buf[0:end]. 0 = done, 1 = declined (nothing kept), -1 = error.
  * The per-record columns and the key/value bytes are reserved once per batch and written through locals (stores
  * through the columns' own fields made the compiler reload them after every byte written); the header columns,
- * rarer, grow per header. */
-static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t count, uint64_t base_offset,
-                          uint64_t base_ts, int has_lat, int64_t lat) {
+ * rarer, grow per header. `views` (a constant in each caller, so each loop is compiled for one layout): keys and
+ * values become 16-byte view entries, pointing at buf itself when it lies in the source at src_base (>= 0), else
+ * at copies in the data columns. */
+static inline __attribute__((always_inline)) int
+decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t count, uint64_t base_offset,
+                    uint64_t base_ts, int has_lat, int64_t lat, const int views, int64_t src_base) {
     Py_ssize_t saved[N_RECORD_COLS];
     for (int i = 0; i < N_RECORD_COLS; i++) saved[i] = b->c[i].len;
     Py_ssize_t n_headers = b->n_headers;
@@ -71,12 +75,17 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
     static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
     for (int k = 0; k < 7; k++)
         if (col_reserve(&b->c[per_record[k]], count * (k < 5 ? 8 : 1)) < 0) goto fail;
-    if (col_reserve(&b->c[C_KDATA], end + 128) < 0 || col_reserve(&b->c[C_VDATA], end + 128) < 0) goto fail;
+    if (views && (col_reserve(&b->c[C_KVIEW], count * 16) < 0 || col_reserve(&b->c[C_VVIEW], count * 16) < 0))
+        goto fail;
+    /* views copy only what does not lie in the source below 2 GiB (view offsets are 32-bit) */
+    if (!views || src_base < 0 || src_base + end > INT32_MAX)
+        if (col_reserve(&b->c[C_KDATA], end + 128) < 0 || col_reserve(&b->c[C_VDATA], end + 128) < 0) goto fail;
     Col *c = b->c;
     /* record i's entries: loop-invariant bases + i (per-column cursors did not fit in registers) */
     char *w_off = c[C_OFFSET].p + c[C_OFFSET].len, *w_ts = c[C_TS].p + c[C_TS].len;
     char *w_ko = c[C_KOFF].p + c[C_KOFF].len, *w_vo = c[C_VOFF].p + c[C_VOFF].len, *w_ho = c[C_HOFF].p + c[C_HOFF].len;
     uint8_t *w_kv = (uint8_t *)c[C_KVALID].p + c[C_KVALID].len, *w_vv = (uint8_t *)c[C_VVALID].p + c[C_VVALID].len;
+    char *w_kview = c[C_KVIEW].p + c[C_KVIEW].len, *w_vview = c[C_VVIEW].p + c[C_VVIEW].len;
     char *kd = c[C_KDATA].p, *vd = c[C_VDATA].p;
     Py_ssize_t kl = c[C_KDATA].len, vl = c[C_VDATA].len;
     for (int64_t i = 0; i < count; i++) {
@@ -86,9 +95,20 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
         pos += 1; /* attributes */
         if (pos > rec_end) goto decline;
         if (rd_varlong(buf, &pos, rec_end, &ts_delta) < 0 || rd_varint(buf, &pos, rec_end, &off_delta) < 0) goto decline;
-        if (take_field(buf, &pos, rec_end, end, kd, &kl, w_kv + i, w_ko + 8 * i, &nbytes) < 0 ||
-            take_field(buf, &pos, rec_end, end, vd, &vl, w_vv + i, w_vo + 8 * i, &nbytes) < 0)
+        if (views) {
+            int rk = take_view(buf, &pos, rec_end, end, src_base, kd, &kl, w_kv + i, w_kview + 16 * i, &nbytes);
+            int rv = rk < 0 ? rk : take_view(buf, &pos, rec_end, end, src_base, vd, &vl, w_vv + i, w_vview + 16 * i,
+                                             &nbytes);
+            if (rk == -2 || rv == -2) goto decline;
+            if (rk < 0 || rv < 0) {
+                PyErr_SetString(PyExc_OverflowError, "binary_view columns: over 2 GiB of copied key or value bytes in "
+                                                     "one chunk (read it in chunks with iter_record_columns)");
+                goto fail;
+            }
+        } else if (take_field(buf, &pos, rec_end, end, kd, &kl, w_kv + i, w_ko + 8 * i, &nbytes) < 0 ||
+                   take_field(buf, &pos, rec_end, end, vd, &vl, w_vv + i, w_vo + 8 * i, &nbytes) < 0) {
             goto decline;
+        }
         if (rd_varint(buf, &pos, rec_end, &nh) < 0 || nh < 0 || nh > rec_end - pos) goto decline;
         for (int64_t h = 0; h < nh; h++) {
             int64_t kn;
@@ -116,7 +136,13 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
         memcpy(w_ts + 8 * i, &ts, 8);
     }
     if (pos != end) goto decline;
-    for (int k = 0; k < 7; k++) c[per_record[k]].len += (Py_ssize_t)count * (k < 5 ? 8 : 1);
+    for (int k = 0; k < 7; k++)
+        if (!views || (per_record[k] != C_KOFF && per_record[k] != C_VOFF)) /* views leave the offsets at [0] */
+            c[per_record[k]].len += (Py_ssize_t)count * (k < 5 ? 8 : 1);
+    if (views) {
+        c[C_KVIEW].len += (Py_ssize_t)count * 16;
+        c[C_VVIEW].len += (Py_ssize_t)count * 16;
+    }
     c[C_KDATA].len = kl;
     c[C_VDATA].len = vl;
     b->n_records += (Py_ssize_t)count;
@@ -128,6 +154,13 @@ fail:
 decline:
     for (int i = 0; i < N_RECORD_COLS; i++) b->c[i].len = saved[i];
     return rc;
+}
+
+/* src_base: where buf starts in the source that run() walks, or -1 (a decompressed or handed-in payload) */
+static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t count, uint64_t base_offset,
+                          uint64_t base_ts, int has_lat, int64_t lat, int64_t src_base) {
+    if (b->views) return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 1, src_base);
+    return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 0, -1);
 }
 
 /* CRC32C of p[0:n]: in C (SSE4.2), else crc_func(memoryview of p[0:n]) (the crc32c package's, one call a batch) */
@@ -206,6 +239,38 @@ static int put_object(Col *off, Col *valid, Col *data, PyObject *obj, long long 
     return 0;
 }
 
+/* the binary_view entry of obj (bytes-like or None), its bytes copied to data (view buffer 1) */
+static int put_object_view(Col *viewcol, Col *valid, Col *data, PyObject *obj, long long *nbytes) {
+    char view[16] = {0};
+    if (obj == Py_None) {
+        PUT(valid, uint8_t, 0);
+    } else {
+        Py_buffer v;
+        if (PyObject_GetBuffer(obj, &v, PyBUF_SIMPLE) < 0) return -1;
+        if (v.len > INT32_MAX - data->len) {
+            PyBuffer_Release(&v);
+            PyErr_SetString(PyExc_OverflowError, "binary_view columns: over 2 GiB of copied key or value bytes in one "
+                                                 "chunk (read it in chunks with iter_record_columns)");
+            return -1;
+        }
+        int32_t n = (int32_t)v.len, idx = 1, off = (int32_t)data->len;
+        memcpy(view, &n, 4);
+        if (n <= 12) {
+            memcpy(view + 4, v.buf, (size_t)n);
+        } else {
+            memcpy(view + 4, v.buf, 4);
+            memcpy(view + 8, &idx, 4);
+            memcpy(view + 12, &off, 4);
+        }
+        int r = n <= 12 ? 0 : put_bytes(data, v.buf, v.len);
+        *nbytes += v.len;
+        PyBuffer_Release(&v);
+        if (r < 0) return -1;
+        PUT(valid, uint8_t, 1);
+    }
+    return put_bytes(viewcol, view, 16);
+}
+
 static int add_record(Builder *b, PyObject *rec) {
     PyObject *o = NULL, *ts = NULL, *key = NULL, *value = NULL, *headers = NULL, *seq = NULL;
     int rc = -1;
@@ -216,8 +281,14 @@ static int add_record(Builder *b, PyObject *rec) {
     /* Java long arithmetic: wrap modulo 2**64 like the pure builder */
     unsigned long long uo = PyLong_AsUnsignedLongLongMask(o), ut = PyLong_AsUnsignedLongLongMask(ts);
     if (PyErr_Occurred()) goto done;
-    if (put_object(&b->c[C_KOFF], &b->c[C_KVALID], &b->c[C_KDATA], key, &b->n_bytes) < 0) goto done;
-    if (put_object(&b->c[C_VOFF], &b->c[C_VVALID], &b->c[C_VDATA], value, &b->n_bytes) < 0) goto done;
+    if (b->views) {
+        if (put_object_view(&b->c[C_KVIEW], &b->c[C_KVALID], &b->c[C_KDATA], key, &b->n_bytes) < 0 ||
+            put_object_view(&b->c[C_VVIEW], &b->c[C_VVALID], &b->c[C_VDATA], value, &b->n_bytes) < 0)
+            goto done;
+    } else if (put_object(&b->c[C_KOFF], &b->c[C_KVALID], &b->c[C_KDATA], key, &b->n_bytes) < 0 ||
+               put_object(&b->c[C_VOFF], &b->c[C_VVALID], &b->c[C_VDATA], value, &b->n_bytes) < 0) {
+        goto done;
+    }
     if (!(seq = PySequence_Fast(headers, "record headers must be a sequence"))) goto done;
     Py_ssize_t nh = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < nh; i++) {
@@ -283,7 +354,7 @@ static PyObject *Builder_decode_records(Builder *b, PyObject *args) {
         return NULL;
     }
     int r = decode_records(b, (const uint8_t *)view.buf, view.len, count, (uint64_t)base_offset, (uint64_t)base_ts,
-                           has_lat, lat);
+                           has_lat, lat, -1);
     PyBuffer_Release(&view);
     if (r < 0) return NULL;
     return PyBool_FromLong(r == 0);
@@ -307,7 +378,7 @@ static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd,
         Py_ssize_t n;
         int r = codec == 3 ? lz4_into(sc, cd, h + 61, body_len, &n, &b->error)
                            : zstd_into(sc, cd, h + 61, body_len, &n, &b->error);
-        if (r == 0) return decode_records(b, (const uint8_t *)sc->p, n, count, base, base_ts, has_lat, lat);
+        if (r == 0) return decode_records(b, (const uint8_t *)sc->p, n, count, base, base_ts, has_lat, lat, -1);
         if (r == 1 && b->error) b->error_source = codec;
         if (r != 2) return r;
     }
@@ -346,14 +417,14 @@ static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd,
             if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "decompress: length outside the buffer");
             return -1;
         }
-        return decode_records(b, (const uint8_t *)sc->p, n, count, base, base_ts, has_lat, lat);
+        return decode_records(b, (const uint8_t *)sc->p, n, count, base, base_ts, has_lat, lat, -1);
     }
     Py_buffer pv;
     if (PyObject_GetBuffer(payload, &pv, PyBUF_SIMPLE) < 0) {
         Py_DECREF(payload);
         return -1;
     }
-    int r = decode_records(b, (const uint8_t *)pv.buf, pv.len, count, base, base_ts, has_lat, lat);
+    int r = decode_records(b, (const uint8_t *)pv.buf, pv.len, count, base, base_ts, has_lat, lat, -1);
     PyBuffer_Release(&pv);
     Py_DECREF(payload);
     return r;
@@ -400,7 +471,7 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
      * once costs only address space until written, and spares the copies and faults of repeated doubling. */
     if (hint < 0) hint = end - pos;
     if (max_bytes < hint) hint = (Py_ssize_t)max_bytes + (1 << 20);
-    if (col_reserve(&b->c[C_VDATA], hint) < 0 || col_reserve(&b->c[C_KDATA], hint / 4) < 0) goto error;
+    if (!b->views && (col_reserve(&b->c[C_VDATA], hint) < 0 || col_reserve(&b->c[C_KDATA], hint / 4) < 0)) goto error;
     /* A bounded chunk's per-record columns at their final size up front (the record budget, at most 1M records):
      * grown batch by batch they were copied by realloc at each doubling. */
     if (max_records < ((long long)1 << 40)) {
@@ -410,6 +481,9 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
         static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
         for (int k = 0; want > 0 && k < 7; k++)
             if (col_reserve(&b->c[per_record[k]], want * (k < 5 ? 8 : 1)) < 0) goto error;
+        if (b->views && want > 0 &&
+            (col_reserve(&b->c[C_KVIEW], want * 16) < 0 || col_reserve(&b->c[C_VVIEW], want * 16) < 0))
+            goto error;
     }
     while (pos < end) {
         if (b->n_records >= max_records || b->n_bytes >= max_bytes) break;
@@ -435,7 +509,7 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
         Py_ssize_t start = b->n_records;
         int r = codec ? decode_compressed(b, decompress, cd, codec, h, stop - pos - 61, count, attrs)
                       : decode_records(b, h + 61, stop - pos - 61, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
-                                       (int64_t)be64(h + 35));
+                                       (int64_t)be64(h + 35), (int64_t)(pos + 61));
         if (r < 0) goto error;
         if (r == 1) break;
         if (put_batch(b, start, (long long)be64(h), (long long)pos, 2, (int32_t)be32(h + 12), (long long)be64(h + 43),
@@ -527,12 +601,15 @@ static PyObject *Builder_get_n_records(Builder *b, void *closure) { return PyLon
 static PyObject *Builder_get_n_bytes(Builder *b, void *closure) { return PyLong_FromLongLong(b->n_bytes); }
 
 static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
-    if (!PyArg_ParseTuple(args, ":ColumnBuilder")) return -1;
+    static char *kwlist[] = {"views", NULL};
+    int views = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:ColumnBuilder", kwlist, &views)) return -1;
     if (b->busy) {
         PyErr_SetString(PyExc_RuntimeError, "ColumnBuilder is busy: run() or add_records() is in progress");
         return -1;
     }
     Py_CLEAR(b->error);
+    b->views = views;
     for (int i = 0; i < NCOL; i++) {
         mem_release(b->c[i].p, b->c[i].cap);
         b->c[i].p = NULL;

@@ -155,4 +155,45 @@ static inline int take_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim
     return 0;
 }
 
+/* A key or value as an Arrow binary_view entry (16 bytes at `view`: int32 length, then up to 12 inline bytes, or a
+ * 4-byte prefix, buffer index and offset): buffer 0 is the source itself when buf lies in it at src_base (>= 0) and
+ * the field ends below 2 GiB, else the bytes are copied to data (buffer 1, reserved as for take_field).
+ * 0 = done, -2 = decline, -3 = the copies would pass 2 GiB (32-bit view offsets). */
+static inline int take_view(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, Py_ssize_t buf_end, int64_t src_base,
+                            char *data, Py_ssize_t *len, uint8_t *valid, char *view, long long *nbytes) {
+    int64_t n;
+    if (rd_varint(buf, pos, lim, &n) < 0) return -2;
+    memset(view, 0, 16);
+    if (n < 0) {
+        *valid = 0;
+        return 0;
+    }
+    if (n > lim - *pos) return -2;
+    const uint8_t *src = buf + *pos;
+    int32_t n32 = (int32_t)n;
+    memcpy(view, &n32, 4);
+    if (n <= 12) {
+        memcpy(view + 4, src, (size_t)n);
+    } else {
+        int32_t idx, off;
+        memcpy(view + 4, src, 4);
+        if (src_base >= 0 && src_base + *pos + n <= INT32_MAX) {
+            idx = 0;
+            off = (int32_t)(src_base + *pos);
+        } else {
+            if (n > INT32_MAX - *len) return -3;
+            copy_field(data + *len, src, (Py_ssize_t)n, buf_end - *pos);
+            idx = 1;
+            off = (int32_t)*len;
+            *len += (Py_ssize_t)n;
+        }
+        memcpy(view + 8, &idx, 4);
+        memcpy(view + 12, &off, 4);
+    }
+    *pos += (Py_ssize_t)n;
+    *nbytes += n;
+    *valid = 1;
+    return 0;
+}
+
 #endif

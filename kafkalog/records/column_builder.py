@@ -13,15 +13,23 @@ Arrays (``finish()`` keys): per record ``offset``, ``timestamp`` (int64), ``key_
 ``batch_start`` (int64, index of the batch's first record), ``batch_base_offset``, ``batch_position`` (int64),
 ``batch_magic`` (int8), ``partition_leader_epoch`` (int32), ``producer_id`` (int64), ``producer_epoch`` (int16),
 ``base_sequence`` (int32), ``timestamp_type`` (int8: -1, 0, 1), ``is_transactional``, ``is_control`` (uint8).
+
+With ``views=True`` keys and values come as ``key_views`` / ``value_views`` instead of offsets: 16 bytes a record
+in Arrow's ``binary_view`` layout (int32 length, then up to 12 inline bytes, or a 4-byte prefix, an int32 buffer
+index and an int32 offset). Buffer 0 is the decoded source itself (the compiled builder points at uncompressed
+records where they lie), buffer 1 is ``key_data`` / ``value_data``, which hold every byte not pointed at in place;
+the pure builder copies every field there.
 """
 
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 
 from .record import Record
 
-__all__ = ["PyColumnBuilder", "BATCH_FIELDS", "to_int64"]
+__all__ = ["PyColumnBuilder", "BATCH_FIELDS", "to_int64", "binary_views"]
 
 #: per-batch arrays: (name, numpy dtype), in ``begin_batch`` argument order after ``batch_start``
 BATCH_FIELDS = (
@@ -60,12 +68,35 @@ def _binary(items: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return offsets, valid, data
 
 
+_VIEW = struct.Struct("<i12s")
+_REF = struct.Struct("<i4sii")
+
+
+def binary_views(items: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(views n x 16 bytes, valid, data) of a list of bytes-or-None, every field longer than 12 bytes in data
+    (buffer 1), as the compiled builder lays out fields it copies."""
+    views = bytearray(16 * len(items))
+    valid = np.fromiter((x is not None for x in items), dtype=np.uint8, count=len(items))
+    parts, size = [], 0
+    for i, x in enumerate(items):
+        if x is None:
+            continue
+        if len(x) <= 12:
+            _VIEW.pack_into(views, 16 * i, len(x), x)
+        else:
+            _REF.pack_into(views, 16 * i, len(x), x[:4], 1, size)
+            parts.append(x)
+            size += len(x)
+    return np.frombuffer(views, dtype=np.uint8), valid, np.frombuffer(b"".join(parts), dtype=np.uint8)
+
+
 class PyColumnBuilder:
     """Collects records batch by batch; ``finish`` returns the arrays (see the module docstring)."""
 
     compiled = False
 
-    def __init__(self) -> None:
+    def __init__(self, views: bool = False) -> None:
+        self.views = views
         self._offset: list[int] = []
         self._timestamp: list[int] = []
         self._key: list[bytes | None] = []
@@ -95,8 +126,9 @@ class PyColumnBuilder:
 
     def finish(self) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {"offset": to_int64(self._offset), "timestamp": to_int64(self._timestamp)}
-        out["key_offsets"], out["key_valid"], out["key_data"] = _binary(self._key)
-        out["value_offsets"], out["value_valid"], out["value_data"] = _binary(self._value)
+        fields = binary_views if self.views else _binary
+        out["key_views" if self.views else "key_offsets"], out["key_valid"], out["key_data"] = fields(self._key)
+        out["value_views" if self.views else "value_offsets"], out["value_valid"], out["value_data"] = fields(self._value)
         header_offsets = np.zeros(len(self._headers) + 1, dtype=np.int64)
         if self._headers:
             np.cumsum([len(h) for h in self._headers], out=header_offsets[1:])

@@ -3,7 +3,10 @@
 ``read_record_columns(source)`` decodes a whole source into one ``RecordColumns``; ``iter_record_columns``
 yields bounded chunks (``max_records`` / ``max_bytes``) so a 1 GiB segment decodes in bounded memory (pages of a
 mapped file are dropped behind the decoder). ``RecordColumns.to_arrow()`` wraps the arrays as a ``pyarrow.Table``
-without copying the key/value/header bytes.
+without copying the key/value/header bytes. ``binary_view=True`` does not copy keys and values out of the source
+at all: they become Arrow ``binary_view`` columns pointing into it (a mapped file stays mapped while they live),
+as Kafka's own deep iteration slices record values out of its read buffer; only the bytes of compressed batches
+(decompressed) and of legacy messages are copied.
 
 Two implementations share one loop (``RecordColumnReader._chunks``): the compiled builder (``_columns.c``) walks
 runs of magic 2 batches (framing, CRC32C, decompression, varints, headers) in C: lz4 frames and zstd bounds are
@@ -22,6 +25,7 @@ records before it are kept. A batch that frames correctly but whose records do n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -52,14 +56,16 @@ _DEFAULT_CHUNK_RECORDS = 1 << 16
 _DEFAULT_CHUNK_BYTES = 32 << 20
 
 
-def _builder_factory(implementation: str):
+def _builder_factory(implementation: str, binary_view: bool = False):
     if implementation not in ("auto", "python", "compiled"):
         raise InvalidArgumentError(f"implementation must be auto, python or compiled, not {implementation!r}")
     if implementation == "python" or (implementation == "auto" and not compiled_available()):
-        return PyColumnBuilder
-    if _compiled is None:
+        cls = PyColumnBuilder
+    elif _compiled is None:
         raise InvalidArgumentError("the compiled record decoder is not built (kafkalog.records._columns)")
-    return _compiled.ColumnBuilder
+    else:
+        cls = _compiled.ColumnBuilder
+    return functools.partial(cls, views=True) if binary_view else cls
 
 
 class RecordColumns:
@@ -67,12 +73,21 @@ class RecordColumns:
 
     ``valid_bytes`` is the absolute end of the last batch decoded, ``invalid_bytes`` what follows it up to the end
     when decoding stopped at a bad batch, ``error`` the reason (the same error ``read_batches`` reports), else None.
+
+    ``binary_view``: keys and values are ``key_views`` / ``value_views`` (``column_builder``'s docstring) over
+    ``source`` (buffer 0, kept alive here) and ``key_data`` / ``value_data`` (buffer 1) instead of offsets.
     """
 
     def __init__(self, arrays: dict, *, position: int = 0, valid_bytes: int = 0, invalid_bytes: int = 0,
-                 error: CorruptRecordError | None = None) -> None:  # fmt: skip
+                 error: CorruptRecordError | None = None, binary_view: bool = False,
+                 source: memoryview | None = None) -> None:  # fmt: skip
+        self.binary_view = binary_view
+        self.source = source if binary_view else None
+        unused = ("key_offsets", "value_offsets") if binary_view else ("key_views", "value_views")
         self.arrays: dict[str, np.ndarray] = {}
         for name, arr in arrays.items():
+            if name in unused:
+                continue
             self.arrays[name] = arr if isinstance(arr, np.ndarray) else np.frombuffer(arr, dtype=_DTYPES[name])
         self.position = position
         self.valid_bytes = valid_bytes
@@ -104,10 +119,26 @@ class RecordColumns:
         return np.repeat(np.arange(len(starts), dtype=np.int64), counts)
 
     def _binary_list(self, prefix: str) -> list[bytes | None]:
+        if self.binary_view and prefix in ("key", "value"):
+            return self._view_list(prefix)
         offsets, valid, data = (self.arrays[f"{prefix}_{s}"] for s in ("offsets", "valid", "data"))
         raw = data.tobytes()
         o = offsets.tolist()
         return [raw[o[i] : o[i + 1]] if v else None for i, v in enumerate(valid.tolist())]
+
+    def _view_list(self, prefix: str) -> list[bytes | None]:
+        raw = self.arrays[f"{prefix}_views"]
+        fields = raw.view(np.int32).reshape(-1, 4).tolist()
+        buffers = (self.source if self.source is not None else memoryview(b""), self.arrays[f"{prefix}_data"].data)
+        out: list[bytes | None] = []
+        for i, (n, _, idx, off) in enumerate(fields):
+            if not self.arrays[f"{prefix}_valid"][i]:
+                out.append(None)
+            elif n <= 12:
+                out.append(raw[16 * i + 4 : 16 * i + 4 + n].tobytes())
+            else:
+                out.append(bytes(buffers[idx][off : off + n]))
+        return out
 
     def keys(self) -> list[bytes | None]:
         return self._binary_list("key")
@@ -141,10 +172,14 @@ class RecordColumns:
         return out
 
     def _timestamp_type_arrow(self, pa):
-        starts = self.arrays["batch_start"]
-        counts = np.diff(np.append(starts, len(self))).tolist()
-        names = [_TS_NAMES_BYTES[t + 1] for t in self.arrays["timestamp_type"].tolist()]
-        return _per_batch_strings(pa, names, counts)
+        types = self.arrays["timestamp_type"]
+        n = len(self)
+        if len(types) and bool((types == types[0]).all()):  # one type throughout: no per-batch pieces to join
+            name = _TS_NAMES_BYTES[int(types[0]) + 1]
+            offsets = np.arange(0, (n + 1) * len(name), len(name), dtype=np.int32)
+            return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(name * n)])
+        counts = np.diff(np.append(self.arrays["batch_start"], n)).tolist()
+        return _per_batch_strings(pa, [_TS_NAMES_BYTES[t + 1] for t in types.tolist()], counts)
 
     def arrow_columns(self) -> tuple[str, ...]:
         """The column names ``to_arrow()`` gives, in its order."""
@@ -173,13 +208,15 @@ class RecordColumns:
                 cols[name] = pa.array(a[name])
             elif name == "timestamp_type":
                 cols[name] = self._timestamp_type_arrow(pa)
+            elif name in ("key", "value") and self.binary_view:
+                cols[name] = _arrow_views(pa, n, a[f"{name}_views"], a[f"{name}_valid"], self.source, a[f"{name}_data"])
             elif name in ("key", "value"):
                 cols[name] = _arrow_binary(pa, n, a[f"{name}_offsets"], a[f"{name}_valid"], a[f"{name}_data"])
             elif name == "headers":
                 cols[name] = self._headers_arrow(pa)
             else:
-                col = np.repeat(a[name], counts)
-                cols[name] = pa.array(col.astype(bool) if name in ("is_transactional", "is_control") else col)
+                per_batch = a[name].astype(bool) if name in ("is_transactional", "is_control") else a[name]
+                cols[name] = pa.array(np.repeat(per_batch, counts))
         if not cols:
             return pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
         return pa.table(cols)
@@ -202,6 +239,21 @@ def _per_batch_strings(pa, names: list[bytes], counts: list[int]):
     return pa.Array.from_buffers(pa.string(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
+def _validity(pa, n: int, valid: np.ndarray | None):
+    """(validity bitmap buffer or None, null count) of a uint8 valid column."""
+    if valid is None or n == 0 or bool(valid.all()):
+        return None, 0
+    return pa.py_buffer(np.packbits(valid, bitorder="little")), n - int(np.count_nonzero(valid))
+
+
+def _arrow_views(pa, n: int, views: np.ndarray, valid: np.ndarray, source: memoryview | None, data: np.ndarray):
+    """A ``binary_view`` Arrow array: buffer 0 is the source (wrapped, not copied), buffer 1 the copied bytes."""
+    validity, nulls = _validity(pa, n, valid)
+    src = pa.py_buffer(source if source is not None else b"")
+    return pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), src, pa.py_buffer(data)],
+                                 null_count=nulls)
+
+
 def _arrow_binary(pa, n: int, offsets: np.ndarray, valid: np.ndarray | None, data: np.ndarray, typ=None):
     """A binary/string Arrow array over the given buffers (data wrapped, not copied)."""
     large = int(offsets[-1]) > _INT_MAX
@@ -210,11 +262,7 @@ def _arrow_binary(pa, n: int, offsets: np.ndarray, valid: np.ndarray | None, dat
     elif large:
         typ = pa.large_string()
     off = offsets if large else offsets.astype(np.int32)
-    if valid is None or n == 0 or bool(valid.all()):
-        validity, nulls = None, 0
-    else:
-        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
-        nulls = n - int(np.count_nonzero(valid))
+    validity, nulls = _validity(pa, n, valid)
     return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(off), pa.py_buffer(data)], null_count=nulls)
 
 
@@ -228,6 +276,7 @@ _DTYPES: dict[str, type] = {
     "key_data": np.uint8, "value_offsets": np.int64, "value_valid": np.uint8, "value_data": np.uint8,
     "header_offsets": np.int64, "header_key_offsets": np.int64, "header_key_data": np.uint8,
     "header_value_offsets": np.int64, "header_value_valid": np.uint8, "header_value_data": np.uint8,
+    "key_views": np.uint8, "value_views": np.uint8,
     "batch_start": np.int64, **dict(BATCH_FIELDS),
 }  # fmt: skip
 
@@ -235,12 +284,14 @@ _DTYPES: dict[str, type] = {
 class RecordColumnReader(SourceReader):
     """Iterate once over ``RecordColumns`` chunks of a source; afterwards ``valid_bytes`` / ``invalid_bytes`` /
     ``error`` tell where and why decoding stopped, as ``BatchReader`` does. ``close()`` releases the file mapping
-    (arrays already returned do not depend on it)."""
+    (arrays already returned do not depend on it, except ``binary_view`` chunks, which keep it mapped while they
+    live)."""
 
     def __init__(self, source, *, position: int = 0, end: int | None = None, verify_crc: bool = True,
                  max_records: int | None = _DEFAULT_CHUNK_RECORDS, max_bytes: int | None = _DEFAULT_CHUNK_BYTES,
-                 implementation: str = "auto") -> None:  # fmt: skip
-        self._new_builder = _builder_factory(implementation)
+                 implementation: str = "auto", binary_view: bool = False) -> None:  # fmt: skip
+        self._new_builder = _builder_factory(implementation, binary_view)
+        self.binary_view = binary_view
         bounded = max_records is not None or max_bytes is not None
         if (max_records is not None and max_records < 1) or (max_bytes is not None and max_bytes < 1):
             raise InvalidArgumentError("max_records and max_bytes must be positive")
@@ -271,7 +322,8 @@ class RecordColumnReader(SourceReader):
 
     def _finish(self, builder, chunk_start: int) -> RecordColumns:
         return RecordColumns(builder.finish(), position=chunk_start, valid_bytes=self.valid_bytes,
-                             invalid_bytes=self.invalid_bytes, error=self.error)  # fmt: skip
+                             invalid_bytes=self.invalid_bytes, error=self.error, binary_view=self.binary_view,
+                             source=memoryview(self.buffer) if self.binary_view else None)  # fmt: skip
 
     def _chunks(self) -> Iterator[RecordColumns]:
         """The decoder loop: compiled runs where possible, one ``read_batches`` batch at a time otherwise; always
@@ -348,21 +400,25 @@ def _raise_declined(batch: RecordBatch, source: int, exc: BaseException) -> None
 
 def iter_record_columns(source, *, position: int = 0, end: int | None = None, verify_crc: bool = True,
                         max_records: int | None = _DEFAULT_CHUNK_RECORDS,
-                        max_bytes: int | None = _DEFAULT_CHUNK_BYTES,
-                        implementation: str = "auto") -> RecordColumnReader:  # fmt: skip
+                        max_bytes: int | None = _DEFAULT_CHUNK_BYTES, implementation: str = "auto",
+                        binary_view: bool = False) -> RecordColumnReader:  # fmt: skip
     """``RecordColumns`` chunks of ``source`` (path, bytes, bytearray, memoryview) in file order, each holding whole
     batches and ending once it reaches ``max_records`` records or ``max_bytes`` key/value bytes. Iterate the
-    returned reader once; then its ``valid_bytes`` / ``invalid_bytes`` / ``error`` tell where decoding stopped."""
+    returned reader once; then its ``valid_bytes`` / ``invalid_bytes`` / ``error`` tell where decoding stopped.
+    ``binary_view``: keys and values point into the source instead of being copied (module docstring)."""
     return RecordColumnReader(source, position=position, end=end, verify_crc=verify_crc, max_records=max_records,
-                              max_bytes=max_bytes, implementation=implementation)  # fmt: skip
+                              max_bytes=max_bytes, implementation=implementation,
+                              binary_view=binary_view)  # fmt: skip
 
 
 def read_record_columns(source, *, position: int = 0, end: int | None = None, verify_crc: bool = True,
-                        implementation: str = "auto") -> RecordColumns:  # fmt: skip
+                        implementation: str = "auto", binary_view: bool = False) -> RecordColumns:  # fmt: skip
     """Every record of ``source`` from ``position`` to ``end`` as one ``RecordColumns`` (see the module docstring
-    for bad bytes). ``implementation``: ``auto`` (compiled when built), ``python`` or ``compiled``."""
+    for bad bytes). ``implementation``: ``auto`` (compiled when built), ``python`` or ``compiled``.
+    ``binary_view``: keys and values point into the source instead of being copied (module docstring)."""
     reader = RecordColumnReader(source, position=position, end=end, verify_crc=verify_crc, max_records=None,
-                                max_bytes=None, implementation=implementation)  # fmt: skip
+                                max_bytes=None, implementation=implementation,
+                                binary_view=binary_view)  # fmt: skip
     try:
         chunks = list(reader._chunks())
     finally:

@@ -22,6 +22,7 @@ __all__ = [
     "partition_continuity",
     "run_validation",
     "discover_segments",
+    "export_archive",
 ]
 
 
@@ -38,7 +39,7 @@ def _require_pyspark() -> None:
         ) from exc
 
 
-def get_session(master: str = "local[*]", app_name: str = "kafkalog", **kwargs: Any) -> SparkSession:
+def get_session(master: str | None = "local[*]", app_name: str = "kafkalog", **kwargs: Any) -> SparkSession:
     """A SparkSession with kafkalog's small-machine defaults (see :func:`kafkalog.spark.session.get_session`)."""
     _require_pyspark()
     from kafkalog.spark.session import get_session as _get
@@ -62,14 +63,16 @@ def validate_archive(
     tasks_per_core: int = 2,
     options: dict[str, str] | None = None,
     deep: bool = False,
+    rsm: Any = None,
 ) -> DataFrame:
     """One row per segment under ``roots`` (paths or URLs), validated on the executors (see
-    :mod:`kafkalog.spark.validate`); ``options``: storage options for remote URLs (:mod:`kafkalog.storage`)."""
+    :mod:`kafkalog.spark.validate`); ``options``: storage options for remote URLs (:mod:`kafkalog.storage`);
+    ``rsm``: the RemoteStorageManager configuration (file or ``kafkalog.tiered.RsmConfig``) of Aiven objects."""
     _require_pyspark()
     from kafkalog.spark.validate import validate_archive as _validate
 
     return _validate(
-        spark, roots, index_check=index_check, tasks_per_core=tasks_per_core, options=options, deep=deep
+        spark, roots, index_check=index_check, tasks_per_core=tasks_per_core, options=options, deep=deep, rsm=rsm
     )
 
 
@@ -84,11 +87,23 @@ def partition_continuity(df: DataFrame, *, options: dict[str, str] | None = None
 def run_validation(roots: Any, out: str, master: str | None = None, **kwargs: Any) -> int:
     """The ``kafkalog spark validate`` command: write reports to ``out``; return the exit code (0/1/2).
     ``kwargs``: ``index_check``, ``options`` (storage options), ``report_format`` (``parquet``/``json``),
-    ``deep`` (decode and check every record), ``json_mode`` (the summary and errors as JSON objects)."""
+    ``deep`` (decode and check every record), ``json_mode`` (the summary and errors as JSON objects), ``rsm``
+    (RemoteStorageManager configuration file of Aiven objects)."""
     _require_pyspark()
     from kafkalog.spark.validate import run_validation as _run
 
     return _run(roots, out, master, **kwargs)
+
+
+def export_archive(spark: SparkSession, roots: Any, out: str, *, partition_by: Any = ("topic", "partition"),
+                   **options: Any) -> list[str]:  # fmt: skip
+    """Parquet files of every record under ``roots``, written by the tasks with pyarrow under ``out`` (a dir or
+    URL, ``topic=T/partition=P`` dirs), readable with ``spark.read.parquet(out)`` with the DataSource's columns;
+    ``options`` are the DataSource's. Returns the files written (:mod:`kafkalog.spark.export`)."""
+    _require_pyspark()
+    from kafkalog.spark.export import export_archive as _export
+
+    return _export(spark, roots, out, partition_by=partition_by, **options)
 
 
 def discover_segments(roots: Any, *, options: dict[str, str] | None = None) -> list:

@@ -7,17 +7,22 @@ session's parallelism when :func:`register` registered the source, else 8: :func
 Columns: Spark's Python DataSource API has no column pruning (every query receives all the columns ``schema()``
 names), so a query that needs few columns passes a user-specified schema, ``.schema("offset long, value binary")``:
 a subset of SCHEMA's columns (any order, any case, our types; checked by :func:`read_columns`), and only those
-columns are built and sent to the JVM. Pushdown and ``isolation`` work the same with any schema. Filters on ``topic``,
-``partition``, ``offset`` and ``timestamp`` are pushed down (Spark 4.1+ ``pushFilters``; needs
-``spark.sql.python.filterPushdown.enabled``, which :func:`register` and ``get_session`` switch on):
+columns are built and sent to the JVM. The range options and ``isolation`` work the same with any schema.
 
-* topic/partition filters and offset bounds drop whole segments at planning time (a segment holds offsets from its
-  base offset up to the next segment's base offset);
+Ranges are options, not pushed filters: ``startingOffsets``/``endingOffsets`` and ``startingTimestamp``/
+``endingTimestamp``, integers applied to every partition, the ending ones exclusive (as in Spark's Kafka source).
+Spark 4.x keeps a Python DataSource's pushdown result on the ``PythonDataSourceV2`` that every scan of a DataFrame
+shares, so a reader holding pushed filters would answer later, unfiltered queries of the same DataFrame with the
+filtered rows; options belong to the DataFrame and cannot leak. The reader has no ``pushFilters`` (Spark applies
+every ``filter`` itself, whatever ``spark.sql.python.filterPushdown.enabled`` says); the ranges:
+
+* drop whole segments at planning time (a segment holds offsets from its base offset up to the next segment's base
+  offset);
 * inside a segment, a lower offset bound is turned into a start position with the ``.index`` lookup and a lower
   timestamp bound with the ``.timeindex`` then ``.index`` lookups (Kafka's ``ListOffsets`` path), so the batches
-  before it are never touched; an upper offset bound stops the scan.
-
-Every pushed filter is also applied exactly to each record, so results equal an unfiltered scan plus Spark's filter.
+  before it are never touched; an upper offset bound stops the scan;
+* are applied exactly to each record (``startingTimestamp <= timestamp < endingTimestamp`` per record, where
+  Spark's Kafka source turns timestamps into offsets).
 
 Roots may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``): the driver lists them through
 :mod:`kafkalog.storage`; each task fetches what it reads itself: the segment's index files (for the seek), then only
@@ -28,11 +33,17 @@ Options:
   storage options (:data:`kafkalog.storage.STORAGE_OPTIONS`: ``endpoint_url``, ``region``, ``access_key``,
     ``secret_key``, ``session_token``, ``anonymous``, ``connect_timeout``, ``request_timeout``, ``max_attempts``):
     override the AWS environment for remote roots.
+  ``rsmConfig``: the broker's RemoteStorageManager configuration file (``rsm.config.*`` keys, prefix stripped)
+    for segments stored by Aiven's tiered-storage plugin: read on the driver (key files included) and shipped
+    with the tasks; each task reads the manifest, the index parts of ``.indexes`` and only the ``.log`` chunks
+    covering its byte range. Needed for encrypted objects; compressed and plain ones read without it.
   ``isolation``: ``read_uncommitted`` (default: every record, control records included) or ``read_committed``
     (drops control batches and records of aborted transactions, found via the ``.txnindex`` files of the partition).
     Transactions still open at the end of the archive are returned; Kafka's consumer would hold them back at the LSO.
-  ``verifyCrc`` (default true): stop at a batch whose CRC fails; ``onCorrupt``: ``fail`` (default, the task
-    raises ``CorruptRecordError``) or ``stop`` (return the segment's records up to the bad batch).
+  ``verifyCrc`` (default true): a batch whose CRC fails is corrupt; ``onCorrupt``: ``fail`` (default: the job
+    fails after one attempt, ``CorruptRecordError`` with segment, position and reason; :mod:`kafkalog.spark.channel`)
+    or ``skip`` (every whole CRC-valid batch after a bad region is kept, offsets increasing, as salvage keeps them;
+    what was dropped is logged as a warning on the driver and counted in the ``skipped_*`` metrics).
   ``includeDirStates`` (default ``live``): comma list of partition-dir states to read (``live,future,delete,stray``).
   ``arrowBatchRows`` (8192): records per Arrow batch handed to Spark; ``maxPartitionBytes``, ``minPartitions``:
     task sizing (above).
@@ -40,7 +51,7 @@ Options:
     ``decoded`` JSON, ``decode_error``) of ``__cluster_metadata``, ``__consumer_offsets`` or ``__transaction_state``
     archives (:mod:`kafkalog.spark.decoded`).
   ``metricsDir``: a local dir where each task writes a JSON line of what it read (segments, batches, bytes, its own
-    Python time), which :func:`read_scan_metrics` sums up; tests and benchmarks use it to prove pushdown skips
+    Python time), which :func:`read_scan_metrics` sums up; tests and benchmarks use it to prove the ranges skip
     batches and to split a query's time between the tasks' Python work and Spark's.
 """
 
@@ -50,115 +61,67 @@ import contextlib
 import json
 import os
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    LessThan,
-    LessThanOrEqual,
-)
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
-from kafkalog.errors import InvalidArgumentError, KafkaLogError
+from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
-from kafkalog.log.index_check import checked_range
+from kafkalog.log.index_check import batch_cuts, checked_range, rolled_max_timestamp
+from kafkalog.spark import channel
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 from kafkalog.spark.worker_gc import freeze_worker_once
+from kafkalog.tiered import AivenSegment, as_rsm_config, is_aiven_item, materialize
 
 _NO_UPPER = 1 << 63
+_MIN_LONG = -(1 << 63)
 
 
-@dataclass
+#: the range options: (option key, lower-cased), each an integer applied to every partition
+RANGE_OPTIONS = ("startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp")
+
+
+@dataclass(frozen=True)
 class Bounds:
-    """What the pushed filters allow; applied at planning (segments), at seek (indexes) and per record."""
+    """The offset and timestamp range a scan reads (from the range options; inclusive here, the ``ending*`` options
+    are exclusive); applied at planning (segments), at seek (indexes) and per record."""
 
-    topics: set[str] | None = None
-    partitions: set[int] | None = None
     offset_lo: int = -(1 << 63)
     offset_hi: int = _NO_UPPER  # inclusive
-    offset_in: set[int] | None = None
     ts_lo: int = -(1 << 63)
     ts_hi: int = _NO_UPPER  # inclusive
 
-    def add(self, f: Filter) -> bool:
-        """Take filter ``f`` into account; False when the filter is not one we can apply."""
-        if len(f.attribute) != 1:
-            return False
-        col = f.attribute[0].lower()
-        value = getattr(f, "value", None)
-        if col == "topic":
-            if isinstance(f, EqualTo) and isinstance(value, str):
-                self.topics = {value} if self.topics is None else self.topics & {value}
-                return True
-            if isinstance(f, In) and all(isinstance(v, str) for v in value):
-                self.topics = set(value) if self.topics is None else self.topics & set(value)
-                return True
-            return False
-        if col not in ("partition", "offset", "timestamp") or not _all_ints(value):
-            return False
-        if isinstance(f, In):
-            values = {int(v) for v in value}
-            if col == "partition":
-                self.partitions = values if self.partitions is None else self.partitions & values
-            elif col == "offset":
-                self.offset_in = values if self.offset_in is None else self.offset_in & values
-            else:
-                return False
-            return True
-        if col == "partition":
-            if isinstance(f, EqualTo):
-                self.partitions = {value} if self.partitions is None else self.partitions & {value}
-                return True
-            return False
-        lo_attr, hi_attr = ("offset_lo", "offset_hi") if col == "offset" else ("ts_lo", "ts_hi")
-        lo, hi = getattr(self, lo_attr), getattr(self, hi_attr)
-        if isinstance(f, EqualTo):
-            lo, hi = max(lo, value), min(hi, value)
-        elif isinstance(f, GreaterThan):
-            lo = max(lo, value + 1)
-        elif isinstance(f, GreaterThanOrEqual):
-            lo = max(lo, value)
-        elif isinstance(f, LessThan):
-            hi = min(hi, value - 1)
-        elif isinstance(f, LessThanOrEqual):
-            hi = min(hi, value)
-        else:
-            return False
-        setattr(self, lo_attr, lo)
-        setattr(self, hi_attr, hi)
-        return True
+    @classmethod
+    def from_options(cls, opts: dict[str, str]) -> Bounds:
+        """The bounds the range options (lower-cased keys) give; ``InvalidArgumentError`` for a non-integer."""
+        values = {}
+        for key in RANGE_OPTIONS:
+            raw = opts.get(key.lower())
+            if raw is None:
+                continue
+            try:
+                values[key] = int(str(raw).strip())
+            except ValueError:
+                raise InvalidArgumentError(f"kafkalog option {key} must be an integer (applied to every partition), "
+                                           f"not {raw!r}") from None  # fmt: skip
+        b = cls()
+        if "startingOffsets" in values:
+            b = replace(b, offset_lo=values["startingOffsets"])
+        if "endingOffsets" in values:
+            b = replace(b, offset_hi=values["endingOffsets"] - 1)
+        if "startingTimestamp" in values:
+            b = replace(b, ts_lo=values["startingTimestamp"])
+        if "endingTimestamp" in values:
+            b = replace(b, ts_hi=values["endingTimestamp"] - 1)
+        return b
 
-    def effective_offsets(self) -> tuple[int, int]:
-        lo, hi = self.offset_lo, self.offset_hi
-        if self.offset_in is not None:
-            if not self.offset_in:
-                return 0, -1
-            lo, hi = max(lo, min(self.offset_in)), min(hi, max(self.offset_in))
-        return lo, hi
-
-    def record_ok(self, offset: int, timestamp: int) -> bool:
-        return (
-            self.offset_lo <= offset <= self.offset_hi
-            and self.ts_lo <= timestamp <= self.ts_hi
-            and (self.offset_in is None or offset in self.offset_in)
-        )
-
-
-def _all_ints(value: object) -> bool:
-    values = value if isinstance(value, (tuple, list)) else (value,)
-    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    def empty(self) -> bool:
+        return self.offset_lo > self.offset_hi or self.ts_lo > self.ts_hi
 
 
 @dataclass
@@ -168,9 +131,15 @@ class SegmentPartition(InputPartition):
     item: SegmentItem
     next_base_offset: int  # exclusive upper bound of offsets in this segment (next segment's base), or _NO_UPPER
     aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (producer_id, first, last) overlapping us
+    start: int = 0  # a big segment's byte range [start, stop), cut at batch starts (:func:`batch_cuts`) ...
+    stop: int | None = None  # ... None: the whole segment
 
     def __post_init__(self) -> None:
-        self.value = self.item.path
+        self.value = self.item.path if self.stop is None else f"{self.item.path}[{self.start}:{self.stop}]"
+
+    @property
+    def size(self) -> int:
+        return max(self.item.size_bytes, 0) if self.stop is None else self.stop - self.start
 
 
 @dataclass
@@ -189,8 +158,12 @@ MAX_PARTITION_BYTES = 128 << 20
 #: ... but small scans are still spread over at least this many tasks (when there are that many segments; the
 #: ``minPartitions`` option, or the session's default parallelism when :func:`register` registered the source) ...
 MIN_PARTITIONS = 8
-#: ... and a segment counts at least this much (opening it and its indexes; Spark's openCostInBytes)
-OPEN_COST = 4 << 20
+#: ... and each segment counts this much on top of its size: what opening and setting up its scan costs, ~1 ms of
+#: Python per segment, the time the decoder takes for ~256 KB (Spark's openCostInBytes rule, with our cost instead
+#: of Spark's 4 MiB default, which made 1,000 tiny segments 33 tasks where the same bytes in one segment are one)
+OPEN_COST = 256 << 10
+#: the ``onCorrupt`` option's values
+ON_CORRUPT = ("fail", "skip")
 #: records per Arrow batch handed to Spark (option ``arrowBatchRows``)
 ARROW_BATCH_ROWS = 8192
 
@@ -200,7 +173,7 @@ def pack_segments(parts: list[SegmentPartition], max_bytes: int = MAX_PARTITION_
     """Pack segments, in order, into groups of at most ``min(max_bytes, total / min_partitions)`` bytes (never
     below OPEN_COST): large archives get ~128 MiB tasks, small ones still use every core (Spark's file sources
     size their splits the same way, with the default parallelism)."""
-    sizes = [max(p.item.size_bytes, 0) + OPEN_COST for p in parts]
+    sizes = [p.size + OPEN_COST for p in parts]
     target = max(OPEN_COST, min(max_bytes, sum(sizes) // max(1, min_partitions)))
     groups: list[SegmentGroup] = []
     current: list[SegmentPartition] = []
@@ -221,6 +194,8 @@ class KafkaLogDataSource(DataSource):
 
     #: tasks a small scan is spread over when the ``minPartitions`` option is not given (see :func:`register`)
     default_min_partitions = MIN_PARTITIONS
+    #: where tasks report corruption to the driver (:mod:`kafkalog.spark.channel`; set by :func:`register`)
+    channel: tuple[str, int, str] | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -231,7 +206,7 @@ class KafkaLogDataSource(DataSource):
         return SCHEMA if decode_option(opts.get("decode")) is None else f"{SCHEMA}, {DECODED_SCHEMA}"
 
     def reader(self, schema: StructType) -> KafkaLogReader:
-        return KafkaLogReader(dict(self.options), schema, self.default_min_partitions)
+        return KafkaLogReader(dict(self.options), schema, self.default_min_partitions, self.channel)
 
 
 def full_schema() -> StructType:
@@ -273,7 +248,7 @@ class KafkaLogReader(DataSourceReader):
     """Plans one input partition per segment, seeks with the indexes, decodes batches into Arrow batches."""
 
     def __init__(self, options: dict[str, str], schema: StructType | None = None,
-                 default_min_partitions: int = MIN_PARTITIONS) -> None:  # fmt: skip
+                 default_min_partitions: int = MIN_PARTITIONS, channel: tuple[str, int, str] | None = None) -> None:  # fmt: skip
         opts = {k.lower(): v for k, v in options.items()}
         self.decode = decode_option(opts.get("decode"))  # kafkalog/spark/decoded.py: internal topics' records
         self.decoded_schema = None
@@ -285,41 +260,48 @@ class KafkaLogReader(DataSourceReader):
         if self.isolation not in ("read_uncommitted", "read_committed"):
             raise KafkaLogError(f"isolation must be read_uncommitted or read_committed, not {self.isolation!r}")
         self.verify_crc = opts.get("verifycrc", "true").lower() != "false"
-        self.on_corrupt = opts.get("oncorrupt", "fail").lower()
+        self.on_corrupt = opts.get("oncorrupt", "fail").strip().lower()
+        if self.on_corrupt not in ON_CORRUPT:
+            raise InvalidArgumentError(f"kafkalog option onCorrupt must be fail or skip, not {self.on_corrupt!r}"
+                                       + (" (stop dropped every valid record after a bad batch: use skip)"
+                                          if self.on_corrupt == "stop" else ""))  # fmt: skip
+        self.channel = channel
         self.dir_states = {s.strip() for s in opts.get("includedirstates", "live").split(",") if s.strip()}
         self.metrics_dir = opts.get("metricsdir")
         self.arrow_batch_rows = _positive(opts, "arrowbatchrows", ARROW_BATCH_ROWS)
         self.max_partition_bytes = _positive(opts, "maxpartitionbytes", MAX_PARTITION_BYTES)
         self.min_partitions = _positive(opts, "minpartitions", default_min_partitions)
         self.storage = storage.storage_options(opts)
-        self.bounds = Bounds()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        for f in filters:
-            if not self.bounds.add(f):
-                yield f
+        self.rsm = as_rsm_config(opts.get("rsmconfig"))
+        self.bounds = Bounds.from_options(opts)
 
     def partitions(self) -> list[SegmentGroup]:
         b = self.bounds
-        lo, hi = b.effective_offsets()
+        lo, hi = b.offset_lo, b.offset_hi
         by_dir: dict[str, list[SegmentItem]] = {}
-        for item in discover_segments(self.roots, options=self.storage):
+        prefix = self.rsm.key_prefix if self.rsm is not None else ""
+        for item in discover_segments(self.roots, options=self.storage, key_prefix=prefix):
             if item.dir_state in self.dir_states:
                 by_dir.setdefault(item.partition_dir, []).append(item)
+        _check_rsm_config(by_dir, self.storage, self.rsm)
         out: list[SegmentPartition] = []
         for items in by_dir.values():
-            first = items[0]
-            if b.topics is not None and first.topic not in b.topics:
-                continue
-            if b.partitions is not None and first.partition not in b.partitions:
-                continue
-            aborted = _aborted_txns(items, self.storage) if self.isolation == "read_committed" else []
+            aborted = _aborted_txns(items, self.storage, self.rsm) if self.isolation == "read_committed" else []
             for i, item in enumerate(items):
                 nxt = items[i + 1].base_offset if i + 1 < len(items) else _NO_UPPER
-                if lo > hi or item.base_offset > hi or nxt <= lo or item.size_bytes <= 0:
+                if b.empty() or item.base_offset > hi or nxt <= lo or item.size_bytes <= 0:
                     continue
+                plain_local = not storage.is_remote(item.path) and not is_aiven_item(item)  # a .log beside its indexes
+                if b.ts_lo > _MIN_LONG and i + 1 < len(items) and plain_local:
+                    top = rolled_max_timestamp(item.path, item.base_offset, nxt)
+                    if top is not None and top < b.ts_lo:  # every record of the rolled segment is older
+                        continue
                 mine = [a for a in aborted if a[1] < nxt and a[2] >= item.base_offset]
-                out.append(SegmentPartition(item, nxt, mine))
+                cuts = batch_cuts(item.path, item.base_offset, item.size_bytes, self.max_partition_bytes) \
+                    if plain_local else []  # fmt: skip
+                bounds = [0, *cuts, item.size_bytes]
+                for start, stop in zip(bounds, bounds[1:], strict=False):
+                    out.append(SegmentPartition(item, nxt, mine, start, stop if cuts else None))
         return pack_segments(out, self.max_partition_bytes, self.min_partitions)
 
     def read(self, partition: SegmentGroup):
@@ -327,21 +309,61 @@ class KafkaLogReader(DataSourceReader):
         if not isinstance(partition, SegmentGroup):  # Spark plans one InputPartition(None) when we return none
             return
         for segment in partition.segments:
-            metrics = ScanMetrics(segment.item.path)
-            batches = _scan_segment(self, segment, metrics)
-            try:
-                while True:
-                    started = time.perf_counter()
-                    try:
-                        batch = next(batches)
-                    except StopIteration:
-                        break
-                    finally:
-                        metrics.scan_seconds += time.perf_counter() - started
-                    yield batch if self.decode is None else add_decoded(batch, self.decode, self.decoded_schema)
-            finally:
-                if self.metrics_dir:
-                    _write_metrics(self.metrics_dir, metrics)
+            yield from self.read_segment(segment)
+
+    def read_segment(self, segment: SegmentPartition) -> Iterator:
+        """One segment's Arrow batches, with onCorrupt's reporting and the segment's metrics (also used by
+        :mod:`kafkalog.spark.export`)."""
+        metrics = ScanMetrics(segment.item.path)
+        batches = _scan_segment(self, segment, metrics)
+        finished = False
+        try:
+            while True:
+                started = time.perf_counter()
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    break
+                finally:
+                    metrics.scan_seconds += time.perf_counter() - started
+                yield batch if self.decode is None else add_decoded(batch, self.decode, self.decoded_schema)
+        except CorruptRecordError as exc:  # onCorrupt=fail: one attempt, not spark.task.maxFailures of them
+            finished = self._finish(metrics)  # before the wait: the kill ends this process
+            channel.fail_job(self.channel, str(exc))
+            raise
+        finally:
+            if not finished:
+                self._finish(metrics)
+
+    def _finish(self, metrics: ScanMetrics) -> bool:
+        """Report what a segment scan dropped (onCorrupt=skip) and write its metrics (``metricsDir``)."""
+        if metrics.skipped_regions or metrics.skipped_batches:
+            _report_skipped(self.channel, metrics)
+        if self.metrics_dir:
+            _write_metrics(self.metrics_dir, metrics, self.channel)
+        return True
+
+
+def _report_skipped(address: tuple[str, int, str] | None, m: ScanMetrics) -> None:
+    """What onCorrupt=skip dropped in one segment: a warning on the driver (through the channel), else on the
+    executor's log."""
+    msg = {"kind": "skipped", "segment": m.segment, "regions": m.skipped_regions, "bytes": m.skipped_bytes,
+           "batches": m.skipped_batches, "position": m.first_skipped_position, "error": m.first_skipped_error}  # fmt: skip
+    if not channel.report(address, msg):
+        channel.log.warning("kafkalog: onCorrupt=skip dropped %s", json.dumps(msg))
+
+
+def _check_rsm_config(by_dir: dict[str, list[SegmentItem]], options: dict[str, str], rsm) -> None:
+    """Open the first Aiven tiered segment on the driver (one manifest read, one key unwrap): a bucket encrypted
+    without ``rsmConfig``, or with a key that does not fit, fails the query here with a one-line TieredConfigError
+    naming the object, not inside every task. Bad bytes are left to the tasks (their ``onCorrupt``)."""
+    first = next((i for items in by_dir.values() for i in items if is_aiven_item(i)), None)
+    if first is None:
+        return
+    try:
+        AivenSegment.open(first.path, rsm=rsm, options=options, object_size=first.size_bytes)
+    except (CorruptTieredObjectError, OSError):
+        return
 
 
 def _positive(opts: dict[str, str], key: str, default: int) -> int:
@@ -370,13 +392,15 @@ def _roots(opts: dict[str, str]) -> list[str]:
     raise KafkaLogError('kafkalog needs a root: spark.read.format("kafkalog").load(root)')
 
 
-def _aborted_txns(items: list[SegmentItem], options: dict[str, str]) -> list[tuple[int, int, int]]:
+def _aborted_txns(items: list[SegmentItem], options: dict[str, str], rsm=None) -> list[tuple[int, int, int]]:
     """(producer_id, first_offset, last_offset) of every aborted transaction recorded in the partition's txn indexes."""
     out: list[tuple[int, int, int]] = []
     for item in items:
-        if item.txnindex_size <= 0:
+        if item.txnindex_size <= 0 and not is_aiven_item(item):
             continue
-        with _indexes_of(item, options) as local:
+        with _indexes_of(item, options, rsm) as local:
+            if local.txnindex_size <= 0:
+                continue
             idx = TransactionIndex(local.sibling(".txnindex"), item.base_offset, writable=False)
             try:
                 for txn in idx.all_aborted_txns():
@@ -387,9 +411,14 @@ def _aborted_txns(items: list[SegmentItem], options: dict[str, str]) -> list[tup
 
 
 @contextlib.contextmanager
-def _indexes_of(item: SegmentItem, options: dict[str, str]) -> Iterator[SegmentItem]:
+def _indexes_of(item: SegmentItem, options: dict[str, str], rsm=None) -> Iterator[SegmentItem]:
     """``item`` with its index files readable locally: itself on local disk; for a remote segment, a copy of the
-    index objects (not the ``.log``) in a scratch dir for the block's duration."""
+    index objects (not the ``.log``) in a scratch dir for the block's duration; for an Aiven tiered segment, its
+    indexes out of ``.indexes`` (the item then carries the original segment's size)."""
+    if is_aiven_item(item):
+        with storage.scratch_dir() as root:
+            yield materialize(item, root, rsm=rsm, options=options, with_log=False)
+        return
     if not storage.is_remote(item.path):
         yield item
         return
@@ -398,15 +427,21 @@ def _indexes_of(item: SegmentItem, options: dict[str, str]) -> Iterator[SegmentI
 
 
 @contextlib.contextmanager
-def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str]) -> Iterator[tuple[str, int]]:
+def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str], rsm=None,
+               damage: list | None = None) -> Iterator[tuple[str, int]]:  # fmt: skip
     """(local path, position of ``start`` in it) for bytes [start, end) of the segment's ``.log``: the file
-    itself on local disk; for a remote segment, a scratch copy of just that range."""
-    if not storage.is_remote(item.path):
+    itself on local disk; for a remote segment, a scratch copy of just that range; for an Aiven tiered segment,
+    that range restored from the chunks covering it (a bad chunk raises, or with ``damage`` comes back zeroed)."""
+    if not storage.is_remote(item.path) and not is_aiven_item(item):
         yield item.path, start
         return
     with storage.scratch_dir() as root:
         local = os.path.join(root, "range.log")
-        storage.fetch(item.path, local, start, end, options)
+        if is_aiven_item(item):
+            AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes).fetch(
+                local, start, end, damage=damage)  # fmt: skip
+        else:
+            storage.fetch(item.path, local, start, end, options)
         yield local, 0
 
 
@@ -414,39 +449,50 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     """Arrow record batches of one segment: seek with the indexes, fetch the byte range (remote), decode columns
     (:func:`kafkalog.spark.scan.scan_range`)."""
     item, b = part.item, reader.bounds
-    lo, hi = b.effective_offsets()
+    lo, hi = b.offset_lo, b.offset_hi
     upper = None if hi >= _NO_UPPER else hi
-    if storage.is_remote(item.path):  # the index objects alone, then one range of the .log (see checked_range)
-        with _indexes_of(item, reader.storage) as local:
+    size = item.size_bytes
+    if storage.is_remote(item.path) or is_aiven_item(item):  # the indexes alone, then one range of the .log
+        with _indexes_of(item, reader.storage, reader.rsm) as local:
+            size = local.size_bytes  # an Aiven object's original segment size
             position, start_offset, end = checked_range(local.path, item.base_offset, lo, upper, ts_lo=b.ts_lo,
-                                                        log_size=item.size_bytes)
+                                                        log_size=size)  # fmt: skip
         m.log_bytes_fetched = max(0, end - position)
     else:  # the indexes answer only after their strict checks against the .log (KIP-263 on first use)
         position, start_offset, end = checked_range(item.path, item.base_offset, lo, upper, ts_lo=b.ts_lo)
-    end = min(end, item.size_bytes) if end > position else item.size_bytes
+    end = min(end, size) if end > position else size
+    if part.stop is not None:  # one byte range of a split segment: both ends are batch starts
+        position, end = max(position, part.start), min(end, part.stop)
+        if position >= end:
+            return
     m.start_position = position
     aborted = part.aborted if reader.isolation == "read_committed" else None
     seek = start_offset if start_offset > item.base_offset else -(1 << 63)
-    spec = ScanSpec(item.topic, item.partition, seek, lo, hi, b.offset_in, b.ts_lo, b.ts_hi, aborted,
-                    reader.verify_crc, reader.on_corrupt == "stop", reader.arrow_batch_rows, reader.columns,
+    spec = ScanSpec(item.topic, item.partition, seek, lo, hi, b.ts_lo, b.ts_hi, aborted,
+                    reader.verify_crc, reader.on_corrupt == "skip", reader.arrow_batch_rows, reader.columns,
                     reader.out_schema)  # fmt: skip
     shift = position
-    with _log_range(item, position, end, reader.storage) as (path, local_position):
+    # a bad chunk fails the task naming the object, unless the scan keeps going past damage
+    damage = None if reader.on_corrupt == "fail" else []
+    with _log_range(item, position, end, reader.storage, reader.rsm, damage) as (path, local_position):
         shift -= local_position
         yield from scan_range(spec, path, local_position, end - shift, m, label=item.path, shift=shift)
 
 
-def _write_metrics(metrics_dir: str, m: ScanMetrics) -> None:
-    os.makedirs(metrics_dir, exist_ok=True)
-    path = os.path.join(metrics_dir, f"scan-{uuid.uuid4().hex}.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(m.to_dict(), f)
+def _write_metrics(metrics_dir: str, m: ScanMetrics, address: tuple[str, int, str] | None = None) -> None:
+    """One segment scan's metrics line in ``metrics_dir``: written by the driver (through the channel), so a
+    local dir is the driver's on a multi-host cluster; by the task itself when the channel is unreachable."""
+    if channel.report(address, {"kind": "metrics", "dir": metrics_dir, "line": m.to_dict()}):
+        return
+    channel.write_metrics_line(metrics_dir, m.to_dict())
 
 
 def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
     """Totals over every task's metrics in ``metrics_dir``: segments, batches_read, batches_decoded, bytes_read,
-    records_returned, log_bytes_fetched, scan_seconds (a float: the tasks' own Python time)."""
-    names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched")
+    records_returned, log_bytes_fetched, skipped_regions, skipped_bytes, skipped_batches (onCorrupt=skip),
+    scan_seconds (a float: the tasks' own Python time)."""
+    names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched",
+             "skipped_regions", "skipped_bytes", "skipped_batches")  # fmt: skip
     totals: dict = {"segments": 0, **dict.fromkeys(names, 0), "scan_seconds": 0.0}
     if not os.path.isdir(metrics_dir):
         return totals
@@ -463,13 +509,13 @@ def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
 
 
 def register(spark) -> None:
-    """Register the ``kafkalog`` format with ``spark`` and switch on Python DataSource filter pushdown.
+    """Register the ``kafkalog`` format with ``spark``.
 
     The registered class is a subclass carrying the session's default parallelism as its ``minPartitions``
     default (the planning worker has no SparkContext to ask): a ``local[1]`` scan then runs one task per ~128 MiB
     instead of eight, like Spark's own file sources."""
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(_with_parallelism(_default_parallelism(spark)))
+    ch = channel.driver_channel(spark)
+    spark.dataSource.register(_registered_source(_default_parallelism(spark), ch.address if ch else None))
 
 
 def _default_parallelism(spark) -> int:
@@ -479,10 +525,17 @@ def _default_parallelism(spark) -> int:
         return MIN_PARTITIONS
 
 
-def _with_parallelism(n: int) -> type[KafkaLogDataSource]:
-    """A KafkaLogDataSource subclass whose ``default_min_partitions`` is ``n`` (pickled by value with the class,
-    so the planning worker sees it)."""
-    if n == KafkaLogDataSource.default_min_partitions:
+def _registered_source(n: int, address: tuple[str, int, str] | None = None) -> type[KafkaLogDataSource]:
+    """A KafkaLogDataSource subclass whose ``default_min_partitions`` is ``n`` and whose tasks report to the
+    driver channel at ``address`` (pickled by value with the class, so the planning worker and the tasks see
+    them)."""
+    if n == KafkaLogDataSource.default_min_partitions and address is None:
         return KafkaLogDataSource
-    attrs = {"default_min_partitions": n, "__module__": __name__, "__doc__": KafkaLogDataSource.__doc__}
+    attrs = {"default_min_partitions": n, "channel": address, "__module__": __name__,
+             "__doc__": KafkaLogDataSource.__doc__}  # fmt: skip
     return type("KafkaLogDataSource", (KafkaLogDataSource,), attrs)
+
+
+def _with_parallelism(n: int) -> type[KafkaLogDataSource]:
+    """:func:`_registered_source` without a channel."""
+    return _registered_source(n)

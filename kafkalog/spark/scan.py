@@ -1,7 +1,7 @@
 """One segment's records as Arrow record batches for the ``kafkalog`` DataSource: columns, not Python objects.
 
 The records are decoded by :func:`kafkalog.records.iter_record_columns` (the compiled column builder when built) in
-bounded chunks; the pushed bounds and the isolation level become one numpy mask per chunk, and the DataSource's
+bounded chunks; the range options and the isolation level become one numpy mask per chunk, and the DataSource's
 columns are the chunk's Arrow columns (key/value/header bytes wrapped, not copied) plus the constant topic and
 partition. Nothing here creates an object per record.
 """
@@ -9,12 +9,15 @@ partition. Nothing here creates an object per record.
 from __future__ import annotations
 
 import json
+import mmap
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from kafkalog.errors import CorruptRecordError
+from kafkalog.log.salvage_scan import next_batch_position
 from kafkalog.records import iter_record_columns
 
 __all__ = ["COLUMNS", "SCHEMA", "ScanMetrics", "ScanSpec", "arrow_schema", "scan_range"]
@@ -51,7 +54,11 @@ class ScanMetrics:
     batches_decoded: int = 0  # the same (the columnar decoder decodes every batch it visits)
     bytes_read: int = 0  # bytes spanned by the visited batches
     records_returned: int = 0
-    stopped_at_corruption: int = -1  # file position of the bad batch, when onCorrupt=stop
+    skipped_regions: int = 0  # onCorrupt=skip: corrupt byte ranges read past (salvage's resync) ...
+    skipped_bytes: int = 0  # ... their bytes ...
+    skipped_batches: int = 0  # ... and whole CRC-valid batches dropped after one because their offsets did not follow
+    first_skipped_position: int = -1  # the segment's file position of the first corrupt range
+    first_skipped_error: str = ""
     log_bytes_fetched: int = 0  # bytes of a remote .log copied to the executor (0 on local disk)
     scan_seconds: float = 0.0  # time the task spent producing this segment's batches (seek, fetch, decode, Arrow),
     # not counting the time Spark spent sending them on while the scan waited at ``yield``
@@ -65,19 +72,18 @@ class ScanMetrics:
 
 @dataclass(frozen=True)
 class ScanSpec:
-    """The pushed bounds and options of one scan (see ``kafkalog.spark.datasource.Bounds``)."""
+    """The range and options of one scan (see ``kafkalog.spark.datasource.Bounds``)."""
 
     topic: str
     partition: int
     start_offset: int  # batches whose records all lie below it are skipped (index seek target)
     offset_lo: int
     offset_hi: int  # inclusive
-    offset_in: set[int] | None
     ts_lo: int
     ts_hi: int  # inclusive
     aborted: list[tuple[int, int, int]] | None  # read_committed: (producer id, first, last); None: uncommitted
     verify_crc: bool = True
-    stop_on_corrupt: bool = False
+    skip_corrupt: bool = False  # onCorrupt=skip: read on past bad batches (else raise CorruptRecordError)
     batch_rows: int = 8192
     columns: tuple[str, ...] = COLUMNS  # what to emit, in order (a user-specified schema's columns)
     schema: object = None  # the emitted pyarrow.Schema (names as the user spelled them); None: arrow_schema()
@@ -101,14 +107,24 @@ def arrow_schema():
     return _SCHEMA_CACHE["schema"]
 
 
-def _mask(chunk, spec: ScanSpec) -> np.ndarray | None:
-    """Which records of ``chunk`` the scan returns (None: all of them)."""
+def _mask(chunk, spec: ScanSpec, after: int = _MIN) -> tuple[np.ndarray | None, int]:
+    """(which records of ``chunk`` the scan returns, None for all; how many whole batches were dropped because
+    their offsets are not all above ``after``: the last offset read before a skipped corrupt region)."""
     off, ts = chunk.offset, chunk.timestamp
     n = len(off)
     starts = chunk.batch_start
     counts = np.diff(np.append(starts, n))
     keep = np.ones(n, dtype=bool)
     filtered = False
+    out_of_order = 0
+    if after > _MIN and n:
+        nonempty = counts > 0
+        batch_min = np.full(len(starts), _MAX, dtype=np.int64)
+        batch_min[nonempty] = np.minimum.reduceat(off, starts[nonempty])
+        follows = batch_min > after
+        out_of_order = int(np.count_nonzero(~follows & nonempty))
+        keep &= np.repeat(follows, counts)
+        filtered = True
     if spec.start_offset > _MIN and n:
         nonempty = counts > 0
         batch_max = np.full(len(starts), _MIN, dtype=np.int64)
@@ -122,9 +138,6 @@ def _mask(chunk, spec: ScanSpec) -> np.ndarray | None:
         if hi < _MAX:
             keep &= values <= hi
             filtered = True
-    if spec.offset_in is not None:
-        keep &= np.isin(off, np.fromiter(spec.offset_in, dtype=np.int64, count=len(spec.offset_in)))
-        filtered = True
     if spec.aborted is not None:
         dropped = chunk.is_control.astype(bool)
         if spec.aborted:
@@ -133,7 +146,7 @@ def _mask(chunk, spec: ScanSpec) -> np.ndarray | None:
                 dropped |= txn & (pid == a_pid) & (base >= first) & (base <= last)
         keep &= ~np.repeat(dropped, counts)
         filtered = True
-    return keep if filtered else None
+    return (keep if filtered else None), out_of_order
 
 
 def _to_batches(chunk, keep: np.ndarray | None, spec: ScanSpec) -> Iterator:
@@ -168,27 +181,60 @@ def scan_range(
     """Arrow record batches of the records in ``path`` from ``position`` up to ``end`` that ``spec`` allows.
 
     ``label`` names the segment in errors; ``shift`` is what to add to a position in ``path`` to get the segment's
-    own file position (a fetched range starts at 0). A bad batch raises ``CorruptRecordError`` (or ends the scan
-    when ``spec.stop_on_corrupt``).
+    own file position (a fetched range starts at 0). A bad batch raises ``CorruptRecordError``; with
+    ``spec.skip_corrupt`` the scan reads on from the next whole CRC-valid batch (salvage's resync) and keeps only
+    batches whose offsets lie above every offset read before, counting what it dropped in ``m``.
     """
-    reader = iter_record_columns(path, position=position, end=end, verify_crc=spec.verify_crc,
-                                 max_records=spec.batch_rows, max_bytes=CHUNK_BYTES)  # fmt: skip
-    try:
-        for chunk in reader:
-            nb = len(chunk.batch_start)
-            m.batches_read += nb
-            m.batches_decoded += nb
-            m.bytes_read = reader.valid_bytes - position
-            for batch in _to_batches(chunk, _mask(chunk, spec), spec):
-                m.records_returned += batch.num_rows
-                yield batch
-            if nb and int(chunk.batch_base_offset[-1]) > spec.offset_hi:
-                break
-        m.bytes_read = reader.valid_bytes - position
-        if reader.error is not None:
-            if spec.stop_on_corrupt:
-                m.stopped_at_corruption = reader.valid_bytes + shift
-            else:
-                raise CorruptRecordError(f"{label}: {reader.error}", position=reader.valid_bytes + shift)
-    finally:
-        reader.close()
+    size = os.path.getsize(path)
+    end = size if end is None else min(end, size)
+    after = _MIN  # once a region was skipped: the highest offset read before it
+    while position < end:
+        reader = iter_record_columns(path, position=position, end=end, verify_crc=spec.verify_crc,
+                                     max_records=spec.batch_rows, max_bytes=CHUNK_BYTES)  # fmt: skip
+        top, base = _MIN, m.bytes_read
+        try:
+            for chunk in reader:
+                nb = len(chunk.batch_start)
+                m.batches_read += nb
+                m.batches_decoded += nb
+                m.bytes_read = base + reader.valid_bytes - position
+                keep, dropped = _mask(chunk, spec, after)
+                m.skipped_batches += dropped
+                if spec.skip_corrupt and len(chunk):
+                    top = max(top, int(chunk.offset.max()))
+                for batch in _to_batches(chunk, keep, spec):
+                    m.records_returned += batch.num_rows
+                    yield batch
+                if nb and int(chunk.batch_base_offset[-1]) > spec.offset_hi:
+                    return
+            error, bad = reader.error, reader.valid_bytes
+        finally:
+            m.bytes_read = base + reader.valid_bytes - position
+            reader.close()
+        if error is None:
+            return
+        reason = _reason(error)
+        if not spec.skip_corrupt:
+            raise CorruptRecordError(f"{label}: {reason}", position=bad + shift)
+        nxt = _next_batch(path, bad, end)
+        if m.first_skipped_position < 0:
+            m.first_skipped_position, m.first_skipped_error = bad + shift, reason
+        m.skipped_regions += 1
+        m.skipped_bytes += nxt - bad
+        after = max(after, top)
+        position = nxt
+
+
+def _reason(error: CorruptRecordError) -> str:
+    """The decoder's message without its position: that one is in the scanned file (a fetched range of a remote
+    segment starts at 0); the segment's own position is given instead."""
+    text = str(error)
+    suffix = f" (at position {error.position})" if getattr(error, "position", None) is not None else ""
+    return text[: -len(suffix)] if suffix and text.endswith(suffix) else text
+
+
+def _next_batch(path: str, bad: int, end: int) -> int:
+    """Where the next whole CRC-valid batch after the bad one at ``bad`` starts (``end`` when none)."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        with memoryview(mm) as view, view[:end] as part:
+            return next_batch_position(part, bad)

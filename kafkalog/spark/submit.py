@@ -33,12 +33,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(package_zip())
         return 0
-    from pyspark import SparkConf
-
     from kafkalog.spark.validate import main as validate_main
 
-    if "--master" not in args:  # spark-submit put its --master into the JVM's configuration
-        args += ["--master", SparkConf().get("spark.master", "local[*]")]
+    # no --master: get_session(None) asks the JVM spark-submit started for its spark.master
     return validate_main(args)
 
 

@@ -16,6 +16,8 @@ import argparse
 import json
 import math
 import os
+import pickle
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +28,7 @@ from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.remote import verify_partition_at, verify_segment_at
 from kafkalog.spark.worker_gc import freeze_worker_once
 from kafkalog.storage import parse_storage_options, storage_options
+from kafkalog.tiered import as_rsm_config
 from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, print_error, summarize, summary_fields
 
 __all__ = [
@@ -93,19 +96,29 @@ def reports_to_arrow(reports: Sequence) -> Any:
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
 
 
-def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: dict[str, str], deep: bool = False):
-    """The mapInArrow function: its input holds task numbers (one per Spark task), its output the reports.
-    Remote segments are fetched by the executor running the task (:func:`kafkalog.remote.verify_segment_at`)."""
+def _check_tasks(index_check: bool, options: dict[str, str], deep: bool = False, rsm: Any = None):
+    """The mapInArrow function: its input rows are the tasks' own segment lists (column ``plan``: a pickled
+    ``list[SegmentItem]``), its output the reports. The function holds no plan: a task unpickles its own segments,
+    not the whole archive's. Remote segments are fetched by the executor running the task
+    (:func:`kafkalog.remote.verify_segment_at`)."""
 
     def run(batches):
         freeze_worker_once()
         for batch in batches:
-            for task in batch.column(0).to_pylist():
-                reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep)
-                           for item in groups[task]]  # fmt: skip
+            for plan in batch.column("plan").to_pylist():
+                reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep, rsm=rsm)
+                           for item in pickle.loads(plan)]  # fmt: skip
                 yield reports_to_arrow(reports)
 
     return run
+
+
+def task_plans(spark, groups: list[list[SegmentItem]]):
+    """A DataFrame of one row per group (``task int, plan binary``), one row per partition: each Spark task is
+    sent its own group only."""
+    rows = [(i, pickle.dumps(g, protocol=pickle.HIGHEST_PROTOCOL)) for i, g in enumerate(groups)]
+    rdd = spark.sparkContext.parallelize(rows, len(rows))
+    return spark.createDataFrame(rdd, "task int, plan binary")
 
 
 def group_for_tasks(items: list[SegmentItem], n_groups: int) -> list[list[SegmentItem]]:
@@ -142,9 +155,10 @@ def _n_tasks(items: Sequence[SegmentItem], parallelism: int, tasks_per_core: int
 
 def validate_archive(
     spark, roots, *, index_check: bool = True, tasks_per_core: int = 2, options: dict[str, str] | None = None,
-    deep: bool = False,
+    deep: bool = False, rsm: Any = None,
 ):  # fmt: skip
-    """A DataFrame with one row per segment under ``roots`` (columns: SEGMENT_SCHEMA).
+    """A DataFrame with one row per segment under ``roots`` (columns: SEGMENT_SCHEMA); ``rsm``: the
+    RemoteStorageManager configuration (file or :class:`kafkalog.tiered.RsmConfig`) of Aiven tiered objects.
 
     ``roots`` may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``; see :mod:`kafkalog.storage`);
     ``options`` are storage options (credentials, endpoint, timeouts) that override the AWS environment.
@@ -155,25 +169,28 @@ def validate_archive(
     ``ok``, ``missing``, ``corrupt`` or ``not_checked``. The DataFrame is lazy: each action re-runs the checks, so
     cache it when you use it twice.
 
-    Segments are packed by size into about ``tasks_per_core`` x cores tasks (one Spark task per group: a
-    ``spark.range`` of task numbers through ``mapInArrow``), and each task returns its reports as one Arrow batch.
+    Segments are packed by size into about ``tasks_per_core`` x cores tasks (one Spark task per group: one row per
+    partition holding that group, :func:`task_plans`, through ``mapInArrow``), and each task returns its reports as
+    one Arrow batch.
     """
     opts = storage_options(options)
-    return validate_items(spark, discover_segments(roots, options=opts), index_check=index_check,
-                          tasks_per_core=tasks_per_core, options=opts, deep=deep)  # fmt: skip
+    rsm = as_rsm_config(rsm)
+    items = discover_segments(roots, options=opts, key_prefix=rsm.key_prefix if rsm is not None else "")
+    return validate_items(spark, items, index_check=index_check,
+                          tasks_per_core=tasks_per_core, options=opts, deep=deep, rsm=rsm)  # fmt: skip
 
 
 def validate_items(
     spark, items: list[SegmentItem], *, index_check: bool = True, tasks_per_core: int = 2,
-    options: dict[str, str] | None = None, deep: bool = False,
+    options: dict[str, str] | None = None, deep: bool = False, rsm: Any = None,
 ):  # fmt: skip
     """:func:`validate_archive` over segments already discovered (the driver lists once)."""
     opts = storage_options(options)
     if not items:
         return spark.createDataFrame([], SEGMENT_SCHEMA)
     groups = group_for_tasks(items, _n_tasks(items, spark.sparkContext.defaultParallelism, tasks_per_core))
-    tasks = spark.range(0, len(groups), 1, len(groups))
-    return tasks.mapInArrow(_check_tasks(groups, index_check, opts, deep), SEGMENT_SCHEMA)
+    return task_plans(spark, groups).mapInArrow(_check_tasks(index_check, opts, deep, as_rsm_config(rsm)),
+                                                SEGMENT_SCHEMA)
 
 
 def partition_continuity(df, *, options: dict[str, str] | None = None):
@@ -205,6 +222,7 @@ def run_validation(
     report_format: str = "parquet",
     deep: bool = False,
     json_mode: bool = False,
+    rsm: Any = None,
 ) -> int:
     """Validate ``roots``, write ``out/segments.<fmt>``, ``out/partitions.<fmt>`` and ``out/summary.txt``,
     print the summary (``json_mode``: as one ``{"type": "summary"}`` object, errors as ``{"type": "error"}``);
@@ -221,8 +239,10 @@ def run_validation(
         return print_error(bad, json_mode=json_mode)
     opts = storage_options(options)
     try:
+        rsm = as_rsm_config(rsm)  # the key files are read here, once, and travel with the tasks
         # fail fast on a bad root, before starting a JVM; a root with nothing to check is not a pass
-        items = discover_segments(roots, options=opts, require=True)
+        items = discover_segments(roots, options=opts, require=True,
+                                  key_prefix=rsm.key_prefix if rsm is not None else "")  # fmt: skip
     except (KafkaLogError, OSError) as exc:
         return print_error(exc, json_mode=json_mode)
     from pyspark.sql import SparkSession
@@ -230,12 +250,12 @@ def run_validation(
     from kafkalog.spark.session import get_session
 
     had_session = SparkSession.getActiveSession() is not None
-    spark = get_session(master or "local[*]", "kafkalog-validate")
+    spark = get_session(master, "kafkalog-validate")  # None: spark-submit's --master, spark-defaults, or local[*]
     sc = spark.sparkContext
     try:
         sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
         sc.setJobDescription(f"kafkalog validate: check {len(items)} segments")
-        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep).cache()
+        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm).cache()
         seg_rows = seg_df.collect()
         sc.setJobDescription("kafkalog validate: partition continuity")
         part_df = partition_continuity(seg_df, options=opts).cache()
@@ -259,17 +279,23 @@ def run_validation(
 
 
 def _write_reports(out: str, fmt: str, seg_df, part_df, seg_rows: list, part_rows: list, opts: dict[str, str]) -> None:
-    """Local ``out``: Spark writes ``segments.<fmt>``/``partitions.<fmt>`` dirs; a URL: pyarrow writes one file
-    each through :mod:`kafkalog.storage` (Spark would need the store's Hadoop connector on its classpath)."""
-    if not storage.is_remote(out):
-        os.makedirs(storage.local_path(out), exist_ok=True)
-        for name, df in (("segments", seg_df), ("partitions", part_df)):
-            writer = df.coalesce(1).write.mode("overwrite")
-            target = os.path.join(storage.local_path(out), f"{name}.{fmt}")
-            writer.parquet(target) if fmt == "parquet" else writer.json(target)
-        return
+    """The collected rows, written by the driver with pyarrow: a local ``out`` gets ``segments.<fmt>/`` and
+    ``partitions.<fmt>/`` dirs holding one ``part-00000.<fmt>`` each (what ``spark.read.parquet``/``json`` read),
+    a URL one object each through :mod:`kafkalog.storage`. Spark's own writer would have an executor write a local
+    path on its host, so on a multi-host cluster the reports would not land where the user said."""
+    local = not storage.is_remote(out)
     for name, df, rows in (("segments", seg_df, seg_rows), ("partitions", part_df, part_rows)):
-        storage.write_bytes(storage.join(out, f"{name}.{fmt}"), _encode_rows(df, rows, fmt), opts)
+        data = _encode_rows(df, rows, fmt)
+        if local:
+            target = os.path.join(storage.local_path(out), f"{name}.{fmt}")
+            if os.path.isdir(target):
+                shutil.rmtree(target)
+            elif os.path.exists(target):
+                os.remove(target)
+            storage.write_bytes(os.path.join(target, f"part-00000.{fmt}"), data)
+            storage.write_bytes(os.path.join(target, "_SUCCESS"), b"")
+        else:
+            storage.write_bytes(storage.join(out, f"{name}.{fmt}"), data, opts)
 
 
 def _encode_rows(df, rows: list, fmt: str) -> bytes:
@@ -294,12 +320,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafkalog spark validate", description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="log dir, partition dir, segment or tree of them")
     parser.add_argument("--out", required=True, help="dir or URL for segments/partitions reports and summary.txt")
-    parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    parser.add_argument("--master", default=None, help="Spark master URL (default: spark-submit's master, else local[*])")
     parser.add_argument("--no-index-check", action="store_true", help="skip the .index/.timeindex/.txnindex checks")
     parser.add_argument("--deep", action="store_true", help="also decode and check every record")
     parser.add_argument("--format", default="parquet", choices=["parquet", "json"], help="report format")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="storage option for remote URLs (endpoint_url, region, access_key, ...)")  # fmt: skip
+    parser.add_argument("--rsm-config", default=None, metavar="FILE",
+                        help="the broker's RemoteStorageManager configuration (Aiven tiered objects)")  # fmt: skip
     try:
         args = parser.parse_args(argv)
         opts = parse_storage_options(args.storage_option)
@@ -309,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_error(exc)
     return run_validation(
         args.roots, args.out, args.master, index_check=not args.no_index_check, options=opts,
-        report_format=args.format, deep=args.deep,
+        report_format=args.format, deep=args.deep, rsm=args.rsm_config,
     )  # fmt: skip
 
 

@@ -9,6 +9,7 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..discovery import SegmentItem, discover_segments, nothing_found
 from ..errors import InvalidPartitionDirError, KafkaLogError
@@ -120,14 +121,19 @@ def _plan_one(plan: VerifyPlan, raw: str, seen: set[str], on_error: Callable[[OS
 
 
 def run_plan(
-    plan: VerifyPlan, *, index_check: bool = True, on_segment: Callable[[int], None] | None = None
+    plan: VerifyPlan,
+    *,
+    index_check: bool = True,
+    on_segment: Callable[[int], None] | None = None,
+    rsm: Any = None,
 ) -> Iterator[Finding]:
     """Check everything in ``plan``: each segment (``on_segment(size)`` after it, for progress), then each partition
     dir from the reports of all its segments (one that could not be read makes its partition ERROR), then each log
-    dir, then the loose files."""
+    dir, then the loose files. ``rsm``: the :class:`kafkalog.tiered.RsmConfig` that tiered-storage objects were
+    written with (see ``verify_segment``)."""
     by_partition: dict[str, list[SegmentReport]] = defaultdict(list)
     for item in plan.segments:
-        rep = verify_segment(item, index_check=index_check)
+        rep = verify_segment(item, index_check=index_check, rsm=rsm)
         by_partition[item.partition_dir].append(rep)
         yield segment_finding(rep)
         if on_segment is not None:

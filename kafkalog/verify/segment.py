@@ -7,15 +7,16 @@ The report never raises: ``status`` is ``ok``, ``corrupt`` (bad bytes) or ``unre
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .. import storage
 from ..discovery import SegmentItem
-from ..errors import InvalidArgumentError, KafkaLogError
+from ..errors import CorruptTieredObjectError, InvalidArgumentError, KafkaLogError, TieredConfigError
 from ..index import OffsetIndex, TimeIndex, TransactionIndex
 from ..limits import LONG_MAX
 from .findings import Finding, describe_error, error_finding, row_field, row_value
@@ -58,7 +59,8 @@ class SegmentReport:
     status: str = "ok"
     corrupt_ranges: list[tuple[int, int]] = field(default_factory=list)
     error: str | None = None
-    #: the error behind ``status == "unreadable"`` (not part of the row; the CLI prints it as it prints any).
+    #: the error behind ``status == "unreadable"``: an ``OSError``, or a ``TieredConfigError`` (no or the wrong
+    #: RemoteStorageManager configuration); not part of the row, the CLI prints it as it prints any.
     exception: BaseException | None = field(default=None, repr=False, compare=False)
     #: the ``OSError`` behind ``index_status == "unreadable"`` (not part of the row).
     index_exception: OSError | None = field(default=None, repr=False, compare=False)
@@ -86,21 +88,35 @@ class SegmentReport:
         return dict(zip(SEGMENT_FIELDS, self.to_row(), strict=True))
 
 
-def verify_segment(item: SegmentItem, *, index_check: bool = True) -> SegmentReport:
+def verify_segment(
+    item: SegmentItem,
+    *,
+    index_check: bool = True,
+    rsm: Any = None,
+    options: Mapping[str, Any] | None = None,
+    then: Callable[[SegmentReport, str], SegmentReport] | None = None,
+) -> SegmentReport:
     """Check one segment's ``.log`` with :func:`verify_log_file` (and its indexes); never raises.
 
     ``valid_bytes`` and ``invalid_bytes`` are the structurally readable prefix and the unreadable tail;
     ``corrupt_ranges`` lists every batch failing its CRC (position, size), the first batch moving offsets backwards,
     and the unreadable tail. An ``OSError`` (permission, EIO, a file that vanished) gives ``status="unreadable"``
     with the error in ``error`` and ``exception``; bad bytes give ``status="corrupt"``.
+
+    A segment stored by Aiven's RemoteStorageManager (``.log`` + ``.indexes`` + ``.rsm-manifest``, local or behind
+    a URL reached with the storage ``options``) is restored chunk by chunk with ``rsm`` (a
+    :class:`kafkalog.tiered.RsmConfig`; needed for encrypted objects) and checked as a plain segment with the
+    indexes out of ``.indexes``; ``then(report, local .log path)`` runs while that copy exists (the deep record
+    check).
     """
+    from ..tiered import is_aiven_item
+
+    if is_aiven_item(item):
+        return _verify_aiven(item, index_check, rsm, options, then)
     rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
     if item.base_offset > LONG_MAX:  # Kafka's loader fails on the name (toLong): nothing here can be trusted
         exc = InvalidArgumentError(f"{item.path}: base offset {item.base_offset} in the file name is not in [0, 2^63-1]")
         rep.status, rep.error, rep.exception = "unreadable", str(exc), exc
-        return rep
-    if item.layout == "tiered-aiven" and _aiven_transformed(item):
-        rep.status, rep.error = "unreadable", "tiered segment stored compressed/encrypted (see .rsm-manifest)"
         return rep
     try:
         log = verify_log_file(item.path, include_batches=True)
@@ -151,9 +167,6 @@ def verify_segment(item: SegmentItem, *, index_check: bool = True) -> SegmentRep
 def _check_indexes(rep: SegmentReport, starts: np.ndarray) -> None:
     """Strict checks of .index/.timeindex/.txnindex against the batches found (sets index_status/index_error)."""
     item = rep.item
-    if item.layout == "tiered-aiven":
-        rep.index_status = "not_checked"  # indexes live in one .indexes blob described by the manifest
-        return
     next_offset = (rep.last_offset + 1) if rep.last_offset is not None else item.base_offset
     problems: list[str] = []
     missing: list[str] = []
@@ -210,14 +223,38 @@ def _clean_shutdown(item: SegmentItem) -> bool:
     return os.path.exists(os.path.join(logdir, ".kafka_cleanshutdown"))
 
 
-def _aiven_transformed(item: SegmentItem) -> bool:
-    manifest = item.sibling(".rsm-manifest")
-    try:
-        with open(manifest, encoding="utf-8") as f:
-            m = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return bool(m.get("compression") or m.get("encryption"))
+def _verify_aiven(item: SegmentItem, index_check: bool, rsm: Any, options: Mapping[str, Any] | None,
+                  then: Callable[[SegmentReport, str], SegmentReport] | None) -> SegmentReport:  # fmt: skip
+    """An Aiven segment restored into a scratch dir (a bad chunk zero-filled and reported), then checked there;
+    the report names the objects. No or the wrong configuration is ``unreadable`` (exit 2); a bad manifest or
+    chunk is ``corrupt``."""
+    from ..tiered import ChunkDamage, materialize
+
+    rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
+    damage: list[ChunkDamage] = []
+    with storage.scratch_dir() as root:
+        try:
+            local = materialize(item, root, rsm=rsm, options=options, damage=damage)
+        except (OSError, TieredConfigError) as exc:
+            rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
+            return rep
+        except CorruptTieredObjectError as exc:
+            rep.status, rep.error = "corrupt", str(exc)
+            return rep
+        rep = verify_segment(local, index_check=index_check)
+        if then is not None:
+            rep = then(rep, local.path)
+    rep.item = item
+    for attr in ("error", "index_error"):  # name the objects, not the scratch copies
+        text = getattr(rep, attr)
+        if text:
+            setattr(rep, attr, text.replace(local.partition_dir, item.partition_dir))
+    if damage:
+        rep.status = "corrupt"
+        known = set(rep.corrupt_ranges)
+        rep.corrupt_ranges = sorted(known | {(d.position, d.size) for d in damage})
+        rep.error = "; ".join([d.reason for d in damage] + ([rep.error] if rep.error else []))
+    return rep
 
 
 def segment_status(r: SegmentReport | dict | Any) -> str:
