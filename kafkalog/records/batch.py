@@ -524,23 +524,8 @@ def assemble_batch(
     if has_delete_horizon:
         attributes |= _DELETE_HORIZON_MASK
     length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body)
-    header = bytearray(
-        HEADER.pack(
-            base_offset,
-            length,
-            partition_leader_epoch,
-            2,
-            0,
-            attributes,
-            last_offset_delta,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
-        )
-    )
+    header = bytearray(HEADER.pack(base_offset, length, partition_leader_epoch, 2, 0, attributes, last_offset_delta,
+                                   base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count))
     crc = crc32c(body, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
     _CRC.pack_into(header, CRC_OFFSET, crc)
     return bytes(header) + body
