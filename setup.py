@@ -1,7 +1,8 @@
 """Package discovery (metadata lives in pyproject.toml): the CLI's folder ``cli/`` installs as ``kafkalog_cli``, and
-the optional C extension ``kafkalog.records._columns`` (the columnar record decoder's hot loop).
+the optional C extensions ``kafkalog.records._columns`` (the columnar record decoder's hot loop) and
+``kafkalog.cleaner._cleaner`` (the log cleaner's offset map and per-record loops).
 
-The extension is ``optional``: without a C compiler the build warns and the install goes on; kafkalog then uses
+The extensions are ``optional``: without a C compiler the build warns and the install goes on; kafkalog then uses
 the pure-Python decoder (``KAFKALOG_NO_EXTENSIONS=1`` forces that path at run time too).
 """
 
@@ -17,6 +18,13 @@ setup(
             ["kafkalog/records/_columns.c"],
             depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "wire", "codec")],
             optional=True,
-        )
+        ),
+        Extension(
+            "kafkalog.cleaner._cleaner",
+            ["kafkalog/cleaner/_cleaner.c"],
+            depends=[f"kafkalog/cleaner/_{h}.h" for h in ("md5", "cleaner_encode", "cleaner_write")]
+            + ["kafkalog/records/_columns_crc.h"],
+            optional=True,
+        ),
     ],
 )

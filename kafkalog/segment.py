@@ -30,9 +30,8 @@ from kafkalog.index.time_index import TimeIndex, TimestampOffset
 from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.limits import LONG_MAX, wall_clock_ms
 from kafkalog.names import offset_to_name
-from kafkalog.records.reader import read_batches
 from kafkalog.records.scan import scan_batches, small_batch_table
-from kafkalog.segment_file import SegmentLogFile
+from kafkalog.segment_file import AppendedBatches, SegmentLogFile, frame_appended
 from kafkalog.segment_read import SegmentReads, TimestampAndOffset
 from kafkalog.segment_recovery import (
     I32_MAX,
@@ -46,7 +45,8 @@ from kafkalog.segment_recovery import (
 )
 
 # TimestampAndOffset is the reads' answer type; the log layer imports it from here with LogSegment.
-__all__ = ["LogSegment", "TimestampAndOffset"]
+__all__ = ["AppendedBatches", "LogSegment", "TimestampAndOffset"]
+
 
 _DEFAULT_INDEX_INTERVAL = 4096
 _DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
@@ -175,30 +175,28 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
         rel = offset - self._base_offset
         return 0 <= rel <= I32_MAX
 
-    def append(self, batch_bytes: bytes | bytearray | memoryview, *, largest_offset: int | None = None) -> int:
+    def append(self, batch_bytes: bytes | bytearray | memoryview, *, largest_offset: int | None = None,
+               framed: AppendedBatches | None = None) -> int:
         """Append one or more whole batches (offsets already assigned); returns the bytes written.
 
         Index entries follow Kafka: an offset-index entry (last offset of the batch, its start position) when the
         bytes since the last entry exceed ``index.interval.bytes`` (checked before counting this batch), with a
         time-index entry for the max timestamp so far at the same moment. With ``largest_offset`` the whole call
         is one append of Kafka's ``LogSegment.append(largestOffset, records)``, as the cleaner makes it: one check
-        for the call, an entry (``largest_offset``, the call's start position) when it passes.
+        for the call, an entry (``largest_offset``, the call's start position) when it passes. ``framed`` (with
+        ``largest_offset`` only): what that append reads from the batches, from a caller that built them and knows
+        it (the cleaner's compiled path), so they are not framed again.
         """
         data = memoryview(batch_bytes)
         if len(data) == 0:
             return 0
-        reader = read_batches(data)
-        batches = list(reader)
-        if reader.invalid_bytes:
-            raise CorruptRecordError(
-                f"append of {len(data)} bytes holds {reader.invalid_bytes} bytes that are not whole batches",
-                position=reader.valid_bytes,
-            )
-        if not self.can_convert_to_relative_offset(batches[-1].last_offset) or not self.can_convert_to_relative_offset(
-            batches[0].base_offset
+        if framed is None or largest_offset is None:
+            framed = frame_appended(data)
+        if not self.can_convert_to_relative_offset(framed.last_offset) or not self.can_convert_to_relative_offset(
+            framed.first_base_offset
         ):
             raise LogSegmentOffsetOverflowError(
-                f"offsets {batches[0].base_offset}..{batches[-1].last_offset} do not fit segment {self._base_offset}"
+                f"offsets {framed.first_base_offset}..{framed.last_offset} do not fit segment {self._base_offset}"
             )
         # Kafka materialises both indexes on every append (offset range check, max-timestamp read), so their files
         # exist from the first append on; do the same so a closed segment always has its .index and .timeindex.
@@ -209,7 +207,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
             physical = self._size
             assert physical is not None
             if physical == 0 and self._rolling_based_timestamp is None:
-                self._rolling_based_timestamp = batches[0].max_timestamp
+                self._rolling_based_timestamp = framed.first_max_timestamp
             self._unsynced = True
             file_access.append_at(f, data, physical)
             self._size = physical + len(data)
@@ -218,10 +216,9 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
             if not self.can_convert_to_relative_offset(largest_offset):
                 raise LogSegmentOffsetOverflowError(
                     f"offset {largest_offset} does not fit segment {self._base_offset}")
-            for batch in batches:
-                if batch.max_timestamp > max_ts:
-                    max_ts = batch.max_timestamp
-                    self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.last_offset)
+            # Kafka keeps the first batch with a larger max timestamp than the segment's, and that batch's last offset
+            if framed.max_timestamp > max_ts:
+                self._max_ts_and_offset = TimestampOffset(framed.max_timestamp, framed.last_offset_of_max_timestamp)
             if self._bytes_since_last_index_entry > self.index_interval_bytes:
                 self._offset_index.append(largest_offset, physical)
                 mt = self._max_ts_and_offset or TimestampOffset(-1, self._base_offset)
@@ -229,7 +226,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
                 self._bytes_since_last_index_entry = 0
             self._bytes_since_last_index_entry += len(data)
             return len(data)
-        for batch in batches:
+        for batch in framed.batches:
             if batch.max_timestamp > max_ts:
                 max_ts = batch.max_timestamp
                 self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.offset_of_max_timestamp)

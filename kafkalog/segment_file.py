@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from kafkalog import file_access
 from kafkalog.errors import CorruptRecordError
@@ -22,7 +22,35 @@ from kafkalog.handle_cache import HandleCache, default_cache
 from kafkalog.names import LazyPath
 from kafkalog.records.reader import read_batches
 
-__all__ = ["SegmentLogFile"]
+__all__ = ["AppendedBatches", "SegmentLogFile", "frame_appended"]
+
+
+class AppendedBatches(NamedTuple):
+    """What ``LogSegment.append`` reads from the batches it appends: the first base offset, the last offset, the
+    first batch's max timestamp, the largest max timestamp and the last offset of the first batch that has it
+    (``batches``: the batches themselves, when framed here)."""
+
+    first_base_offset: int
+    last_offset: int
+    first_max_timestamp: int
+    max_timestamp: int
+    last_offset_of_max_timestamp: int
+    batches: tuple = ()
+
+
+def frame_appended(data: memoryview) -> AppendedBatches:
+    """The batches of an append, framed (whole batches only, else ``CorruptRecordError``)."""
+    reader = read_batches(data)
+    batches = tuple(reader)
+    if reader.invalid_bytes:
+        raise CorruptRecordError(
+            f"append of {len(data)} bytes holds {reader.invalid_bytes} bytes that are not whole batches",
+            position=reader.valid_bytes,
+        )
+    top = max(batches, key=lambda b: b.max_timestamp)  # the first of the largest
+    return AppendedBatches(batches[0].base_offset, batches[-1].last_offset, batches[0].max_timestamp,
+                           top.max_timestamp, top.last_offset, batches)
+
 
 _LOCK_CREATION = threading.Lock()
 #: ``scan`` reads a ``.log`` of up to this many bytes instead of mapping it (the reads before ``start`` included:

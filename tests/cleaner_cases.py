@@ -4,9 +4,11 @@ except re-compressed batches, whose headers and records must match)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +60,38 @@ def topic_partition(part: Path) -> tuple[str, int]:
     return topic, int(p)
 
 
+#: the cleaner's two implementations: the compiled core (``kafkalog.cleaner._cleaner``) and pure Python
+CLEANER_PATHS = ("compiled", "python")
+
+
+@contextlib.contextmanager
+def cleaner_path(path: str) -> Iterator[None]:
+    """Run the cleaner (and the record decoder) on ``path``: ``python`` sets ``KAFKALOG_NO_EXTENSIONS=1``."""
+    if path == "compiled":
+        from kafkalog.cleaner import native
+
+        assert native.compiled is not None, "the compiled cleaner core is not built"
+    saved = os.environ.pop("KAFKALOG_NO_EXTENSIONS", None)
+    if path == "python":
+        os.environ["KAFKALOG_NO_EXTENSIONS"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("KAFKALOG_NO_EXTENSIONS", None)
+        if saved is not None:
+            os.environ["KAFKALOG_NO_EXTENSIONS"] = saved
+
+
 def clean_like_oracle(part: Path, topic_config: dict[str, str], now_ms: int, *,
-                      dedupe_buffer_bytes: int = 128 * 1024 * 1024) -> CleanReport:
+                      dedupe_buffer_bytes: int = 128 * 1024 * 1024, path: str = "compiled") -> CleanReport:
     """What ``kafka-oracle clean PART --now-ms NOW`` does, with kafkalog: open after a clean shutdown, one pass
-    from the parent dir's checkpoint, the checkpoint updated, scheduled deletions run, a clean close."""
+    from the parent dir's checkpoint, the checkpoint updated, scheduled deletions run, a clean close (``path``:
+    which implementation of the cleaner, see ``CLEANER_PATHS``)."""
+    with cleaner_path(path):
+        return _clean_like_oracle(part, topic_config, now_ms, dedupe_buffer_bytes)
+
+
+def _clean_like_oracle(part: Path, topic_config: dict[str, str], now_ms: int, dedupe_buffer_bytes: int) -> CleanReport:
     config = LogConfig.from_properties({"cleanup.policy": "compact", **topic_config})
     log = Log.open(part, config, clean_shutdown=True, clock=lambda: now_ms)
     try:

@@ -1,4 +1,5 @@
-"""An install without a C compiler still works: the optional extension is skipped and the pure-Python decoder runs.
+"""An install without a C compiler still works: the optional extensions are skipped and the pure-Python decoder
+and cleaner run.
 
 The package is built from a copy of the source with ``CC``/``LDSHARED`` pointing at ``false`` (a compiler that
 always fails), offline through ``setup.py build``, and the built tree is imported in a child process.
@@ -28,6 +29,8 @@ _PROBE = textwrap.dedent(
     cols = read_record_columns(path)
     records = [r for b in read_batches(data) for r in b.records()]
     assert cols.values() == [r.value for r in records] and len(cols) == len(records) > 0
+    from kafkalog.cleaner import OffsetMap, native
+    assert native.compiled is None and not native.available() and OffsetMap(240).table is None  # the dict map
     print(columns._compiled is None, len(cols))
     """
 )
@@ -46,10 +49,12 @@ def test_build_without_a_compiler_skips_the_extension_and_decodes(tmp_path: Path
     build = subprocess.run([sys.executable, "setup.py", "build", "--build-base", str(tmp_path / "build")], cwd=src,
                            env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert build.returncode == 0, build.stderr[-3000:]
-    assert "kafkalog.records._columns" in build.stdout + build.stderr  # setuptools' warning names what it skipped
+    # setuptools' warning names what it skipped
+    assert "kafkalog.records._columns" in build.stdout + build.stderr
+    assert "kafkalog.cleaner._cleaner" in build.stdout + build.stderr
     lib = next((tmp_path / "build").glob("lib*"))
     assert (lib / "kafkalog" / "records" / "columns.py").is_file()
-    assert not list(lib.rglob("_columns*.so"))
+    assert not list(lib.rglob("_columns*.so")) and not list(lib.rglob("_cleaner*.so"))
     log = GOLDEN / "logdir" / "golden-lz4-0" / "00000000000000000000.log"
     probe = subprocess.run([sys.executable, "-c", _PROBE, str(lib), str(log)], cwd=tmp_path, capture_output=True,
                            text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(lib)})  # fmt: skip

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cleaner_cases import (
+    CLEANER_PATHS,
     COMPACTED,
     assert_same_partition,
     clean_like_oracle,
@@ -27,13 +28,16 @@ def test_every_case_is_replayed() -> None:
 
 
 @needs_golden
+@pytest.mark.parametrize("path", CLEANER_PATHS)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_cleaner_matches_kafka(name: str, tmp_path: Path) -> None:
+def test_cleaner_matches_kafka(name: str, path: str, tmp_path: Path) -> None:
+    """Both implementations of the cleaner (compiled core, pure Python) give Kafka's output."""
     case = CASES[name]
     expected = json.loads((COMPACTED / case["dir"] / "clean.json").read_text())
     part = prepare_case(case, tmp_path)
     report = clean_like_oracle(part, case["cleanConfig"], case["nowMs"],
-                               dedupe_buffer_bytes=option(case["cleanArgs"], "--dedupe-buffer-bytes", 128 << 20))
+                               dedupe_buffer_bytes=option(case["cleanArgs"], "--dedupe-buffer-bytes", 128 << 20),
+                               path=path)
     assert report.cleaned is expected["cleaned"]
     assert report.to_clean.first_dirty_offset == case["firstDirtyOffset"]
     assert report.result is not None

@@ -1,6 +1,7 @@
 """kafkalog's cleaner against Kafka's (``kafka-oracle clean``) on random partitions, run live: the same files and
 bytes (re-compressed batches: same headers and records), mtimes and checkpoint, over two passes (the second
-after more writes, past the first pass's delete horizons); Kafka's checks accept kafkalog's output."""
+after more writes, past the first pass's delete horizons), by both implementations (compiled core, pure Python);
+Kafka's checks accept kafkalog's output."""
 
 from __future__ import annotations
 
@@ -29,7 +30,16 @@ def _clean_both(history: RandomHistory, kafka_in: Path, ours: Path, kafka_out: P
     extra = ["--dedupe-buffer-bytes", str(dedupe)] if dedupe is not None else []
     kafka = run_oracle_json("clean", kafka_in, *args, "--now-ms", str(now), *extra, "--out", kafka_out)
     assert kafka.get("exception") is None, kafka.get("exception")
-    report = clean_like_oracle(ours, history.topic_config, now, dedupe_buffer_bytes=dedupe or 128 << 20)
+    # the pure-Python path cleans a copy of the same input; both must give Kafka's output
+    py_copy = ours.parent.parent / f"{ours.parent.name}-python" / ours.name
+    shutil.rmtree(py_copy.parent, ignore_errors=True)
+    shutil.copytree(ours.parent, py_copy.parent)
+    py_report = clean_like_oracle(py_copy, history.topic_config, now, dedupe_buffer_bytes=dedupe or 128 << 20,
+                                  path="python")
+    assert_same_partition(py_copy, kafka_out / ours.name, kafka["filesAfter"])
+    report = clean_like_oracle(ours, history.topic_config, now, dedupe_buffer_bytes=dedupe or 128 << 20,
+                               path="compiled")
+    assert py_report.result is None or py_report.result.stats == report.result.stats
     assert report.cleaned is kafka["cleaned"]
     if report.result is not None:
         assert report.result.end_offset == kafka["endOffset"]

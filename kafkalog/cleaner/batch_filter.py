@@ -64,13 +64,15 @@ class CleanerStats:
 class FilterResult:
     """One chunk's output and counters (Kafka's ``FilterResult``)."""
 
-    output: bytearray = field(default_factory=bytearray)
+    output: bytearray | bytes = field(default_factory=bytearray)
     bytes_read: int = 0
     messages_read: int = 0
     messages_retained: int = 0
     bytes_retained: int = 0
     max_offset: int = -1
     max_timestamp: int = -1
+    #: what the segment append reads from the output's batches, when the filter knows it (``AppendedBatches``)
+    framed: Any = None
 
     def _retained(self, max_timestamp: int, max_offset: int, messages: int, size: int) -> None:
         self.messages_retained += messages

@@ -3,16 +3,16 @@ the segments up to where the map ends, rewrite each group into one cleaned segme
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kafkalog.errors import CleanerError, CorruptRecordError, LogCleaningAbortedError, LogSegmentOffsetOverflowError
 from kafkalog.file_access import pread
-from kafkalog.records.reader import read_batches
 from kafkalog.segment import LogSegment
 
 from .batch_filter import CleanerFilter, CleanerStats, LastRecord, filter_batches
+from .columnar import Chunk, filter_chunk, map_chunk, read_chunk
 from .config import CleanerConfig
 from .dirty_range import LogToClean
 from .grouping import group_segments_by_size
@@ -162,8 +162,14 @@ class Cleaner:
                      txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
         omap = self.offset_map
         position = seg.offset_index.lookup(start).position
-        for _chunk, batches, valid in self._chunks(log, seg, position):
-            for batch in batches:
+        for chunk in self._chunks(log, seg, position):
+            full = map_chunk(chunk, omap, start, desired, txn, stats) if chunk.columns is not None else None
+            if full:
+                return True
+            if full is not None:
+                stats.map_bytes_read += chunk.valid
+                continue
+            for batch in chunk.batches:
                 if batch.magic >= 2 and batch.is_control:
                     txn.on_control_batch_read(batch)
                     stats.map_messages_read += 1
@@ -179,13 +185,15 @@ class Cleaner:
                         stats.map_messages_read += 1
                 if batch.last_offset >= start:
                     omap.update_latest_offset(batch.last_offset)
-            stats.map_bytes_read += valid
+            stats.map_bytes_read += chunk.valid
         omap.update_latest_offset(next_start - 1)
         return False
 
-    def _chunks(self, log: Log, seg: LogSegment, position: int):
-        """(chunk, its whole batches, their bytes) from ``position`` to the end of the segment, one read buffer at
-        a time; the buffer grows while not even one batch fits."""
+    def _chunks(self, log: Log, seg: LogSegment, position: int) -> Iterator[Chunk]:
+        """The chunks from ``position`` to the end of the segment, one read buffer at a time (each holding whole
+        batches); the buffer grows while not even one batch fits. On the compiled path (the offset map's buffer
+        exists) each chunk comes decoded into columns when it can be."""
+        compiled = self.offset_map.table is not None
         buffers = self._buffers
         path = seg.log_path
         max_message = log.config.max_message_bytes
@@ -195,14 +203,12 @@ class Cleaner:
                 self._check_done()
                 data = pread(fh, position, min(buffers.size, size - position))
                 self._throttle(len(data))
-                reader = read_batches(memoryview(data))
-                batches = list(reader)
-                valid = reader.valid_bytes
-                if not batches:
+                chunk = read_chunk(data, compiled)
+                if not chunk.valid:
                     buffers.grow_or_fail(path, position, data, size, max_message)
                     continue
-                yield memoryview(data), batches, valid
-                position += valid
+                yield chunk
+                position += chunk.valid
         buffers.restore()
 
     # --- one group --------------------------------------------------------------------------------------------
@@ -255,21 +261,19 @@ class Cleaner:
     def _clean_into(self, log: Log, source: LogSegment, dest: LogSegment, flt: CleanerFilter,
                     stats: CleanerStats) -> int:
         removed = 0
-        for chunk, batches, _valid in self._chunks(log, source, 0):
-            result = filter_batches(chunk, batches, flt)
+        for chunk in self._chunks(log, source, 0):
+            result = filter_chunk(chunk, flt) if chunk.columns is not None else None
+            if result is None:
+                result = filter_batches(chunk.data, chunk.batches, flt)
             stats.messages_read += result.messages_read
             stats.bytes_read += result.bytes_read
             stats.messages_written += result.messages_retained
             stats.bytes_written += result.bytes_retained
-            removed += sum(_record_count(b) for b in batches) - result.messages_retained
+            removed += chunk.record_count() - result.messages_retained
             if result.output:
-                dest.append(result.output, largest_offset=result.max_offset)
+                dest.append(result.output, largest_offset=result.max_offset, framed=result.framed)
                 self._throttle(len(result.output))
         return removed
-
-
-def _record_count(batch: Any) -> int:
-    return batch.record_count
 
 
 def _discard(cleaned: LogSegment) -> None:

@@ -21,6 +21,7 @@ from .varint import ZIGZAG_1, ZIGZAG_2, decode_zigzag, encode_varint, encode_var
 
 __all__ = [
     "RecordBatch",
+    "assemble_batch",
     "build_batch",
     "build_empty_batch",
     "build_end_txn_marker_batch",
@@ -479,47 +480,67 @@ def build_batch(
         if ts > max_ts:
             max_ts = ts
         parts.append(_encode_record(delta, ts - base_ts, key, value, headers))
-    body = b"".join(parts)
-    if codec is not CompressionType.NONE:
-        body = compress(codec, body)
-    attributes = int(codec)
-    if ts_type == TimestampType.LOG_APPEND_TIME:
-        attributes |= _TIMESTAMP_TYPE_MASK
-        if log_append_time is not None:
-            max_ts = log_append_time
-    if is_transactional:
-        attributes |= _TRANSACTIONAL_MASK
-    if is_control:
-        attributes |= _CONTROL_MASK
-    if delete_horizon_ms is not None:
-        attributes |= _DELETE_HORIZON_MASK
     if max_timestamp is not None:
         max_ts = max_timestamp
+    elif ts_type == TimestampType.LOG_APPEND_TIME and log_append_time is not None:
+        max_ts = log_append_time
     if last_offset is not None:
         if last_offset - base_offset < last_delta or last_offset - base_offset > _INT_MAX:
             raise InvalidRecordError(f"last offset {last_offset} is below the records or out of range")
         last_delta = last_offset - base_offset
-    length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body)
-    header = bytearray(
-        HEADER.pack(
-            base_offset,
-            length,
-            partition_leader_epoch,
-            2,
-            0,
-            attributes,
-            last_delta,
-            base_ts,
-            max_ts,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(items),
-        )
+    return assemble_batch(
+        b"".join(parts), count=len(items), base_offset=base_offset, last_offset_delta=last_delta,
+        base_timestamp=base_ts, max_timestamp=max_ts, compression=codec, timestamp_type=ts_type,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch, is_transactional=is_transactional, is_control=is_control,
+        has_delete_horizon=delete_horizon_ms is not None,
     )
+
+
+def assemble_batch(
+    records_section: bytes,
+    *,
+    count: int,
+    base_offset: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    compression: CompressionType,
+    timestamp_type: TimestampType | int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+    is_transactional: bool,
+    is_control: bool,
+    has_delete_horizon: bool,
+) -> bytes:
+    """A magic 2 batch around an encoded (uncompressed) records section: compressed with ``compression``, the
+    header's attributes, length and CRC32C filled in (the tail of Kafka's ``MemoryRecordsBuilder.close``)."""
+    body = records_section
+    if compression is not CompressionType.NONE:
+        body = compress(compression, body)
+    attributes = int(compression) | _attributes(timestamp_type, is_transactional, is_control)
+    if has_delete_horizon:
+        attributes |= _DELETE_HORIZON_MASK
+    length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body)
+    header = bytearray(HEADER.pack(base_offset, length, partition_leader_epoch, 2, 0, attributes, last_offset_delta,
+                                   base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count))
     crc = crc32c(body, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
     _CRC.pack_into(header, CRC_OFFSET, crc)
     return bytes(header) + body
+
+
+def _attributes(timestamp_type: TimestampType | int, is_transactional: bool, is_control: bool) -> int:
+    """The timestamp-type, transactional and control bits of a v2 batch's attributes."""
+    attributes = 0
+    if int(timestamp_type) == TimestampType.LOG_APPEND_TIME:
+        attributes |= _TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= _TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= _CONTROL_MASK
+    return attributes
 
 
 def build_empty_batch(
@@ -537,13 +558,7 @@ def build_empty_batch(
 ) -> bytes:
     """A header-only v2 batch (no records), as Kafka's ``DefaultRecordBatch.writeEmptyHeader``: what the cleaner
     keeps of a producer's last batch once every record is gone, so the producer's sequence and epoch survive."""
-    attributes = 0
-    if int(timestamp_type) == TimestampType.LOG_APPEND_TIME:
-        attributes |= _TIMESTAMP_TYPE_MASK
-    if is_transactional:
-        attributes |= _TRANSACTIONAL_MASK
-    if is_control:
-        attributes |= _CONTROL_MASK
+    attributes = _attributes(timestamp_type, is_transactional, is_control)
     header = bytearray(
         HEADER.pack(
             base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,

@@ -80,9 +80,14 @@ except ImportError:  # built without a compiler, or imported from a zip: the pur
     except (OSError, ValueError):
         compiled = None
 
-__all__ = ["compiled", "available"]
+__all__ = ["compiled", "available", "extensions_enabled"]
+
+
+def extensions_enabled() -> bool:
+    """False when ``KAFKALOG_NO_EXTENSIONS`` asks for the pure-Python paths (of every compiled part of kafkalog)."""
+    return not os.environ.get("KAFKALOG_NO_EXTENSIONS")
 
 
 def available() -> bool:
     """True when the C extension is built and not disabled by ``KAFKALOG_NO_EXTENSIONS``."""
-    return compiled is not None and not os.environ.get("KAFKALOG_NO_EXTENSIONS")
+    return compiled is not None and extensions_enabled()

@@ -1,0 +1,124 @@
+/* One filtered chunk written in one call (included once, by _cleaner.c, after _cleaner_encode.h).
+ *
+ * Per batch, in file order: dropped, copied as its bytes, rebuilt here (an uncompressed batch that loses records:
+ * its original header with the fields a rebuild changes — length, attributes (codec none, the timestamp type,
+ * transactional and control bits kept, the delete-horizon bit as told), base and max timestamp, record count,
+ * CRC32C — and the records it keeps, encoded as Kafka's MemoryRecordsBuilder writes them), or bytes the
+ * caller built (a compressed rebuild, an empty batch).
+ */
+#ifndef KAFKALOG_CLEANER_WRITE_H
+#define KAFKALOG_CLEANER_WRITE_H
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "../records/_columns_crc.h"
+#pragma GCC diagnostic pop
+
+#define BATCH_HEADER 61
+#define KEPT_BITS 0x38 /* timestamp type, transactional, control: a rebuilt batch keeps them */
+#define HORIZON_BIT 0x40
+
+static uint32_t crc_soft_tab[256];
+
+static void crc_soft_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ CRC_POLY : c >> 1;
+        crc_soft_tab[n] = c;
+    }
+}
+
+static uint32_t crc32c_of(const uint8_t *p, size_t n) {
+    uint32_t crc;
+    if (crc_compute(p, n, &crc)) return crc;
+    crc = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) crc = crc_soft_tab[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return crc ^ 0xffffffffu;
+}
+
+static inline void put_be(uint8_t *p, uint64_t v, int width) {
+    for (int i = width - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+}
+
+static inline int64_t get_be64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+    return (int64_t)v;
+}
+
+/* write_chunk(chunk, positions, sizes, actions, columns, idx, bounds, base_timestamps, with_horizon, max_timestamps,
+ *             extras) -> bytes. actions per batch: 0 drop, 1 copy, 2 rebuild (the next of bounds/base_timestamps/
+ *             with_horizon/max_timestamps), 3 the next item of extras. */
+static PyObject *py_write_chunk(PyObject *self, PyObject *args) {
+    PyObject *chunk_o, *pos_o, *size_o, *act_o, *cols, *idx_o, *bounds_o, *bts_o, *hz_o, *mts_o, *extras,
+        *result = NULL;
+    Bufs bs = {.n = 0};
+    Cols c;
+    Out o = {NULL, 0, 0};
+    Py_ssize_t clen, nb, n2, n3, nidx, nbounds, n4, n5, n6, j = 0, k = 0;
+    const uint8_t *chunk, *hz;
+    const int8_t *act;
+    const int64_t *pos, *size, *idx, *bounds, *bts, *mts;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO!", &chunk_o, &pos_o, &size_o, &act_o, &cols, &idx_o, &bounds_o, &bts_o,
+                          &hz_o, &mts_o, &PyList_Type, &extras))
+        return NULL;
+    if (!(chunk = bufs_get(&bs, chunk_o, 1, 0, &clen)) || !(pos = bufs_get(&bs, pos_o, 8, 0, &nb)) ||
+        !(size = bufs_get(&bs, size_o, 8, 0, &n2)) || !(act = bufs_get(&bs, act_o, 1, 0, &n3)) ||
+        cols_of(&bs, cols, &c) < 0 || !(idx = bufs_get(&bs, idx_o, 8, 0, &nidx)) ||
+        !(bounds = bufs_get(&bs, bounds_o, 8, 0, &nbounds)) || !(bts = bufs_get(&bs, bts_o, 8, 0, &n4)) ||
+        !(hz = bufs_get(&bs, hz_o, 1, 0, &n5)) || !(mts = bufs_get(&bs, mts_o, 8, 0, &n6)))
+        goto done;
+    if (n2 != nb || n3 != nb || nbounds < 1 || n4 != nbounds - 1 || n5 != n4 || n6 != n4) {
+        PyErr_SetString(PyExc_ValueError, "write_chunk: array lengths do not match");
+        goto done;
+    }
+    for (Py_ssize_t b = 0; b < nb; b++) {
+        if (act[b] == 0) continue;
+        if (act[b] == 3) {
+            if (k >= PyList_GET_SIZE(extras) || !PyBytes_Check(PyList_GET_ITEM(extras, k))) goto bad;
+            PyObject *x = PyList_GET_ITEM(extras, k++);
+            if (out_reserve(&o, PyBytes_GET_SIZE(x)) < 0) goto done;
+            memcpy(o.p + o.len, PyBytes_AS_STRING(x), (size_t)PyBytes_GET_SIZE(x));
+            o.len += PyBytes_GET_SIZE(x);
+            continue;
+        }
+        if (pos[b] < 0 || size[b] < BATCH_HEADER || pos[b] > clen - size[b]) goto bad;
+        const uint8_t *src = chunk + pos[b];
+        if (act[b] == 1) {
+            if (out_reserve(&o, size[b]) < 0) goto done;
+            memcpy(o.p + o.len, src, (size_t)size[b]);
+            o.len += size[b];
+            continue;
+        }
+        if (act[b] != 2 || j >= n4) goto bad;
+        Py_ssize_t at = o.len;
+        if (out_reserve(&o, BATCH_HEADER) < 0) goto done;
+        memcpy(o.p + at, src, BATCH_HEADER);
+        o.len += BATCH_HEADER;
+        if (encode_span(&o, &c, idx, nidx, bounds[j], bounds[j + 1], get_be64(src), bts[j]) < 0) goto done;
+        uint8_t *h = o.p + at;
+        int attrs = (src[22] & KEPT_BITS) | (hz[j] ? HORIZON_BIT : 0);
+        put_be(h + 8, (uint64_t)(o.len - at - 12), 4);
+        put_be(h + 21, (uint64_t)attrs, 2);
+        put_be(h + 27, (uint64_t)bts[j], 8);
+        put_be(h + 35, (uint64_t)mts[j], 8);
+        put_be(h + 57, (uint64_t)(bounds[j + 1] - bounds[j]), 4);
+        put_be(h + 17, crc32c_of(h + 21, (size_t)(o.len - at - 21)), 4);
+        j++;
+    }
+    result = PyBytes_FromStringAndSize((const char *)o.p, o.len);
+    goto done;
+bad:
+    PyErr_SetString(PyExc_ValueError, "write_chunk: actions do not match the batches");
+done:
+    PyMem_Free(o.p);
+    bufs_release(&bs);
+    return result;
+}
+
+#define WRITE_METHODS                                                                                              \
+    {"write_chunk", py_write_chunk, METH_VARARGS,                                                                \
+     "write_chunk(chunk, positions, sizes, actions, columns, idx, bounds, base_timestamps, with_horizon, "      \
+     "max_timestamps, extras) -> bytes: a filtered chunk's output"},
+
+#endif
