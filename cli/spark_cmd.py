@@ -1,4 +1,5 @@
-"""``kafkalog spark validate``: the archive validation job, delegated to ``kafkalog.spark.run_validation``."""
+"""``kafkalog spark validate``: the archive validation job, delegated to ``kafkalog.spark.run_validation``;
+``kafkalog spark export`` lives in :mod:`.spark_export`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import click
 import kafkalog.spark as kafkalog_spark  # its functions import pyspark when called
 
 from .errors import CommandError
+from .spark_export import export
 from .storage_opts import storage_option
 
 
@@ -45,3 +47,6 @@ def validate(
     if deep:
         kwargs["deep"] = True
     click.get_current_context().exit(kafkalog_spark.run_validation(list(roots), out, master, **kwargs))
+
+
+spark.add_command(export)

@@ -46,6 +46,7 @@ __all__ = [
     "ExportedFile",
     "NothingToExportError",
     "export_archive",
+    "holds_files",
     "read_export",
 ]
 
@@ -345,7 +346,7 @@ def _run_job(spark, work: list, fn, on_progress: ProgressCallback | None, descri
                 last = done
     if "error" in box:
         raise box["error"]
-    if on_progress is not None:
+    if on_progress is not None and last != len(work):
         on_progress("write", len(work), len(work))
     return box["rows"]
 
@@ -446,6 +447,11 @@ def export_archive(
     if on_progress is not None:
         on_progress("commit", 1, 1)
     return result
+
+
+def holds_files(out: str | os.PathLike, options: Mapping[str, Any] | None = None) -> bool:
+    """True when ``out`` holds any file (:func:`export_archive` refuses it unless ``mode="overwrite"``)."""
+    return bool(_Out(_normal_out(out), storage.storage_options(options)).listing())
 
 
 def _remove_ours(dest: _Out) -> None:
