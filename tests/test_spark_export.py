@@ -81,6 +81,55 @@ def test_numeric_topic_names_read_back_typed_by_read_export(spark, tmp_path: Pat
     assert rows == ds.orderBy("offset").collect() and {(r.topic, r.partition) for r in rows} == {("2024", 3)}
 
 
+@pytest.fixture(scope="module")
+def s3():
+    """moto's S3 server on 127.0.0.1 with an empty bucket ``export``."""
+    pytest.importorskip("moto")
+    from tests.s3server import MotoServer
+
+    server = MotoServer().start()
+    try:
+        server.client().create_bucket(Bucket="export")
+        yield server
+    finally:
+        server.stop()
+
+
+def _plain(rows) -> list[tuple]:
+    """Rows (Spark ``Row``s or pyarrow dicts) as comparable tuples."""
+    def b(v):
+        return None if v is None else bytes(v)
+
+    out = []
+    for r in rows:
+        d = r if isinstance(r, dict) else r.asDict(recursive=True)
+        headers = [(h["key"], b(h["value"])) for h in d["headers"]]
+        out.append((d["topic"], d["partition"], d["offset"], d["timestamp"], d["timestamp_type"], b(d["key"]),
+                    b(d["value"]), headers, d["producer_id"], d["leader_epoch"], d["is_transactional"],
+                    d["is_control"]))  # fmt: skip
+    return sorted(out, key=lambda t: t[:3])
+
+
+def test_export_to_s3_holds_the_datasource_rows(spark, s3) -> None:
+    import pyarrow.dataset as pads
+
+    from kafkalog import storage
+    from kafkalog.spark import export_archive
+
+    roots = [str(GOLDEN / "logdir" / c) for c in CASES]
+    out = "s3://export/run1"
+    result = export_archive(spark, roots, out, **s3.options)
+    keys = sorted(o["Key"] for o in s3.client().list_objects_v2(Bucket="export", Prefix="run1/")["Contents"])
+    assert keys == sorted(["run1/_SUCCESS", *(f.path[len("s3://export/"):] for f in result.files)])  # no temp left
+    assert {k.split("/")[1] for k in keys if k.endswith(".parquet")} == {f"topic={c.rsplit('-', 1)[0]}" for c in CASES}
+    assert all(storage.stat_size(f.path, s3.options) == f.bytes > 0 for f in result.files)
+    fs, path = storage.resolve(out, s3.options)
+    table = pads.dataset(path, filesystem=fs, format="parquet", partitioning="hive").to_table()
+    want = spark.read.format("kafkalog").load(roots).collect()
+    assert table.num_rows == result.rows == len(want)
+    assert _plain(table.to_pylist()) == _plain(want)
+
+
 def test_corrupt_segment_fails_the_export_naming_it(spark, tmp_path: Path) -> None:
     from kafkalog.errors import CorruptRecordError
     from kafkalog.spark import export_archive

@@ -15,9 +15,9 @@ the dir names: a topic name that looks like a number or a date would come back a
 reads with the DataSource's schema set.
 
 File names are deterministic (``part-<task>-<first offset>.parquet``): a retried task overwrites what an earlier
-attempt wrote. Each file is written under a hidden temp name (Spark's readers skip names starting with ``.``), then
-renamed: on local disk with fsync of the file and its dir; through ``pyarrow.fs`` for URLs (``s3://``: a copy to
-the final key). A corrupt segment with ``onCorrupt=fail`` fails its task without a retry (corruption is
+attempt wrote. On local disk each file is written under a hidden temp name (Spark's readers skip names starting with ``.``),
+fsynced and renamed (then its dir fsynced); through ``pyarrow.fs`` for URLs it is uploaded to its final key (an
+object appears whole when its upload completes; a failed attempt's object is deleted). A corrupt segment with ``onCorrupt=fail`` fails its task without a retry (corruption is
 deterministic): the task reports the segment and the reason, the driver deletes the files the export wrote and
 raises the library's error; no ``_SUCCESS`` is written.
 """
@@ -163,20 +163,15 @@ class _Out:
             raise storage.StorageError(f"{target}: write failed: {one_line(exc)}") from exc
 
     def publish(self, tmp: str, target: str) -> int:
-        """Rename ``tmp`` to ``target`` (durably on local disk); returns the file's size."""
-        if not self.remote:
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-            fsync_dir(os.path.dirname(target))
-            return os.path.getsize(target)
-        fs, src = self._fs(tmp)
-        _, dst = self._fs(target)
-        try:
-            fs.move(src, dst)
-        except OSError as exc:
-            raise storage.StorageError(f"{target}: rename from {tmp} failed: {one_line(exc)}") from exc
-        return storage.stat_size(target, self.options)
+        """Make ``tmp`` the file ``target`` (a durable rename on local disk; an object store's upload is already
+        at its final key, see :class:`_FileWriter`); returns the file's size."""
+        if self.remote:
+            return storage.stat_size(target, self.options)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        fsync_dir(os.path.dirname(target))
+        return os.path.getsize(target)
 
     def remove(self, target: str) -> None:
         with contextlib.suppress(OSError):
@@ -219,14 +214,16 @@ class _Out:
 
 
 class _FileWriter:
-    """One Parquet file of one task: batches buffered into row groups, written to a hidden temp name."""
+    """One Parquet file of one task: batches buffered into row groups. On local disk it is written under a hidden
+    temp name and renamed; in an object store straight to its key (an object appears whole when its upload
+    completes, and a rename there is a copy: pyarrow's also leaves a directory marker object behind)."""
 
     def __init__(self, dest: _Out, target: str, schema: Any, compression: str) -> None:
         import pyarrow.parquet as pq
 
         self.dest, self.target = dest, target
-        head, _, name = target.rpartition("/" if dest.remote else os.sep)
-        self.tmp = f"{head}{'/' if dest.remote else os.sep}.{name}.{uuid.uuid4().hex}.tmp"
+        head, _, name = target.rpartition(os.sep)
+        self.tmp = target if dest.remote else f"{head}{os.sep}.{name}.{uuid.uuid4().hex}.tmp"
         self.sink = dest.open_output(self.tmp)
         self.writer = pq.ParquetWriter(self.sink, schema, compression=compression)
         self.pending: list = []
