@@ -1,7 +1,7 @@
 """Benchmark the Spark validation job and the DataSource against the single-process library loop.
 
     python benchmarks/bench_spark.py [--partitions 200] [--segments 5] [--segment-kib 1024] [--rounds 3] [--dir DIR]
-        [--sections classic,scan,remote,cluster] [--scan-partitions 10] [--values repeated|random]
+        [--sections classic,scan,remote,cluster,export] [--scan-partitions 10] [--values repeated|random]
 
 Generates an archive (``partitions`` x ``segments`` segments written through ``LogSegment.append`` with
 ``build_batch`` batches, so indexes are Kafka's), then in one run: validates it with the library loop in this
@@ -30,6 +30,11 @@ dirs of the same archive, best of ``--rounds``:
   server on 127.0.0.1 against the same partition dirs on local disk.
 * ``cluster``: the same two jobs on a standalone cluster (master + 2 one-core workers from the pyspark package,
   127.0.0.1) against ``local[2]``.
+* ``export``: on ``local[2]``, ``export_archive`` (tasks write Parquet with pyarrow) against the DataSource then
+  ``df.write.parquet`` of the same records, both with ``topic=/partition=`` dirs and both flat; then queries
+  (count + sum(length(value)), and a point filter ``topic = ... AND offset = X``) on the export against the same
+  queries on the archive through the DataSource. Issue 29's goals: export <= 0.5x the DataSource+write.parquet
+  time, queries on the export >= 2x faster.
 """
 
 from __future__ import annotations
@@ -456,6 +461,79 @@ def cluster_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
           f"({cd:.2f}s): cluster / local {ld / cd:.2f}")
 
 
+def export_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
+    """export_archive vs the DataSource + ``df.write.parquet`` (local[2], same records, same layouts, best of
+    ``rounds``, the two in turns), then queries on the export vs on the archive."""
+    from kafkalog.spark import export_archive, get_session, register
+
+    items = discover_segments(scan_roots)
+    total = sum(max(i.size_bytes, 0) for i in items)
+    topic = items[0].topic
+    spark = get_session("local[2]", "bench-export")
+    register(spark)
+    ours: dict[str, float] = {}
+    theirs: dict[str, float] = {}
+    try:
+        ds = spark.read.format("kafkalog").load(scan_roots)
+        n, v = _aggregates(ds)  # warm: workers, imports
+        point = n // len(scan_roots) // 2  # an offset in the middle of the first partition dir
+
+        def ours_once(layout: str) -> float:
+            out = workdir / f"ours-{layout}"
+            shutil.rmtree(out, ignore_errors=True)
+            t = time.perf_counter()
+            r = export_archive(spark, scan_roots, str(out), partition_by=("topic", "partition") if layout == "dirs"
+                               else ())  # fmt: skip
+            took = time.perf_counter() - t
+            assert r.rows == n, (r.rows, n)
+            return took
+
+        def theirs_once(layout: str) -> float:
+            out = workdir / f"theirs-{layout}"
+            shutil.rmtree(out, ignore_errors=True)
+            t = time.perf_counter()
+            w = spark.read.format("kafkalog").load(scan_roots).write
+            (w.partitionBy("topic", "partition") if layout == "dirs" else w).parquet(str(out))
+            return time.perf_counter() - t
+
+        for layout in ("dirs", "flat"):
+            ours_once(layout)  # warm both paths once
+            theirs_once(layout)
+            ours[layout] = theirs[layout] = float("inf")
+            for _ in range(rounds):
+                ours[layout] = min(ours[layout], ours_once(layout))
+                theirs[layout] = min(theirs[layout], theirs_once(layout))
+        exported = spark.read.parquet(str(workdir / "ours-dirs"))
+        assert _aggregates(exported) == (n, v)
+        where = f"topic = '{topic}' AND partition = {items[0].partition} AND offset = {point}"
+        queries = {
+            "count+sum(length(value))": lambda df: _aggregates(df),
+            "point filter": lambda df: len(df.filter(where).collect()),
+        }
+        q_results = []
+        for label, q in queries.items():
+            # one DataFrame each, queried again and again, as the queries that follow an export are
+            archive = spark.read.format("kafkalog").load(scan_roots)
+            export = spark.read.parquet(str(workdir / "ours-dirs"))
+            assert q(archive) == q(export), label
+            a_s = e_s = float("inf")
+            for _ in range(rounds):  # in turns
+                a_s = min(a_s, _best(lambda q=q, df=archive: q(df), 1)[0])
+                e_s = min(e_s, _best(lambda q=q, df=export: q(df), 1)[0])
+            q_results.append((label, a_s, e_s))
+    finally:
+        spark.stop()
+    size = sum(p.stat().st_size for p in (workdir / "ours-dirs").rglob("*.parquet"))
+    print(f"export (local[2]): {n} records, {total / 1e6:.1f} MB of segments in {len(items)} segments -> "
+          f"{size / 1e6:.1f} MB of Parquet; load {_load():.2f} (best of {rounds})")
+    for layout, label in (("dirs", "topic=/partition= dirs"), ("flat", "flat")):
+        print(f"  {label:<24} export_archive {ours[layout]:.2f}s ({n / ours[layout] / 1e6:.2f}M rows/s), DataSource + "
+              f"write.parquet {theirs[layout]:.2f}s: {ours[layout] / theirs[layout]:.2f}x (goal <= 0.5x)")
+    for label, a_s, e_s in q_results:
+        print(f"  {label:<24} on the archive (DataSource) {a_s:.2f}s, on the export (spark.read.parquet) "
+              f"{e_s:.2f}s: {a_s / e_s:.1f}x faster (goal >= 2x)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--partitions", type=int, default=200)
@@ -463,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--segment-kib", type=int, default=1024)
     ap.add_argument("--scan-partitions", type=int, default=10, help="partition dirs the DataSource scan reads")
     ap.add_argument("--rounds", type=int, default=3, help="timed validation jobs per master (best is reported)")
-    ap.add_argument("--sections", default="classic", help="comma list of classic, scan, remote, cluster")
+    ap.add_argument("--sections", default="classic", help="comma list of classic, scan, remote, cluster, export")
     ap.add_argument("--values", choices=("repeated", "random"), default="repeated",
                     help="record values: 64 distinct ones (default) or 180 random bytes each")
     ap.add_argument(
@@ -497,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
             remote_section(root, scan_roots, args.rounds)
         if "cluster" in sections:
             cluster_section(scan_roots, base / "cluster", args.rounds)
+        if "export" in sections:
+            export_section(scan_roots, base / "export", args.rounds)
         if "classic" not in sections:
             return 0
         r1 = spark_runs(root, "local[1]", offset_filter, base / "m1", scan_roots, args.rounds, False)
