@@ -8,6 +8,7 @@ connector); a corrupt segment fails the export naming it, with no ``_SUCCESS`` a
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -146,6 +147,19 @@ def test_corrupt_segment_fails_the_export_naming_it(spark, tmp_path: Path) -> No
     assert f"position {bad['position']}" in str(info.value)
     assert not (out / "_SUCCESS").exists()
     assert [p for p in out.rglob("*") if p.is_file()] == []  # the other tasks' files are removed too
+
+
+def test_failed_writes_fail_the_export_in_one_line(spark, tmp_path: Path) -> None:
+    """A task that cannot write (here ``out`` is a file) is retried by Spark, then the export raises a
+    StorageError with the task's reason on one line."""
+    from kafkalog.spark import export_archive
+    from kafkalog.storage import StorageError
+
+    out = tmp_path / "a-file"
+    out.write_text("not a dir")
+    with pytest.raises(StorageError, match=f"^{re.escape(str(out))}: export failed: NotADirectoryError: ") as info:
+        export_archive(spark, str(GOLDEN / "logdir" / "golden-none-0"), str(out))
+    assert "\n" not in str(info.value) and out.read_text() == "not a dir"
 
 
 def test_cli_export_end_to_end(spark, tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ ROW_GROUP_ROWS = 1 << 17
 #: the value Spark (and Hive) read back as null in a partition dir name
 _NULL_DIR = "__HIVE_DEFAULT_PARTITION__"
 #: names of the files an export writes, final or temporary (cleanup touches nothing else)
-_OUR_FILE = re.compile(r"^\.?part-\d{5}-(?:\d{20}|-\d{19})\.parquet(?:\.[0-9a-f]{32}\.tmp)?$")
+_OUR_FILE = re.compile(r"^\.?part-\d{5,}-(?:\d{20}|-\d{19})\.parquet(?:\.[0-9a-f]{32}\.tmp)?$")
 _JOB_GROUP = "kafkalog-export"
 
 #: ``on_progress(step, done, total)``: steps ``plan`` (segments found), ``write`` (tasks finished), ``commit``
@@ -334,13 +334,17 @@ def _run_job(spark, work: list, fn, on_progress: ProgressCallback | None, descri
     thread.start()
     tracker = sc.statusTracker()
     last = -1
-    while thread.is_alive():
-        thread.join(0.25)
-        if on_progress is not None:
-            done = _tasks_done(tracker, group)
-            if done != last:
-                on_progress("write", done, len(work))
-                last = done
+    try:
+        while thread.is_alive():
+            thread.join(0.25)
+            if on_progress is not None:
+                done = _tasks_done(tracker, group)
+                if done != last:
+                    on_progress("write", done, len(work))
+                    last = done
+    except BaseException:  # interrupted (Ctrl-C) or the callback failed: stop the job's tasks too
+        sc.cancelJobGroup(group)
+        raise
     if "error" in box:
         raise box["error"]
     if on_progress is not None and last != len(work):
