@@ -415,7 +415,7 @@ def export_archive(
         on_progress("plan", 0, 0)
     reader = _reader(root_list, options, max(1, int(spark.sparkContext.defaultParallelism)))
     groups = reader.partitions()
-    segments = sum(len(g.segments) for g in groups)
+    segments = sum(len(getattr(g, "segments", (g,))) for g in groups)  # a group of segments (or a single part)
     if not groups:
         raise NothingToExportError(f"{', '.join(root_list)}: no segments to export")
     if on_progress is not None:
