@@ -147,6 +147,12 @@ def test_corrupt_segment_fails_the_export_naming_it(spark, tmp_path: Path) -> No
     assert f"position {bad['position']}" in str(info.value)
     assert not (out / "_SUCCESS").exists()
     assert [p for p in out.rglob("*") if p.is_file()] == []  # the other tasks' files are removed too
+    from kafkalog_cli.main import main
+
+    res = CliRunner().invoke(main, ["spark", "export", str(root), "--out", str(out)])
+    error = [x for x in res.stderr.splitlines() if x.startswith("kafkalog: error: ")]
+    assert res.exit_code == 1 and len(error) == 1 and error[0].startswith(f"kafkalog: error: corrupt record: {log}: ")
+    assert "Traceback" not in res.output and not (out / "_SUCCESS").exists()
 
 
 def test_failed_writes_fail_the_export_in_one_line(spark, tmp_path: Path) -> None:
@@ -183,6 +189,7 @@ def test_cli_export_end_to_end(spark, tmp_path: Path) -> None:
     assert res.exit_code == 2 and res.stderr.strip() == f"kafkalog: error: {out}: already holds files (--overwrite replaces them)"
     res = runner.invoke(main, ["spark", "export", roots[0], "--out", str(out), "--overwrite"])
     assert res.exit_code == 0 and res.stdout.startswith("exported ")
+    assert "segments to export" in res.stderr and "writing Parquet in" in res.stderr  # a note per step
     assert {str(Path(p).parent) for p in _parquet_files(out)} == {"topic=golden-none/partition=0"}
     empty = tmp_path / "empty"
     empty.mkdir()
