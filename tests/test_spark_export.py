@@ -82,6 +82,25 @@ def test_numeric_topic_names_read_back_typed_by_read_export(spark, tmp_path: Pat
     assert rows == ds.orderBy("offset").collect() and {(r.topic, r.partition) for r in rows} == {("2024", 3)}
 
 
+def test_a_retried_task_overwrites_its_files(tmp_path: Path) -> None:
+    """The task body run twice on the same segments (a Spark retry) writes the same names: no duplicate rows, no
+    temp file left (in process, no Spark job)."""
+    import pyarrow.dataset as pads
+
+    from kafkalog.spark.export import _export_group, _Out, _reader
+
+    reader = _reader([str(GOLDEN / "logdir" / "golden-segments-0")], {}, 2)
+    group = reader.partitions()[0]
+    dest = _Out(str(tmp_path / "out"), {})
+    first = _export_group(reader, 7, group, dest, ("topic", "partition"), "snappy")
+    again = _export_group(reader, 7, group, dest, ("topic", "partition"), "snappy")
+    assert first["error"] is None and first["files"] == again["files"] and first["files"]
+    assert dest.listing() == sorted(f["path"] for f in first["files"])
+    assert all(Path(f["path"]).name.startswith("part-00007-") for f in first["files"])
+    rows = pads.dataset(str(tmp_path / "out"), format="parquet", partitioning="hive").count_rows()
+    assert rows == sum(f["rows"] for f in first["files"]) > 0
+
+
 @pytest.fixture(scope="module")
 def s3():
     """moto's S3 server on 127.0.0.1 with an empty bucket ``export``."""
