@@ -45,7 +45,8 @@ class ExportEvent(Event):
 
 @dataclass
 class _StepBar:
-    """``export_archive``'s ``on_progress`` on one bar (label and total per step) and a note per step."""
+    """``export_archive``'s ``on_progress`` on one bar and a note per step: the bar's label names the step, its
+    count is the finished write tasks (planning and committing are single steps)."""
 
     out: Output
     bar: Progress
@@ -55,17 +56,18 @@ class _StepBar:
 
     def __call__(self, step: str, done: int, total: int) -> None:
         if step != self.step:
-            self.step, self.done = step, 0
-            self.bar.update(description=_STEPS.get(step, step), total=total or None)
+            self.step = step
+            self.bar.update(description=_STEPS.get(step, step), total=total if step == "write" else None)
         if step == "plan" and total and step not in self.noted:
             self.noted.add(step)
             self.out.note(f"kafkalog spark export: {total} segments to export")
-        if step == "write" and step not in self.noted:
-            self.noted.add(step)
-            self.out.note(f"kafkalog spark export: writing Parquet in {total} tasks")
-        if done > self.done:
-            self.bar.advance(done - self.done)
-            self.done = done
+        elif step == "write":
+            if step not in self.noted:
+                self.noted.add(step)
+                self.out.note(f"kafkalog spark export: writing Parquet in {total} tasks")
+            if done > self.done:
+                self.bar.advance(done - self.done)
+                self.done = done
 
 
 def _options(pairs: tuple[str, ...]) -> dict[str, str]:
