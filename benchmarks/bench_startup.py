@@ -315,6 +315,9 @@ def main(argv: list[str] | None = None) -> None:
         m, _, _ = timed_startup(dirs, {"num.recovery.threads.per.data.dir": args.threads,
                                        "kafkalog.recovery.concurrency": args.concurrency,
                                        "sanity.check.all.logs.enabled": "false"})
+        gc.collect()
+        _, _, rss0 = process_usage()
+        objs0 = len(gc.get_objects())
         c0, t0 = time.process_time(), time.perf_counter()
         run = m.start_sanity_checker()
         run.wait()
@@ -325,6 +328,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{'background checker, all ' + str(inactive) + ' inactive segments':<58} {checker:7.2f} s  "
               f"cpu {checker_cpu:6.2f} s  {inactive / checker / 1e3:6.1f}k segments/s;  lazy + checker "
               f"{lazy + checker:.2f} s vs eager {eager:.2f} s", flush=True)
+        gc.collect()
+        _, _, rss1 = process_usage()
+        print(f"  kept once the checker is done: RSS {(rss1 - rss0) / inactive:.0f} B and "
+              f"{(len(gc.get_objects()) - objs0) / inactive:.1f} GC-tracked objects per checked segment", flush=True)
         # The reference for eager/lazy: eager = F + S*c and lazy >= F + c per partition (F: what every load does
         # per partition; c: one segment's check, which the active segment gets in both modes), so eager/lazy < S.
         per_check = checker / inactive

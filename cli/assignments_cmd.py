@@ -17,9 +17,11 @@ import click
 
 from kafkalog.checkpoint.meta_properties import read_meta_properties
 from kafkalog.errors import KafkaLogError
+from kafkalog.metadata.image import read_metadata_log
 from kafkalog.names import parse_partition_dir
 
 from .errors import EXIT_CORRUPT, EXIT_OK, CommandError
+from .output import make_output
 
 
 def _scan(raw: str) -> tuple[Any, str | None]:
@@ -54,11 +56,20 @@ def _scan(raw: str) -> tuple[Any, str | None]:
 @click.argument("log_dirs", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--expected", "expected_file", type=click.Path(dir_okay=False, path_type=str),
               help="JSON map of topic-partition to directory id, as the cluster metadata holds it.")
+@click.option("--metadata-log", "metadata_log", type=click.Path(file_okay=False, path_type=str),
+              help="A __cluster_metadata-0 dir: compare with what the controller recorded (needs --broker-id).")
+@click.option("--broker-id", type=click.IntRange(min=0), default=None, help="This broker's node id.")
+@click.option("--all", "show_all", is_flag=True, help="With --metadata-log: every replica, not only differences.")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object: assignments and mismatches.")
-def assignments(log_dirs: tuple[str, ...], expected_file: str | None, json_mode: bool) -> None:
-    """Which directory id holds each replica in LOGDIR...; with --expected, the KIP-858 differences (exit 1)."""
+def assignments(log_dirs: tuple[str, ...], expected_file: str | None, metadata_log: str | None,
+                broker_id: int | None, show_all: bool, json_mode: bool) -> None:
+    """Which directory id holds each replica in LOGDIR...; with --expected or --metadata-log, the KIP-858
+    differences (exit 1)."""
     from kafkalog.manager.assignments import compare_assignments, parse_expected
 
+    make_output(json_mode=json_mode)  # the command prints its own document; this renders its errors (--json)
+    if metadata_log is not None and (broker_id is None or expected_file is not None):
+        raise click.UsageError("--metadata-log needs --broker-id and excludes --expected")
     states, errors = [], []
     for raw in log_dirs:
         st, err = _scan(raw)
@@ -66,6 +77,9 @@ def assignments(log_dirs: tuple[str, ...], expected_file: str | None, json_mode:
         if err is not None:
             errors.append(err)
             click.echo(f"kafkalog: warning: log dir offline: {err}", err=True)
+    if metadata_log is not None:
+        _against_metadata(states, metadata_log, broker_id, show_all, json_mode)  # type: ignore[arg-type]
+        return
     rows = []
     seen: dict[tuple[str, int], list[str]] = {}
     for st in states:
@@ -78,11 +92,11 @@ def assignments(log_dirs: tuple[str, ...], expected_file: str | None, json_mode:
     duplicates = {tp: paths for tp, paths in seen.items() if len(paths) > 1}
     mismatches = []
     if expected_file is not None:
-        try:
-            with open(expected_file, encoding="utf-8") as f:
+        with open(expected_file, encoding="utf-8") as f:  # an OSError: the funnel's `PATH: reason` line
+            try:
                 expected = parse_expected(json.load(f))
-        except (ValueError, OSError) as exc:
-            raise CommandError(f"cannot read expected assignments {expected_file}: {exc}") from exc
+            except ValueError as exc:
+                raise CommandError(f"{expected_file}: not expected assignments: {exc}", path=expected_file) from exc
         mismatches = compare_assignments(states, expected)
     if json_mode:
         click.echo(json.dumps({
@@ -103,3 +117,38 @@ def assignments(log_dirs: tuple[str, ...], expected_file: str | None, json_mode:
             click.echo(f"mismatch: {m.kind.value} {m.topic}-{m.partition} expected: {m.expected_dir_id} "
                        f"actual: {m.actual_dir_id} ({m.detail})")
     click.get_current_context().exit(EXIT_CORRUPT if (mismatches or duplicates) else EXIT_OK)
+
+
+def _against_metadata(states: list, metadata_log: str, broker_id: int, show_all: bool, json_mode: bool) -> None:
+    """KIP-858 from the controller's records: the report is the library's (kafkalog.metadata.dir_assignments)."""
+    from kafkalog.metadata.dir_assignments import check_broker_dirs
+
+    if not os.path.isdir(metadata_log):
+        raise CommandError(f"{metadata_log}: not a directory")
+    try:
+        image = read_metadata_log(metadata_log)
+        report = check_broker_dirs(states, image, broker_id)
+    except (OSError, KafkaLogError) as exc:
+        raise CommandError(f"{metadata_log}: {exc}") from exc
+    if not image.topics and not image.brokers:
+        raise CommandError(f"{metadata_log}: no metadata records found")
+    if json_mode:
+        click.echo(json.dumps({**report.to_json(include_all=show_all), "metadataProblems": image.problems}))
+    else:
+        for problem in image.problems:  # what the replay could not read; the image stops before it
+            click.echo(f"kafkalog: warning: metadata log: {problem}", err=True)
+        registered = ", ".join(report.registered_dirs) or "none"
+        click.echo(f"broker: {broker_id} registered log dirs: {registered} fenced: {str(report.fenced).lower()}")
+        for s in states:
+            reg = "registered" if s.directory_id in report.registered_dirs else "not registered"
+            click.echo(f"logDir: {s.path} directoryId: {s.directory_id} {'online' if s.online else 'offline'} {reg}")
+        if show_all:
+            for r in report.replicas:
+                click.echo(f"  {r.topic}-{r.partition} assigned: {r.to_json()['assigned']} "
+                           f"actual: {r.actual_dir_id if r.log_dir else 'none'}")
+        for m in report.mismatches:
+            click.echo(f"mismatch: {m['kind']} {m['topic']}-{m['partition']} expected: {m['expectedDirectoryId']} "
+                       f"actual: {m['actualDirectoryId']} ({m['detail']})")
+        for f in report.dir_findings:
+            click.echo(f"mismatch: {f.kind} {f.log_dir} directoryId: {f.directory_id} ({f.detail})")
+    click.get_current_context().exit(EXIT_OK if report.consistent else EXIT_CORRUPT)

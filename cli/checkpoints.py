@@ -88,7 +88,8 @@ def set_(
     out = make_output(json_mode=json_mode, quiet=state.quiet)
     name = os.path.basename(file)
     if name not in _OFFSET_CHECKPOINTS:
-        raise CommandError(f"{file}: not an offset checkpoint file (expected one of {', '.join(_OFFSET_CHECKPOINTS)})")
+        raise CommandError(f"{file}: not an offset checkpoint file (expected one of {', '.join(_OFFSET_CHECKPOINTS)})",
+                           path=file)
     validate_topic(topic)
     log_dir = os.path.dirname(os.path.abspath(file))
     if not os.path.isdir(log_dir):

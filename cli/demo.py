@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 
 import click
 
@@ -30,17 +31,32 @@ import kafkalog.spark as kafkalog_spark  # its functions import pyspark when cal
 from kafkalog.log.config import LogConfig
 
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
+from .output import Line, Output, Simple, make_output
 
 TOPICS = {"orders": 3, "payments": 2}
 RECORDS_PER_PARTITION = 200
 
 
-def _step(n: int, text: str) -> None:
-    click.echo(f"\n[{n}] {text}")
+@dataclass
+class _Narrator:
+    """The demo's lines: ``[n] step`` headings and indented notes, or ``{"type": "step"|"info", "step", "message"}``
+    objects under --json."""
 
+    out: Output
+    step: int = 0
 
-def _info(text: str) -> None:
-    click.echo(f"    {text}")
+    def heading(self, n: int, text: str) -> None:
+        self.step = n
+        if self.out.is_json:
+            self.out.emit(Line(text, kind="step", extra={"step": n}))
+        else:
+            self.out.emit(Line(f"\n[{n}] {text}"))
+
+    def info(self, text: str) -> None:
+        if self.out.is_json:
+            self.out.emit(Line(text, kind="info", extra={"step": self.step}))
+        else:
+            self.out.emit(Line(f"    {text}"))
 
 
 @click.command()
@@ -49,17 +65,21 @@ def _info(text: str) -> None:
 )
 @click.option("--keep", is_flag=True, help="Keep the temp dir and print its path.")
 @click.option("--no-spark", is_flag=True, help="Skip the Spark step even when pyspark is installed.")
+@click.option("--json", "json_mode", is_flag=True, help="One JSON object per step and note, and a summary.")
 @click.pass_obj
-def demo(state: CliState | None, base: str | None, keep: bool, no_spark: bool) -> None:
+def demo(state: CliState | None, base: str | None, keep: bool, no_spark: bool, json_mode: bool) -> None:
     """Create a small multi-dir layout, crash, lose a disk, recover, verify (and validate with Spark)."""
     state = state or CliState()
+    say = _Narrator(make_output(json_mode=json_mode))
+    verify_code: int | None = None
+    spark_code: int | None = None
     root = os.path.abspath(base) if base else tempfile.mkdtemp(prefix="kafkalog-demo-")
     os.makedirs(root, exist_ok=True)
     dirs = [os.path.join(root, f"data{i}") for i in range(1, 4)]
     started = time.monotonic()
     code = EXIT_OK
     try:
-        _step(1, f"Broker process: LogManager over {len(dirs)} log dirs in {root}; create, append, then crash")
+        say.heading(1, f"Broker process: LogManager over {len(dirs)} log dirs in {root}; create, append, then crash")
         result = subprocess.run(
             [
                 sys.executable,
@@ -75,26 +95,26 @@ def demo(state: CliState | None, base: str | None, keep: bool, no_spark: bool) -
             raise CommandError(f"the broker phase failed: {result.stderr.strip().splitlines()[-1:]}")
         placed = json.loads(result.stdout.strip().splitlines()[-1])
         for tp, d in sorted(placed.items()):
-            _info(f"{tp} -> {os.path.basename(d)}")
-        _info("process killed with os._exit: no .kafka_cleanshutdown marker was written")
+            say.info(f"{tp} -> {os.path.basename(d)}")
+        say.info("process killed with os._exit: no .kafka_cleanshutdown marker was written")
 
-        _step(2, "Damage: tear the tail of one active segment, and fail a disk")
+        say.heading(2, "Damage: tear the tail of one active segment, and fail a disk")
         victim_tp, victim_dir = _pick_victim(placed, dirs)
         torn = _tear_tail(os.path.join(victim_dir, victim_tp))
-        _info(f"{victim_tp}: cut {torn[1]} bytes off {os.path.basename(torn[0])} (a write that never reached disk)")
+        say.info(f"{victim_tp}: cut {torn[1]} bytes off {os.path.basename(torn[0])} (a write that never reached disk)")
         failed = next(d for d in dirs if d != victim_dir)
         lost = sorted(tp for tp, d in placed.items() if d == failed)
         shutil.move(failed, failed + ".dead")
         with open(failed, "w") as f:
             f.write("this disk is gone\n")
-        _info(f"{os.path.basename(failed)} is no longer a directory (holding {', '.join(lost) or 'no partitions'})")
+        say.info(f"{os.path.basename(failed)} is no longer a directory (holding {', '.join(lost) or 'no partitions'})")
 
-        _step(3, "Restart: a new LogManager loads the dirs (unclean shutdown: recovery runs)")
+        say.heading(3, "Restart: a new LogManager loads the dirs (unclean shutdown: recovery runs)")
         summary = _restart(dirs, placed, victim_tp)
         for line in summary:
-            _info(line)
+            say.info(line)
 
-        _step(4, "Verify the surviving log dirs (kafkalog verify)")
+        say.heading(4, "Verify the surviving log dirs (kafkalog verify)")
         live = [d for d in dirs if d != failed]
         verify = subprocess.run(
             [sys.executable, "-c", "from kafkalog_cli.main import main; main()", "--quiet", "verify", *live],
@@ -103,28 +123,34 @@ def demo(state: CliState | None, base: str | None, keep: bool, no_spark: bool) -
             check=False,
         )
         for line in verify.stdout.strip().splitlines()[-3:]:
-            _info(line)
-        _info(f"verify exit code: {verify.returncode}")
+            say.info(line)
+        verify_code = verify.returncode
+        say.info(f"verify exit code: {verify.returncode}")
         if verify.returncode != 0:
             code = EXIT_CORRUPT
 
-        _step(5, "Spark validation on local[*]")
+        say.heading(5, "Spark validation on local[*]")
         if no_spark:
-            _info("skipped (--no-spark)")
+            say.info("skipped (--no-spark)")
         elif not _spark_available():
-            _info("skipped: pyspark is not installed (pip install 'kafkalog[spark]')")
+            say.info("skipped: pyspark is not installed (pip install 'kafkalog[spark]')")
         else:
             out_dir = os.path.join(root, "spark-report")
-            rc = kafkalog_spark.run_validation(live, out_dir, "local[*]")
-            _info(f"reports in {out_dir}; exit code {rc}")
+            rc = kafkalog_spark.run_validation(live, out_dir, "local[*]", **({"json_mode": True} if json_mode else {}))
+            spark_code = rc
+            say.info(f"reports in {out_dir}; exit code {rc}")
             if rc != 0:
                 code = max(code, rc)
-        _info(f"done in {time.monotonic() - started:.1f}s")
+        say.info(f"done in {time.monotonic() - started:.1f}s")
     finally:
-        if base is None and not keep:
+        kept = not (base is None and not keep)
+        if not kept:
             shutil.rmtree(root, ignore_errors=True)
-        else:
+        elif not json_mode:
             click.echo(f"\nFiles kept in {root}")
+    if json_mode:
+        say.out.emit(Simple("", {"ok": code == EXIT_OK, "exitCode": code, "verifyExitCode": verify_code,
+                                 "sparkExitCode": spark_code, "dir": root if kept else None}, type="summary"))
     click.get_current_context().exit(code)
 
 

@@ -18,12 +18,22 @@ from typing import Any
 import click
 
 from kafkalog.checkpoint.meta_properties import read_meta_properties
-from kafkalog.checkpoint.offset_checkpoint import read_log_dir_checkpoints
+from kafkalog.checkpoint.offset_checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    effective_log_start_offset,
+    read_log_dir_checkpoints,
+)
+from kafkalog.cleaner.dirty_range import INTERNAL_COMPACTED_TOPICS, dirty_ratio_from_sizes
 from kafkalog.names import parse_partition_dir, parse_segment_file_name
 
 from .assignments_cmd import assignments  # KIP-858: its own module, a subcommand of `dirs`
 from .errors import EXIT_OK, EXIT_USAGE, CliState, classify
 from .output import Progress, make_output
+
+DEFAULT_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
 
 
 @click.group()
@@ -71,8 +81,14 @@ def _text(broker: int, d: dict[str, Any]) -> str:
             f" isFuture: {str(p['isFuture']).lower()} logStartOffset: {p['logStartOffset']}"
             f" logEndOffset: {p['logEndOffset']} segments: {p['segments']}"
             + (f" state: {p['state']}" if p["state"] != "live" else "")
+            + (f" dirtyRatio: {_ratio(p['dirtyRatio'])} firstDirtyOffset: {p['firstDirtyOffset']}"
+               if "dirtyRatio" in p else "")
         )
     return "\n".join(lines)
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
 
 
 def _describe_dir(raw: str, bar: Progress | None = None) -> tuple[int, dict[str, Any]]:
@@ -99,7 +115,7 @@ def _describe_dir(raw: str, bar: Progress | None = None) -> tuple[int, dict[str,
             broker = meta.node_id if meta.node_id is not None else -1
         usage = shutil.disk_usage(path)
         info["totalBytes"], info["usableBytes"] = usage.total, usage.free
-        ckpts = read_log_dir_checkpoints(path)
+        ckpts = read_log_dir_checkpoints(path, (*DEFAULT_CHECKPOINTS, CLEANER_OFFSET_CHECKPOINT))
         names = sorted(os.listdir(path))
         bar = bar or Progress()
         bar.update(total=len(names))
@@ -130,7 +146,8 @@ def _describe_partition(pdir: str, name: str, ckpts: dict[str, dict[tuple[str, i
         for n in os.listdir(pdir)
         if (p := parse_segment_file_name(n)) is not None and p.suffix == ".log" and not p.temp_suffix
     )
-    size = sum(os.path.getsize(os.path.join(pdir, n)) for _, n in logs)
+    sizes = [(base, os.path.getsize(os.path.join(pdir, n))) for base, n in logs]
+    size = sum(s for _, s in sizes)
     key = (parsed.topic, parsed.partition)
     log_end = None
     if logs:
@@ -138,8 +155,8 @@ def _describe_partition(pdir: str, name: str, ckpts: dict[str, dict[tuple[str, i
         report = verify_log_file(os.path.join(pdir, last_name), include_batches=False)
         log_end = report.last_offset + 1 if report.last_offset is not None else last_base
     lso_ckpt = ckpts["log-start-offset-checkpoint"].get(key)
-    log_start = max(lso_ckpt or 0, logs[0][0]) if logs else lso_ckpt
-    return {
+    log_start = effective_log_start_offset(lso_ckpt, logs[0][0] if logs else None)
+    out = {
         "partition": f"{parsed.topic}-{parsed.partition}",
         "size": size,
         "offsetLag": 0,
@@ -151,6 +168,11 @@ def _describe_partition(pdir: str, name: str, ckpts: dict[str, dict[tuple[str, i
         "recoveryPoint": ckpts["recovery-point-offset-checkpoint"].get(key),
         "highWatermark": ckpts["replication-offset-checkpoint"].get(key),
     }
+    cleaner = ckpts[CLEANER_OFFSET_CHECKPOINT]
+    if (key in cleaner or parsed.topic in INTERNAL_COMPACTED_TOPICS) and log_start is not None and log_end is not None:
+        # a compacted partition (the broker's cleaner checkpointed it): where cleaning would start and how dirty
+        out["firstDirtyOffset"], out["dirtyRatio"] = dirty_ratio_from_sizes(sizes, log_start, log_end, cleaner.get(key))
+    return out
 
 
 dirs.add_command(assignments)

@@ -13,6 +13,7 @@ does not grow with the segment.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -26,11 +27,19 @@ from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.checkpoint.meta_properties import read_meta_properties
 from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
 from kafkalog.checkpoint.partition_metadata import read_partition_metadata_file
-from kafkalog.discovery import kafka_files
-from kafkalog.errors import CorruptCheckpointError, CorruptIndexError, CorruptSnapshotError, KafkaLogError
+from kafkalog.discovery import kafka_files, nothing_found
+from kafkalog.errors import (
+    CorruptCheckpointError,
+    CorruptIndexError,
+    CorruptSnapshotError,
+    InvalidArgumentError,
+    KafkaLogError,
+)
 from kafkalog.log.producer_snapshot import read_producer_snapshot
+from kafkalog.metadata.snapshot import parse_snapshot_name
 from kafkalog.names import base_offset_prefix, file_kind
 from kafkalog.records import read_batches
+from kafkalog.verify.kraft_snapshot import check_kraft_snapshot
 
 from .dump_events import (
     DECODERS,
@@ -42,9 +51,9 @@ from .dump_events import (
     Report,
     optional_long,
 )
-from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError, report_error
+from .errors import EXIT_CORRUPT, EXIT_OK, CliState, classify, error_path, report_error
 from .output import Event, Line, Output, Progress, Simple, make_output
-from .storage_opts import storage_option
+from .storage_opts import rsm_config_option, storage_option
 
 if TYPE_CHECKING:
     from kafkalog.verify.index_match import LogBatches
@@ -66,6 +75,7 @@ class DumpOptions:
     skip_metadata: bool = False
     key_decoder: str = "string"
     value_decoder: str = "string"
+    internal: str | None = None  # an internal topic's decoder (kafkalog.metadata.dump_text.DECODERS)
 
 
 @dataclass
@@ -80,6 +90,10 @@ class DumpState:
     time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     time_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    #: files that could not be read (absolute paths, each reported once) and the paths given that were not dumped
+    unreadable: set[str] = field(default_factory=set)
+    not_dumped: list[str] = field(default_factory=list)
+    debug: bool = False
 
     def corrupt(self) -> None:
         self.code = max(self.code, EXIT_CORRUPT)
@@ -89,6 +103,17 @@ class DumpState:
 
     def problem(self, message: str, kind: str, **extra: Any) -> None:
         self.out.emit(Line(message, kind=kind, extra=extra, problem=True))
+
+    def failed(self, exc: BaseException, path: str) -> None:
+        """Report an error met on ``path`` once (one line; an ``error`` object under --json) and remember it: the
+        index dumps that need the same unreadable ``.log`` print their entries unchecked, without a second line."""
+        key = os.path.abspath(error_path(exc) or path)
+        if key in self.unreadable:
+            self.code = max(self.code, classify(exc)[0])
+            return
+        self.unreadable.add(key)
+        self.out.stdout.flush()
+        self.code = max(self.code, report_error(exc, debug=self.debug, out=self.out, path=path))
 
 
 @click.command()
@@ -111,8 +136,12 @@ class DumpState:
 @click.option(
     "--value-decoder", type=click.Choice(DECODERS), default=None, help="How to print values (default string)."
 )
+@click.option("--offsets-decoder", is_flag=True, help="Decode __consumer_offsets records (group coordinator).")
+@click.option("--transaction-log-decoder", is_flag=True, help="Decode __transaction_state records.")
+@click.option("--cluster-metadata-decoder", is_flag=True, help="Decode __cluster_metadata records (KRaft).")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per line instead of Kafka's text lines.")
 @storage_option
+@rsm_config_option
 @click.pass_obj
 def dump(
     state: CliState | None,
@@ -127,8 +156,12 @@ def dump(
     skip_record_metadata: bool,
     key_decoder: str | None,
     value_decoder: str | None,
+    offsets_decoder: bool,
+    transaction_log_decoder: bool,
+    cluster_metadata_decoder: bool,
     json_mode: bool,
     storage_opts: dict,
+    rsm: Any,
 ) -> None:
     """Dump .log, .index, .timeindex, .txnindex, .snapshot, checkpoint and metadata files, like kafka-dump-log.sh.
 
@@ -137,13 +170,19 @@ def dump(
 
     Exit code 1 when anything dumped is corrupt (bad CRC, trailing bytes, index entries that do not match the
     log, a failed sanity check, an unreadable checkpoint).
+
+    A segment stored by Aiven's tiered-storage plugin (its ``.log`` object beside an ``.rsm-manifest``) is dumped
+    as the segment it stores, with the indexes out of its ``.indexes``; encrypted ones need ``--rsm-config``.
     """
     state = state or CliState()
     paths = list(files) + [p for opt in files_opt for p in opt.split(",") if p]
     if not paths:
         raise click.UsageError("give at least one FILE or DIR (or --files a,b,...)")
-    # Kafka: a decoder implies --print-data-log, which implies --deep-iteration.
-    print_data = print_data_log or key_decoder is not None or value_decoder is not None
+    # Kafka: a decoder implies --print-data-log, which implies --deep-iteration; the internal-topic decoders are
+    # taken in Kafka's order of precedence.
+    internal = next((name for name, on in (("offsets", offsets_decoder), ("transaction-log", transaction_log_decoder),
+                                           ("cluster-metadata", cluster_metadata_decoder)) if on), None)
+    print_data = print_data_log or key_decoder is not None or value_decoder is not None or internal is not None
     opts = DumpOptions(
         deep=deep_iteration or print_data,
         print_data=print_data,
@@ -154,17 +193,39 @@ def dump(
         skip_metadata=skip_record_metadata,
         key_decoder=key_decoder or "string",
         value_decoder=value_decoder or "string",
+        internal=internal,
     )
-    from kafkalog.remote import localized_paths
+    from kafkalog.remote import restored_paths
 
-    st = DumpState(make_output(json_mode=json_mode, quiet=state.quiet), opts)
-    with localized_paths(paths, storage_opts) as local:  # a remote file: a scratch copy with its siblings
+    st = DumpState(make_output(json_mode=json_mode, quiet=state.quiet), opts, debug=state.debug)
+    # a remote file: a scratch copy with its siblings; an Aiven tiered-storage segment: restored to plain files
+    with restored_paths(paths, storage_opts, rsm) as local:
         st.out.show_as(dict(zip(local, paths, strict=True)))
         files = _expand_dirs(local)
         with st.out.progress("dumping", total=len(files)) if len(files) > 1 else nullcontext(Progress()) as bar:
-            _dump_all(files, st, state, bar)
+            _dump_all(files, st, bar)
     _print_findings(st)
+    if st.not_dumped and (st.out.is_json or len(files) > 1):  # one file: its error line says it all
+        st.out.emit(NotDumped(len(files), st.not_dumped, st.code))
     click.get_current_context().exit(st.code)
+
+
+@dataclass
+class NotDumped(Event):
+    """The closing line when files could not be dumped: how many of how many, and which (on stderr after several
+    files, so Kafka's own output on stdout is unchanged; a ``summary`` object under --json)."""
+
+    total: int
+    paths: list[str]
+    exit_code: int
+    type = "summary"  # type: ignore[misc]
+    is_problem = True  # type: ignore[misc]
+
+    def text(self) -> str:
+        return f"kafkalog: not dumped: {len(self.paths)} of {self.total} file(s): {', '.join(self.paths)}"
+
+    def fields(self) -> dict[str, Any]:
+        return {"files": self.total, "notDumped": self.paths, "exitCode": self.exit_code}
 
 
 def _expand_dirs(paths: list[str]) -> list[str]:
@@ -182,23 +243,26 @@ def _walkable(path: str) -> bool:
     return os.path.isdir(path) and file_kind(os.path.basename(os.path.normpath(path)))[0] == "unknown"
 
 
-def _dump_all(paths: list[str], st: DumpState, state: CliState, bar: Progress) -> None:
+def _dump_all(paths: list[str], st: DumpState, bar: Progress) -> None:
     for path in paths:
         try:
             dump_file(path, st)
         except BrokenPipeError:
             raise
         except Exception as exc:  # noqa: BLE001 - keep going with the next file; same line/code as the group
-            st.out.stdout.flush()
-            st.code = max(st.code, report_error(exc, debug=state.debug))
+            st.failed(exc, path)
+            st.not_dumped.append(path)
         bar.advance()
 
 
-def _base_offset(base_name: str) -> int:
+def _base_offset(path: str, base_name: str) -> int:
+    """The base offset in a segment file's name; an error naming the file when it is not one (not digits, beyond
+    a long: Kafka's tool fails on it too)."""
     try:
         return base_offset_prefix(base_name)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+    except InvalidArgumentError as exc:
+        reason = str(exc).partition(": ")[2]
+        raise InvalidArgumentError(f"{path}: {reason}") from None
 
 
 def dump_file(path: str, st: DumpState) -> None:
@@ -207,18 +271,22 @@ def dump_file(path: str, st: DumpState) -> None:
     kind, base = file_kind(name)
     if os.path.isdir(path):
         if _walkable(path):
-            raise CommandError(f"{path}: no Kafka log files under it")
+            raise nothing_found(path)
         raise IsADirectoryError(21, "Is a directory", path)
+    os.stat(path)  # a missing or unreadable path is an error with the OS's reason, whatever its name
     if kind == "unknown":
         st.emit(FileHeader(path, kind))
         st.problem(f"Ignoring unknown file {path}", "ignored", file=path)
         return
     handler: Callable[[str, str, DumpState], None] = _HANDLERS[kind]
-    if kind == "log":
+    if kind in ("log", "kraft-snapshot"):
         # Opened before the header so a missing file is one error line, not a header and then an error.
         with open(path, "rb"):
             pass
-        st.emit(FileHeader(path, kind, _base_offset(base)))
+        if kind == "log":
+            st.emit(FileHeader(path, kind, _base_offset(path, base)))
+        else:
+            st.emit(FileHeader(path, kind, snapshot=parse_snapshot_name(base)))
     else:
         st.emit(FileHeader(path, kind))
     handler(path, base, st)
@@ -257,21 +325,44 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
                     last_offset = record.offset
                     st.emit(
                         RecordEvent(
-                            batch, record, opts.skip_metadata, opts.print_data, opts.key_decoder, opts.value_decoder
+                            batch, record, opts.skip_metadata, opts.print_data, opts.key_decoder, opts.value_decoder,
+                            opts.internal,
                         )
                     )
             reader.release_before(batch.position)
         if reader.invalid_bytes > 0:
-            st.corrupt()
-            # Kafka reports trailing bytes only when reading the whole file.
+            # Kafka reports trailing bytes only when reading the whole file; under --max-bytes it stops where the
+            # limit cuts a batch and says nothing. Bytes that do not form a batch even in the whole file are still
+            # damage: a note and exit 1.
             if opts.max_bytes is None:
+                st.corrupt()
                 st.emit(InvalidBytes(os.path.basename(path), reader.valid_bytes, reader.invalid_bytes))
-            else:
+            elif not _cut_by_limit(path, reader.valid_bytes, opts.max_bytes):
+                st.corrupt()
                 st.out.note(f"Stopped before {reader.invalid_bytes} unreadable bytes at position {reader.valid_bytes}")
     finally:
         del reader
     if gaps:
         st.non_consecutive.setdefault(os.path.abspath(path), []).extend(gaps)
+
+
+def _dump_kraft_snapshot(path: str, base: str, st: DumpState) -> None:
+    """A KRaft snapshot: its batches as a segment's, then what breaks the raft layer's rules (exit 1)."""
+    _dump_log(path, base, st)
+    check = check_kraft_snapshot(path)
+    for problem in check.problems:
+        st.corrupt()
+        st.problem(f"{path}: {problem}", "kraft_snapshot", file=path, error=problem)
+
+
+def _cut_by_limit(path: str, position: int, limit: int) -> bool:
+    """Whether the bytes at ``position`` are a whole batch in the full file that ends past ``limit`` (so
+    ``--max-bytes`` cut it, as Kafka's tool stops there), rather than bytes that are not a batch."""
+    reader = read_batches(path, position=position, populate=False)
+    try:
+        return any(batch.position + batch.size_in_bytes > limit for batch in itertools.islice(reader, 1))
+    finally:
+        del reader
 
 
 # --- .index / .timeindex ----------------------------------------------------------------------------------------
@@ -287,10 +378,18 @@ def _open_log_for(path: str, base: str, st: DumpState) -> tuple[memoryview, LogB
     from kafkalog.verify.index_match import scan_log_batches
 
     log_path = _sibling(path, base, ".log")
-    if not os.path.exists(log_path):
+    if not os.path.lexists(log_path):
         st.out.note(f"{log_path} not found: entries of {path} are not checked against the log")
         return None
-    reader = read_batches(log_path, populate=False)  # owns the mapping; the view keeps it alive
+    if os.path.abspath(log_path) in st.unreadable:  # its error line is already out: the entries go unchecked
+        return None
+    try:
+        if os.path.isdir(log_path):
+            raise IsADirectoryError(21, "Is a directory", log_path)
+        reader = read_batches(log_path, populate=False)  # owns the mapping; the view keeps it alive
+    except OSError as exc:  # one error line for the .log, however many of its indexes need it
+        st.failed(exc, log_path)
+        return None
     return reader.buffer, scan_log_batches(reader.buffer, reader.release_before)
 
 
@@ -298,7 +397,7 @@ def _dump_index(path: str, base: str, st: DumpState) -> None:
     from kafkalog.index.offset_index import OffsetIndex
     from kafkalog.verify.index_match import live_entry_count, match_offset_index
 
-    start = _base_offset(base)
+    start = _base_offset(path, base)
     index = OffsetIndex(path, start, writable=False)
     try:
         entries = index.entries_array() if index.entry_count else None
@@ -346,7 +445,7 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
     from kafkalog.index.time_index import TimeIndex
     from kafkalog.verify.index_match import live_entry_count, match_time_index
 
-    start = _base_offset(base)
+    start = _base_offset(path, base)
     index = TimeIndex(path, start, writable=False)
     try:
         if st.opts.sanity_only:
@@ -381,7 +480,7 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
 def _dump_txn_index(path: str, base: str, st: DumpState) -> None:
     from kafkalog.index.txn_index import TransactionIndex
 
-    index = TransactionIndex(path, _base_offset(base), writable=False)
+    index = TransactionIndex(path, _base_offset(path, base), writable=False)
     try:
         for txn in index.all_entries():
             data = {
@@ -488,6 +587,7 @@ def _dump_clean_shutdown(path: str, base: str, st: DumpState) -> None:
 
 _HANDLERS: dict[str, Callable[[str, str, DumpState], None]] = {
     "log": _dump_log,
+    "kraft-snapshot": _dump_kraft_snapshot,
     "index": _dump_index,
     "timeindex": _dump_time_index,
     "txnindex": _dump_txn_index,

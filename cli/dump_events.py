@@ -8,7 +8,7 @@ import json as _json
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalog.records.control import ControlRecordType, EndTransactionMarker, parse_control_type
+from kafkalog.metadata.dump_text import RecordContents, control_contents, decode_contents
 
 from .output import Event
 
@@ -68,18 +68,25 @@ class FileHeader(Event):
     path: str
     kind: str
     start_offset: int | None = None
+    #: a KRaft snapshot's (end offset, epoch); None for ``bootstrap.checkpoint``
+    snapshot: tuple[int, int] | None = None
     type = "file"  # type: ignore[misc]
 
     def text(self) -> str:
         line = f"Dumping {self.path}"
         if self.kind == "log" and self.start_offset is not None:
             line += f"\nLog starting offset: {self.start_offset}"
+        elif self.kind == "kraft-snapshot":
+            line += ("\nKRaft bootstrap snapshot" if self.snapshot is None
+                     else f"\nSnapshot end offset: {self.snapshot[0]}, epoch: {self.snapshot[1]}")
         return line
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.path, "kind": self.kind}
         if self.start_offset is not None:
             out["startOffset"] = self.start_offset
+        if self.snapshot is not None:
+            out["snapshotEndOffset"], out["snapshotEpoch"] = self.snapshot
         return out
 
 
@@ -123,6 +130,9 @@ class BatchEvent(Event):
         out.update(
             {
                 "position": b.position,
+                # stable keys for scripts; the Kafka-named key (CreateTime/LogAppendTime) stays for api.md
+                "timestamp": b.max_timestamp,
+                "timestampType": _ts_type_name(b),
                 _ts_type_name(b): b.max_timestamp,
                 "size": b.size_in_bytes,
                 "magic": b.magic,
@@ -142,32 +152,35 @@ class RecordEvent(Event):
     print_data: bool
     key_decoder: str
     value_decoder: str
+    #: an internal topic's decoder (``cluster-metadata``, ``offsets``, ``transaction-log``), or None
+    internal: str | None = None
     type = "record"  # type: ignore[misc]
 
     def _contents(self) -> list[tuple[str, str, Any]]:
         """(label, text, json) of the key and payload Kafka would print (none for control records)."""
         if not self.print_data or self.batch.is_control:
             return []
-        out = []
         r = self.record
+        if self.internal is not None:
+            decoded: RecordContents = decode_contents(self.internal, r.offset, r.key, r.value)
+            out = []
+            if decoded.key_text is not None:
+                out.append(("key", decoded.key_text, decoded.key))
+            if decoded.payload_text is not None:
+                out.append(("payload", decoded.payload_text, decoded.payload))
+            return out
+        out = []
         if r.key is not None and self.key_decoder != "none":
             out.append(("key", *decode_bytes(r.key, self.key_decoder)))
         if r.value is not None and self.value_decoder != "none":
             out.append(("payload", *decode_bytes(r.value, self.value_decoder)))
         return out
 
-    def _control(self) -> dict[str, Any] | None:
+    def _control(self) -> tuple[str, dict[str, Any]] | None:
         if not self.batch.is_control:
             return None
-        try:
-            ctype = parse_control_type(self.record.key)
-            if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-                marker = EndTransactionMarker.from_key_value(self.record.key, self.record.value)
-                return {"endTxnMarker": marker.control_type.name, "coordinatorEpoch": marker.coordinator_epoch}
-            type_id = int.from_bytes(bytes(self.record.key[2:4]), "big", signed=True)
-            return {"controlType": f"{ctype.name}({type_id})"}
-        except Exception as exc:  # noqa: BLE001 - a malformed control record is reported, not fatal
-            return {"controlError": str(exc)}
+        found = control_contents(self.record.key, self.record.value)
+        return found.text, found.fields
 
     def text(self) -> str | None:
         r, b = self.record, self.batch
@@ -184,17 +197,12 @@ class RecordEvent(Event):
                 line += f" isValid: {_b(r.crc_valid)} crc: {r.crc}"
             control = self._control()
             if control is not None:
-                if "endTxnMarker" in control:
-                    line += f" endTxnMarker: {control['endTxnMarker']} coordinatorEpoch: {control['coordinatorEpoch']}"
-                elif "controlType" in control:
-                    line += f" controlType: {control['controlType']}"
-                else:
-                    line += f" controlError: {control['controlError']}"
+                line += control[0]
             parts.append(line)
+        # Kafka: the key follows "| " (or " " after the metadata); the payload always follows a single space
         prefix = f"{RECORD_INDENT} " if self.skip_metadata else " "
         for label, text, _ in self._contents():
-            parts.append(f"{prefix}{label}: {text}")
-            prefix = " "
+            parts.append(f"{prefix if label == 'key' else ' '}{label}: {text}")
         if not parts:
             return None  # Kafka prints an empty line here; nothing is more useful to a reader
         return "".join(parts)
@@ -217,7 +225,7 @@ class RecordEvent(Event):
             out["crc"] = r.crc
         control = self._control()
         if control is not None:
-            out.update(control)
+            out.update(control[1])
         for label, _, value in self._contents():
             out[label] = value
         return out

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from . import checkpoints, demo, dirs, dump, recover, spark_cmd, txn, verify
+from . import checkpoints, clean, demo, dirs, dump, recover, spark_cmd, txn, verify
 from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, CommandError, classify, report_error
 
 __all__ = ["EXIT_CORRUPT", "EXIT_OK", "EXIT_USAGE", "CliState", "CommandError", "KafkalogGroup", "classify", "main",
@@ -27,6 +27,11 @@ class KafkalogGroup(click.Group):
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
+        except click.BadParameter as exc:
+            if not isinstance(getattr(exc.param, "type", None), click.Path):
+                raise
+            # a path argument click refused (a dir where a file is wanted): one line naming it, as every error
+            ctx.exit(report_error(CommandError(_path_error(exc)), out=_state(ctx).output))
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except BrokenPipeError:
@@ -37,8 +42,23 @@ class KafkalogGroup(click.Group):
             click.echo("kafkalog: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:  # noqa: BLE001 - this is the one funnel for all errors
-            state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-            ctx.exit(report_error(exc, debug=state.debug))
+            state = _state(ctx)
+            ctx.exit(report_error(exc, debug=state.debug, out=state.output))
+
+
+def _state(ctx: click.Context) -> CliState:
+    return ctx.obj if isinstance(ctx.obj, CliState) else CliState()
+
+
+def _path_error(exc: click.BadParameter) -> str:
+    """``PATH: reason`` from click's message for a refused path (``File 'x' is a directory.``)."""
+    message = exc.message.rstrip(".")
+    for quote in ("'", '"'):
+        first, _, rest = message.partition(quote)
+        path, sep, reason = rest.partition(quote)
+        if sep and first.strip() in ("File", "Directory", "Path"):
+            return f"{path}: {reason.strip()}"
+    return message
 
 
 def _silence_stdout() -> None:
@@ -72,6 +92,6 @@ def main(ctx: click.Context, debug: bool, quiet: bool) -> None:
         ctx.call_on_close(lambda: library_logger.setLevel(previous_level))
 
 
-for _command in (dump.dump, verify.verify, dirs.dirs, recover.recover, checkpoints.checkpoints, txn.txn, demo.demo,
-                 spark_cmd.spark):
+for _command in (dump.dump, verify.verify, dirs.dirs, recover.recover, clean.clean, checkpoints.checkpoints, txn.txn,
+                 demo.demo, spark_cmd.spark):
     main.add_command(_command)

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TextIO
 
+import click
+
 __all__ = [
     "Event",
     "Line",
@@ -219,8 +221,14 @@ class JsonOutput(Output):
 
 
 def make_output(*, json_mode: bool, quiet: bool = False) -> Output:
-    """The renderer for the current command's options."""
-    return JsonOutput(quiet=quiet) if json_mode else TextOutput(quiet=quiet)
+    """The renderer for the current command's options, also recorded as the command's ``CliState.output`` so an
+    error that ends the command is rendered the same way (a JSON ``error`` object under ``--json``)."""
+    out: Output = JsonOutput(quiet=quiet) if json_mode else TextOutput(quiet=quiet)
+    ctx = click.get_current_context(silent=True)
+    state = ctx.find_root().obj if ctx is not None else None
+    if hasattr(state, "output"):
+        state.output = out
+    return out
 
 
 def _always_shown(event: Event) -> bool:

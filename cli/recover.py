@@ -33,12 +33,11 @@ from kafkalog.checkpoint.offset_checkpoint import read_log_dir_checkpoints, writ
 from kafkalog.log.config import LogConfig
 from kafkalog.names import parse_partition_dir
 
-from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError
+from .errors import EXIT_CORRUPT, EXIT_OK, CliState
 from .locking import log_dir_writer
 from .output import Event, make_output
-
-_LOG_DIR_FILES = ("meta.properties", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-                  "replication-offset-checkpoint", ".kafka_cleanshutdown")  # fmt: skip
+from .recover_summary import RecoverSummary
+from .targets import parse_config_items, resolve_partition_dirs
 
 
 def _range_text(ranges: list[list[int]]) -> str:
@@ -61,11 +60,18 @@ class PartitionRecovery(Event):
     lost_ranges: list[list[int]] = field(default_factory=list)  # Kafka's recovery: offsets past the new log end
     unseen: list[dict[str, Any]] = field(default_factory=list)
     salvage: dict[str, Any] | None = None  # the salvage report (to_json) with --salvage
+    now_ms: int | None = None  # the load's clock (None: the wall clock)
     type = "partition"  # type: ignore[misc]
+
+    def _below_log_start(self, d: dict[str, Any]) -> bool:
+        """A deleted segment whose offsets all lie below the log start: already deleted, nothing lost."""
+        return d["lastOffset"] is not None and d["lastOffset"] < (self.log_start_offset or 0)
 
     @property
     def kafka_loses(self) -> bool:
-        return bool(self.truncations or self.deleted)
+        return bool(self.truncations) or any(
+            not self._below_log_start(d) and (d["bytes"] or d["lastOffset"] is not None) for d in self.deleted
+        )
 
     @property
     def lost_data(self) -> bool:
@@ -94,7 +100,10 @@ class PartitionRecovery(Event):
             lines.append(f"  {kafka}{kwould}truncate {t['segment']} at position {t['position']}: {t['bytes']} bytes, "
                          f"{lost}")
         for d in self.deleted:
-            lost = f"offsets {d['firstOffset']}-{d['lastOffset']} lost" if d["lastOffset"] is not None else "empty"
+            if self._below_log_start(d):
+                lost = f"offsets {d['firstOffset']}-{d['lastOffset']} below the log start offset {self.log_start_offset}"
+            else:
+                lost = f"offsets {d['firstOffset']}-{d['lastOffset']} lost" if d["lastOffset"] is not None else "empty"
             lines.append(f"  {kafka}{kwould}delete {d['segment']}: {d['bytes']} bytes, {lost}")
         for a in self.actions:
             if a["action"] not in ("truncated", "deleted segment"):
@@ -151,6 +160,7 @@ class PartitionRecovery(Event):
             "recoveryPoint": self.recovery_point,
             "logStartOffset": self.log_start_offset,
             "logEndOffsetBefore": self.log_end_before,
+            "nowMs": self.now_ms,
         }
         if self.salvage is None:
             return {**head, "logEndOffsetAfter": self.log_end_after, **kafka, "actions": self.actions,
@@ -188,11 +198,15 @@ class PartitionRecovery(Event):
     metavar="KEY=VALUE",
     help="Topic config used to rebuild indexes (e.g. index.interval.bytes=512); Kafka's defaults otherwise.",
 )
+@click.option("--now-ms", type=click.IntRange(min=0), default=None, metavar="MS",
+              help="Kafka's clock for the load, in ms since the epoch. It decides which producer ids have expired "
+                   "(producer.id.expiration.ms), so it fixes the producer snapshots recovery writes. Default: the "
+                   "partition's own clock, its newest batch timestamp (the wall clock when it has none).")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per partition and a summary.")
 @click.pass_obj
 def recover(
     state: CliState | None, path: str, dry_run: bool, full: bool, salvage: bool, quarantine_dir: str | None,
-    configs: tuple[str, ...], json_mode: bool,
+    configs: tuple[str, ...], now_ms: int | None, json_mode: bool,
 ) -> None:
     """Run Kafka's log recovery offline on a partition dir or a whole log dir (or salvage it).
 
@@ -207,51 +221,27 @@ def recover(
     out = make_output(json_mode=json_mode, quiet=state.quiet)
     if quarantine_dir is not None and not salvage:
         raise click.BadParameter("only with --salvage", param_hint="--quarantine-dir")
-    if not os.path.exists(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
-    if not os.path.isdir(path):
-        raise CommandError(f"{path}: not a directory (give a partition dir or a log dir)")
-    props = {}
-    for item in configs:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--config")
-        props[key] = value
-    config = LogConfig.from_properties(props)
-    path = os.path.abspath(path)
-    if _is_partition_dir(path):
-        log_dir, pdirs = os.path.dirname(path), [path]
-    else:
-        log_dir = path
-        pdirs = []
-        for name in sorted(os.listdir(path)):
-            full_path = os.path.join(path, name)
-            if not os.path.isdir(full_path):
-                continue
-            try:
-                parsed = parse_partition_dir(name)
-            except ValueError:
-                continue
-            if parsed.kind != "delete":
-                pdirs.append(full_path)
-        if not pdirs and not any(os.path.exists(os.path.join(path, n)) for n in _LOG_DIR_FILES):
-            raise CommandError(f"{path}: neither a partition dir (<topic>-<partition>) nor a log dir")
+    log_dir, pdirs = resolve_partition_dirs(path, verb="recover")
+    config = LogConfig.from_properties(parse_config_items(configs))
     if salvage:
         _check_quarantine_dir(log_dir, quarantine_dir)
     code = EXIT_OK
+    recs: list[PartitionRecovery] = []
     with log_dir_writer(log_dir, dry_run=dry_run):
         ckpts = read_log_dir_checkpoints(log_dir)
         clean = os.path.exists(os.path.join(log_dir, ".kafka_cleanshutdown")) and not full
         with out.progress("recovering", total=len(pdirs)) as bar:
             for pdir in pdirs:
                 rec = _recover_partition(pdir, config, ckpts, clean=clean, full=full, dry_run=dry_run,
-                                         salvage=salvage, quarantine_dir=quarantine_dir)
+                                         salvage=salvage, quarantine_dir=quarantine_dir, now_ms=now_ms)
                 if rec.lost_data or rec.unseen:
                     code = EXIT_CORRUPT
                 if rec.lost_data:
                     rec.checkpoints = _clamp_checkpoints(log_dir, pdir, rec, ckpts, dry_run)
                 out.emit(rec)
+                recs.append(rec)
                 bar.advance()
+    out.emit(RecoverSummary.of(recs, dry_run=dry_run, salvage=salvage, exit_code=code))
     click.get_current_context().exit(code)
 
 
@@ -268,18 +258,9 @@ def _check_quarantine_dir(log_dir: str, quarantine_dir: str | None) -> None:
         )
 
 
-def _is_partition_dir(path: str) -> bool:
-    try:
-        parse_partition_dir(os.path.basename(path))
-    except ValueError:
-        return False
-    names = os.listdir(path)
-    return not any(n in names for n in _LOG_DIR_FILES)
-
-
 def _recover_partition(
     pdir: str, config: Any, ckpts: dict[str, dict[tuple[str, int], int]], *, clean: bool, full: bool, dry_run: bool,
-    salvage: bool = False, quarantine_dir: str | None = None,
+    salvage: bool = False, quarantine_dir: str | None = None, now_ms: int | None = None,
 ) -> PartitionRecovery:
     from kafkalog.log.log import Log
     from kafkalog.log.recovery_plan import plan_recovery
@@ -297,6 +278,11 @@ def _recover_partition(
                          log_start_offset=log_start or 0, look_everywhere=True)
     rec = PartitionRecovery(pdir, dry_run, kafka_clean, kafka_point, log_start, plan.log_end_before,
                             plan.log_end_after)
+    # Producer-id expiry is measured against this clock: by default the partition's own (its last kept batch's
+    # timestamp), so a recovery writes the producer snapshots Kafka writes recovering right after the last write,
+    # whenever it runs, and drops no producer state for the time the files sat idle.
+    now = rec.now_ms = now_ms if now_ms is not None else plan.last_timestamp
+    clock = None if now is None else (lambda: now)
     rec.truncations = [
         {"segment": t.segment, "position": t.position, "bytes": t.bytes, "firstOffsetLost": t.first_offset_lost,
          "lastOffsetLost": t.last_offset_lost} for t in plan.truncations
@@ -310,7 +296,7 @@ def _recover_partition(
     rec.unseen = [{"segment": u.segment, "position": u.position, "bytes": u.bytes} for u in plan.unseen_corruption]
     if salvage:
         report = salvage_partition(pdir, quarantine_dir=quarantine_dir, dry_run=dry_run, config=config,
-                                   log_start_offset=log_start)
+                                   log_start_offset=log_start, clock=clock)
         doc = report.to_json()
         doc["kafkaLogEndOffsetAfter"] = plan.log_end_after
         doc["quarantineRoot"] = str(quarantine_dir or default_quarantine_dir(pdir))
@@ -321,7 +307,8 @@ def _recover_partition(
         rec.log_end_after = report.log_end_after
         return rec
     if not dry_run:
-        log = Log.open(pdir, config, recovery_point=recovery_point, log_start_offset=log_start, clean_shutdown=clean)
+        log = Log.open(pdir, config, recovery_point=recovery_point, log_start_offset=log_start, clean_shutdown=clean,
+                       clock=clock)
         try:
             rec.log_end_after = log.log_end_offset
         finally:

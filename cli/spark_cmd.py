@@ -8,8 +8,9 @@ import click
 import kafkalog.spark as kafkalog_spark  # its functions import pyspark when called
 
 from .errors import CommandError
+from .output import make_output
 from .spark_export import export
-from .storage_opts import storage_option
+from .storage_opts import rsm_config_option, storage_option
 
 
 @click.group()
@@ -24,16 +25,20 @@ def spark() -> None:
 @click.option("--format", "report_format", type=click.Choice(["parquet", "json"]), default=None,
               help="Report format (default parquet).")  # fmt: skip
 @click.option("--deep", is_flag=True, help="Also decode every record (counts, offsets, varints) at decoder speed.")
+@click.option("--json", "json_mode", is_flag=True, help="The summary (and any error) as JSON objects on stdout.")
 @storage_option
+@rsm_config_option
 def validate(
-    roots: tuple[str, ...], out: str, master: str | None, report_format: str | None, deep: bool,
-    storage_opts: dict[str, str],
+    roots: tuple[str, ...], out: str, master: str | None, report_format: str | None, deep: bool, json_mode: bool,
+    storage_opts: dict[str, str], rsm: object,
 ) -> None:
     """Validate every segment under ROOT... (paths or s3://, gs://, hdfs:// URLs) on Spark; write segments and
     partitions reports and a summary to --out.
 
-    Exit 0 all ok, 1 corruption found, 2 usage or I/O error.
+    Exit 0 all ok, 1 corruption found, 2 usage or I/O error, or a ROOT holding no segment (the library's
+    "nothing found", as for ``kafkalog verify``).
     """
+    make_output(json_mode=json_mode)  # the job prints its own summary; this renders the command's errors
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -46,6 +51,10 @@ def validate(
         kwargs["report_format"] = report_format
     if deep:
         kwargs["deep"] = True
+    if json_mode:
+        kwargs["json_mode"] = True
+    if rsm is not None:
+        kwargs["rsm"] = rsm
     click.get_current_context().exit(kafkalog_spark.run_validation(list(roots), out, master, **kwargs))
 
 

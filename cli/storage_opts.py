@@ -28,3 +28,23 @@ def storage_option(f: Any) -> Any:
         callback=_parse,
         help="For s3:// and other URLs: " + ", ".join(sorted(STORAGE_OPTIONS)) + " (default: the AWS_* environment).",
     )(f)
+
+
+def _load_rsm(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    from kafkalog.tiered import load_rsm_config  # numpy: loaded only when the option is given
+
+    return load_rsm_config(value)  # a TieredConfigError is the group's one-line error, exit 2
+
+
+def rsm_config_option(f: Any) -> Any:
+    """Add ``--rsm-config FILE`` to a command; it receives ``rsm`` (a :class:`kafkalog.tiered.RsmConfig` or None)."""
+    return click.option(
+        "--rsm-config",
+        "rsm",
+        metavar="FILE",
+        callback=_load_rsm,
+        help="The broker's RemoteStorageManager configuration (rsm.config.* keys, prefix stripped; key files "
+        "relative to FILE): reads Aiven tiered-storage objects stored encrypted.",
+    )(f)

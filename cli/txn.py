@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from kafkalog.discovery import nothing_found
 from kafkalog.names import parse_segment_file_name
 from kafkalog.records import ControlRecordType, read_batches
 
@@ -131,20 +132,24 @@ def report(state: CliState | None, paths: tuple[str, ...], transaction_timeout_m
 
 
 def _partition_dirs(path: str) -> list[str]:
-    if not os.path.exists(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
+    os.stat(path)  # a missing or unreadable path: the OS's reason
     if not os.path.isdir(path):
-        raise CommandError(f"{path}: not a directory (give a partition dir or a log dir)")
-    if any(n.endswith(".log") for n in os.listdir(path)):
+        raise CommandError(f"{path}: not a directory (give a partition dir or a log dir)", path=path)
+    if _has_segments(path):
         return [os.path.abspath(path)]
     found = sorted(
         os.path.join(path, n)
         for n in os.listdir(path)
-        if os.path.isdir(os.path.join(path, n)) and any(f.endswith(".log") for f in os.listdir(os.path.join(path, n)))
+        if os.path.isdir(os.path.join(path, n)) and _has_segments(os.path.join(path, n))
     )
     if not found:
-        raise CommandError(f"{path}: no partition dirs with segments found")
+        raise nothing_found(path)
     return [os.path.abspath(p) for p in found]
+
+
+def _has_segments(path: str) -> bool:
+    """Whether a dir holds a segment this report reads (a ``.log`` named by a base offset Kafka can parse)."""
+    return any((p := parse_segment_file_name(n)) is not None and p.suffix == ".log" for n in os.listdir(path))
 
 
 def _report_partition(pdir: str, timeout_ms: int) -> PartitionTxnReport:

@@ -17,9 +17,9 @@ import click
 
 from kafkalog.verify import Finding, Tally
 
-from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, classify
-from .output import Event, Line, Output, make_output
-from .storage_opts import storage_option
+from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, report_error
+from .output import Event, Output, make_output
+from .storage_opts import rsm_config_option, storage_option
 
 
 @dataclass
@@ -53,21 +53,34 @@ class FindingEvent(Event):
         return {"type": self.finding.kind, **self.fields()}
 
 
+#: the order of the kinds in the summary line
+_KINDS = ("segment", "partition", "logdir", "file", "dir")
+_MAX_NAMED = 10
+
+
 @dataclass
 class Summary(Event):
+    """The last line: the verdict, what was checked by kind and status, and what was not checked (named)."""
+
     counts: dict[str, dict[str, int]]
     exit_code: int
     bytes_checked: int
+    not_checked: list[str]
     type = "summary"  # type: ignore[misc]
 
     def text(self) -> str:
         parts = []
-        for kind in ("segment", "partition", "file"):
-            c = self.counts.get(kind)
-            if c:
-                parts.append(f"{sum(c.values())} {kind}s (" + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) + ")")
+        for kind in sorted(self.counts, key=lambda k: (_KINDS.index(k) if k in _KINDS else len(_KINDS), k)):
+            c = self.counts[kind]
+            label = "log dirs" if kind == "logdir" else f"{kind}s"
+            parts.append(f"{sum(c.values())} {label} (" + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) + ")")
         verdict = {EXIT_OK: "OK", EXIT_CORRUPT: "CORRUPTION FOUND", EXIT_USAGE: "ERRORS"}[self.exit_code]
-        return f"Summary: {verdict}: " + "; ".join(parts or ["nothing to check"]) + f"; {self.bytes_checked} bytes read"
+        line = f"Summary: {verdict}: " + "; ".join(parts or ["nothing checked"]) + f"; {self.bytes_checked} bytes read"
+        if self.not_checked:
+            named = ", ".join(self.not_checked[:_MAX_NAMED])
+            more = len(self.not_checked) - _MAX_NAMED
+            line += f"; not checked ({len(self.not_checked)}): {named}" + (f" and {more} more" if more > 0 else "")
+        return line
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -75,20 +88,19 @@ class Summary(Event):
             "exitCode": self.exit_code,
             "bytesChecked": self.bytes_checked,
             "counts": self.counts,
+            "notChecked": self.not_checked,
         }
 
 
 def render(out: Output, tally: Tally, finding: Finding) -> None:
-    """Count one finding and print it; a check that failed with an error (I/O, usage) is one line on stderr, as
-    every command prints errors, and an ``error`` object in JSON."""
+    """Count one finding and print it. A check that failed with an error (I/O, usage) is one line on stderr, as
+    every command prints errors, and an ``error`` object in JSON; a finding that was partly checked (a segment
+    whose index could not be read) is printed too."""
     tally.add(finding)
-    if finding.exception is None:
+    if finding.exception is None or finding.summary:
         out.emit(FindingEvent(finding))
-        return
-    code, message = classify(finding.exception)
-    if out.is_json:
-        out.emit(Line(message, kind="error", extra={"path": finding.path, "exitCode": code}))
-    click.echo(f"kafkalog: error: {out.shown(message)}", err=True)
+    if finding.exception is not None:
+        report_error(finding.exception, out=out, path=finding.path)
 
 
 @click.command()
@@ -96,25 +108,31 @@ def render(out: Output, tally: Tally, finding: Finding) -> None:
 @click.option("--no-index-check", is_flag=True, help="Skip the strict .index/.timeindex/.txnindex checks.")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object per segment/partition/file and a summary.")
 @storage_option
+@rsm_config_option
 @click.pass_obj
 def verify(
-    state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool, storage_opts: dict
+    state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool, storage_opts: dict,
+    rsm: Any,
 ) -> None:
     """Verify segment files, partition dirs, log dirs or whole trees of them.
 
     Checks every batch CRC and offset, the strict sanity of every index against its log, the segments of each
     partition against each other and against the log dir's checkpoints, and parses every checkpoint, metadata
-    and producer-snapshot file. Reports every corrupt range and keeps going. Exit 0 clean, 1 corruption found,
-    2 usage or I/O error.
+    and producer-snapshot file. Reports every corrupt range and keeps going; the summary names what could not be
+    checked. Exit 0 clean, 1 corruption found, 2 usage or I/O error, or nothing found to check.
+
+    Segments stored by Aiven's tiered-storage plugin (``.log`` + ``.indexes`` + ``.rsm-manifest``) are restored
+    chunk by chunk and checked with their indexes; encrypted ones need ``--rsm-config``.
     """
     from kafkalog.remote import localized_paths  # numpy and pyarrow: loaded by the command, not by --help
 
     with localized_paths(paths, storage_opts) as local:  # a remote segment or partition: a scratch copy
-        _verify(state, tuple(local), no_index_check, json_mode, shown_as=dict(zip(local, paths, strict=True)))
+        _verify(state, tuple(local), no_index_check, json_mode, shown_as=dict(zip(local, paths, strict=True)),
+                rsm=rsm)  # fmt: skip
 
 
 def _verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool, *,
-            shown_as: dict[str, str] | None = None) -> None:
+            shown_as: dict[str, str] | None = None, rsm: Any = None) -> None:
     from kafkalog.verify import plan_paths, run_plan  # the checks themselves import numpy
 
     state = state or CliState()
@@ -125,8 +143,7 @@ def _verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool
     for finding in plan.errors:
         render(out, tally, finding)
     with out.progress("verifying", total=plan.total_bytes) as bar:
-        for finding in run_plan(plan, index_check=not no_index_check, on_segment=bar.advance):
+        for finding in run_plan(plan, index_check=not no_index_check, on_segment=bar.advance, rsm=rsm):
             render(out, tally, finding)
-    if not plan.empty:
-        out.emit(Summary(tally.plain_counts(), tally.exit_code, tally.checked_bytes))
+    out.emit(Summary(tally.plain_counts(), tally.exit_code, tally.checked_bytes, tally.not_checked))
     click.get_current_context().exit(tally.exit_code)

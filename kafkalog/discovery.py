@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
 from kafkalog import storage
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import InvalidArgumentError, NothingToCheckError
 from kafkalog.names import TEMP_SUFFIXES, file_kind
 
-__all__ = ["TEMP_SUFFIXES", "SegmentItem", "discover_segments", "kafka_files"]
+__all__ = ["TEMP_SUFFIXES", "SegmentItem", "discover_segments", "kafka_files", "nothing_found"]
 
 
 _TOPIC = r"[a-zA-Z0-9._-]{1,249}"
@@ -70,10 +70,20 @@ class SegmentItem:
 
 
 def _size(path: str) -> int:
+    """The file's size; -1 when it is absent (other ``OSError``s propagate)."""
     try:
         return os.stat(path).st_size
     except FileNotFoundError:
         return -1
+
+
+def _size_or_present(path: str) -> int:
+    """:func:`_size`, but a file that is there and cannot be stat'ed (a symlink loop, a permission) counts as
+    present (0): a check that opens it meets the same error and reports it for that file alone."""
+    try:
+        return _size(path)
+    except OSError:
+        return 0
 
 
 def _classify_dir(dirpath: str) -> tuple[str, str, int, str] | None:
@@ -148,19 +158,37 @@ def _discover_remote(root: str, options: Mapping[str, str] | None) -> list[Segme
     if single:
         found = [s for s in found if s.path == root]
         if not found:
-            raise KafkaLogError(f"not a segment file: {root}")
+            raise InvalidArgumentError(f"{root}: not a segment file (<20-digit offset>.log)")
     return found
 
 
+def nothing_found(root: str | os.PathLike) -> NothingToCheckError:
+    """The error for a root that holds no Kafka segment: every check that must not pass on nothing
+    (``kafkalog verify``, the Spark validation job) raises this one."""
+    return NothingToCheckError("no Kafka log files found: nothing checked", path=os.fspath(root))
+
+
 def discover_segments(
-    roots: str | os.PathLike | Iterable[str | os.PathLike], *, options: Mapping[str, str] | None = None
+    roots: str | os.PathLike | Iterable[str | os.PathLike],
+    *,
+    options: Mapping[str, str] | None = None,
+    on_error: Callable[[OSError], None] | None = None,
+    require: bool = False,
+    key_prefix: str = "",
 ) -> list[SegmentItem]:
     """Every segment under ``roots``, sorted by (partition dir, base offset); duplicates (overlapping roots) once.
 
     Symlinked dirs are not followed (archives often link back to their parents); a root given as a symlink is.
     Remote roots (``s3://...``) are listed through :mod:`kafkalog.storage` with ``options`` (credentials,
-    endpoint; default: the AWS environment). Raises KafkaLogError for a root that does not exist (a
-    ``storage.StorageError`` when a remote listing fails).
+    endpoint; default: the AWS environment). A root that cannot be read raises its ``OSError`` (ENOENT, ELOOP,
+    EACCES: the OS's reason); a file that is not a segment raises InvalidArgumentError; a failed remote listing a
+    ``storage.StorageError``. With ``on_error``, a checker's view: below a root, a dir that cannot be listed and a
+    partition dir name that does not resolve (a dangling symlink, a symlink loop) go to ``on_error``, and a segment
+    file that cannot be stat'ed is listed (size 0) for its check to report; without it, unlistable dirs are passed
+    over (as ``os.walk`` does) and a file that cannot be stat'ed raises its ``OSError``.
+    ``require``: a root holding no segment raises :func:`nothing_found`'s NothingToCheckError.
+    ``key_prefix`` is Aiven's ``key.prefix``: where it does not end in ``/`` it is glued to the topic dir's name
+    (``pfx-orders-<topic id>``), and the topic is what follows it.
     """
     if isinstance(roots, (str, os.PathLike)):
         roots = [roots]
@@ -175,23 +203,54 @@ def discover_segments(
             found = list(_segments_in_dir(dirpath, os.listdir(dirpath)))
             found = [s for s in found if os.path.basename(s.path) == name]
             if not found:
-                raise KafkaLogError(f"not a segment file: {raw}")
+                raise InvalidArgumentError(f"{os.fspath(raw)}: not a segment file (<20-digit offset>.log)")
         elif os.path.isdir(root):
             found = []
-            for dirpath, dirnames, filenames in os.walk(root, onerror=None, followlinks=False):
+            size_of = _size if on_error is None else _size_or_present
+            for dirpath, dirnames, filenames in os.walk(root, onerror=on_error, followlinks=False):
                 dirnames.sort()
-                found.extend(_segments_in_dir(dirpath, filenames))
+                found.extend(_segments_in_dir(dirpath, filenames, size_of))
+                if on_error is not None:
+                    _report_broken_dirs(dirpath, filenames, on_error)
         else:
-            raise KafkaLogError(f"no such file or directory: {raw}")
+            os.stat(storage.local_path(raw))  # raises the OS's reason: ENOENT, ELOOP, EACCES, ENOTDIR
+            raise InvalidArgumentError(f"{os.fspath(raw)}: not a file or directory")
+        if require and not found:
+            raise nothing_found(raw)
         for item in found:
             if item.path not in seen:
                 seen.add(item.path)
                 items.append(item)
+    glued = key_prefix.rpartition("/")[2]
+    if glued:
+        items = [_strip_glued_prefix(i, glued) for i in items]
     items.sort(key=lambda s: (s.partition_dir, s.base_offset))
     for i, item in enumerate(items):
         if i + 1 == len(items) or items[i + 1].partition_dir != item.partition_dir:
             items[i] = dataclasses.replace(item, is_last=True)
     return items
+
+
+def _strip_glued_prefix(item: SegmentItem, glued: str) -> SegmentItem:
+    """An Aiven item whose topic dir starts with the tail of the key prefix, with the topic after it."""
+    name = storage.basename(storage.dirname(item.partition_dir))
+    m = _AIVEN_TOPIC_DIR.match(name[len(glued) :]) if name.startswith(glued) else None
+    if item.layout != "tiered-aiven" or m is None:
+        return item
+    return dataclasses.replace(item, topic=m["topic"])
+
+
+def _report_broken_dirs(dirpath: str, filenames: Iterable[str], on_error: Callable[[OSError], None]) -> None:
+    """A name that ``os.walk`` lists as a file but that is named like a partition dir and is a symlink that does not
+    resolve (dangling, or a loop): a partition dir that cannot be read, reported with the OS's reason."""
+    for name in filenames:
+        if _LOCAL_DIR.match(name) or _TIERED_DIR.match(name):
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                try:
+                    os.stat(path)
+                except OSError as exc:
+                    on_error(exc)
 
 
 def kafka_files(root: str | os.PathLike) -> Iterator[str]:

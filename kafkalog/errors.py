@@ -52,6 +52,46 @@ class UnsupportedMagicError(CorruptRecordError):
     """A magic byte other than 0, 1 or 2."""
 
 
+# --- KRaft metadata and internal-topic records ------------------------------------------------------------------
+
+
+class MessageDecodeError(KafkaLogError):
+    """A Kafka message (a metadata, KRaft control, group coordinator or transaction log record) that cannot be read
+    with its schema: the finding names what was expected and where, and the caller keeps going with the next one."""
+
+    def __init__(self, message: str, *, offset: int | None = None, kafka_text: str | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
+        #: what Kafka's own reader says about the same bytes (kafka-dump-log.sh prints it), when it says something
+        self.kafka_text = kafka_text
+
+
+class UnknownRecordTypeError(MessageDecodeError):
+    """A record type id (metadata api key, coordinator key version, control type) no table here describes."""
+
+    def __init__(self, family: str, type_id: int, *, offset: int | None = None, kafka_text: str | None = None) -> None:
+        super().__init__(f"unknown {family} record type {type_id}", offset=offset, kafka_text=kafka_text)
+        self.family = family
+        self.type_id = type_id
+
+
+class UnsupportedRecordVersionError(MessageDecodeError):
+    """A known record type at a version outside the versions its schema lists."""
+
+    def __init__(self, name: str, version: int, *, offset: int | None = None) -> None:
+        super().__init__(f"can't read version {version} of {name}", offset=offset)
+        self.name = name
+        self.version = version
+
+
+class MalformedRecordError(MessageDecodeError):
+    """Bytes that end early, carry an impossible length, a bad varint or leftover bytes after the message."""
+
+
+class CorruptKraftSnapshotError(KafkaLogError):
+    """A KRaft ``.checkpoint`` snapshot breaking the raft layer's rules (CRC, offsets, header/footer records)."""
+
+
 # --- indexes, segments, logs -----------------------------------------------------------------------------------
 
 
@@ -86,6 +126,15 @@ class IndexStateError(KafkaLogError, ValueError):
     ``IllegalArgumentException`` / ``IllegalStateException`` in the index classes)."""
 
 
+class CleanerError(KafkaLogError):
+    """A log the cleaner cannot clean (Kafka marks such a partition uncleanable): a batch larger than the I/O
+    buffers may grow to, an empty legacy batch to keep, an offset map too small to make progress."""
+
+
+class LogCleaningAbortedError(CleanerError):
+    """A pass stopped on request (pause, truncation, deletion, a move); what it wrote is removed."""
+
+
 class CorruptSnapshotError(KafkaLogError):
     """A producer-state ``.snapshot`` file that fails its CRC or structure check."""
 
@@ -115,6 +164,15 @@ class InvalidArgumentError(KafkaLogError, ValueError):
 
 class InvalidArgumentTypeError(KafkaLogError, TypeError):
     """An argument of a type the function does not take (also a TypeError, for generic callers)."""
+
+
+class NothingToCheckError(InvalidArgumentError):
+    """A path given to a check holds nothing Kafka wrote (an empty or mistyped dir): a check of nothing must not
+    pass for a clean one. ``path`` is the path as given."""
+
+    def __init__(self, message: str, *, path: object | None = None) -> None:
+        super().__init__(message if path is None else f"{path}: {message}")
+        self.path = path
 
 
 # --- configuration and names ----------------------------------------------------------------------------------
@@ -172,10 +230,50 @@ class ResourceExhaustedError(KafkaLogError):
         self.errno = errno
 
 
+class MoveRestartsExhaustedError(KafkaLogError):
+    """A KIP-113 replica move gave up: the source changed under its copy (retention or a roll removed a file it
+    was copying) more often than the move restarts. No dir failed and nothing was lost: the source keeps serving
+    and the half-made copy is gone. Retriable: move again later (with retention or rolls less busy). Deliberately
+    not a ``KafkaStorageError``, which means a dir failed."""
+
+    retriable = True
+
+
 class LogDirLockedError(KafkaStorageError):
-    """Someone else holds the log dir's ``.lock``: a Kafka broker, a LogManager or a kafkalog writer (the message
-    starts with the lock file's path)."""
+    """Someone else holds the log dir's ``.lock``: a Kafka broker, a LogManager or a kafkalog writer (``path`` is
+    the lock file, and the message starts with it)."""
+
+    def __init__(self, message: str, *, path: object | None = None) -> None:
+        super().__init__(message if path is None else f"{path}: {message}")
+        self.path = path
 
 
 class NoLiveLogDirsError(KafkaStorageError):
     """Every log dir is offline: the manager stops (Kafka halts the broker)."""
+
+
+# --- tiered-storage objects --------------------------------------------------------------------------------------
+
+
+class TieredConfigError(ConfigError):
+    """A tiered-storage object that cannot be read with the RemoteStorageManager configuration given: none given
+    for an encrypted object, a bad ``rsm.config`` file, a key file that is missing or holds no RSA private key, or
+    no key pair for the id an object was encrypted with. Nothing is known about the object's bytes (exit 2)."""
+
+
+class TieredKeyError(TieredConfigError):
+    """The configured private key does not unwrap an object's data key (the wrong key pair for that bucket)."""
+
+
+class CorruptTieredObjectError(KafkaLogError):
+    """A tiered-storage object whose bytes are bad: a malformed ``.rsm-manifest``, a manifest that does not match
+    its object (sizes, chunk index), or a chunk that fails its AES-GCM tag or does not decompress to its size.
+    ``obj`` names the object; ``chunk`` and ``original_range`` (``(position, size)`` in the original segment) say
+    which chunk, when one chunk is to blame."""
+
+    def __init__(self, message: str, *, obj: str | None = None, chunk: int | None = None,
+                 original_range: tuple[int, int] | None = None) -> None:  # fmt: skip
+        super().__init__(message if obj is None else f"{obj}: {message}")
+        self.obj = obj
+        self.chunk = chunk
+        self.original_range = original_range

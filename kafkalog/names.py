@@ -322,10 +322,12 @@ METADATA_TOPIC_ID = ONE_UUID
 #: Kafka's ``Uuid.RESERVED``: never returned by ``Uuid.randomUuid``.
 RESERVED_UUIDS = frozenset({ZERO_UUID, ONE_UUID})
 
-# DirectoryId.java (KIP-858)
-UNASSIGNED_DIRECTORY_ID = _reserved(0)
-LOST_DIRECTORY_ID = _reserved(1)
-MIGRATING_DIRECTORY_ID = _reserved(2)
+# DirectoryId.java (KIP-858), as Kafka 4.0's records carry them (golden/metadata METADATA.json
+# "specialDirectoryIds"): the zero id is MIGRATING, so a PartitionRecord v0 replica without a directory reads as
+# one placed before directories were tracked.
+MIGRATING_DIRECTORY_ID = _reserved(0)
+UNASSIGNED_DIRECTORY_ID = _reserved(1)
+LOST_DIRECTORY_ID = _reserved(2)
 #: DirectoryId.random() avoids the first 100 ids (0..99), reserved for future special meanings.
 DIRECTORY_ID_RESERVED_BELOW = 100
 
@@ -361,7 +363,7 @@ OFFSET_CHECKPOINT_FILES: tuple[str, ...] = (
     "cleaner-offset-checkpoint",
 )
 _SUFFIX_KINDS = ((".log", "log"), (".index", "index"), (".timeindex", "timeindex"), (".txnindex", "txnindex"),
-                 (".snapshot", "snapshot"))  # fmt: skip
+                 (".snapshot", "snapshot"), (".checkpoint", "kraft-snapshot"))  # fmt: skip
 _NAME_KINDS = {
     **{name: "offset-checkpoint" for name in OFFSET_CHECKPOINT_FILES},
     "leader-epoch-checkpoint": "leader-epoch-checkpoint",
@@ -374,8 +376,8 @@ _NAME_KINDS = {
 def file_kind(name: str) -> tuple[str, str]:
     """(kind, name without a temporary suffix) of a file in a log or partition dir.
 
-    Kinds: ``log``, ``index``, ``timeindex``, ``txnindex``, ``snapshot`` (by suffix, as Kafka's tools go by the
-    suffix alone), ``offset-checkpoint``, ``leader-epoch-checkpoint``, ``partition-metadata``, ``meta-properties``,
+    Kinds: ``log``, ``index``, ``timeindex``, ``txnindex``, ``snapshot``, ``kraft-snapshot`` (``.checkpoint``; by
+    suffix, as Kafka's tools go by the suffix alone), ``offset-checkpoint``, ``leader-epoch-checkpoint``, ``partition-metadata``, ``meta-properties``,
     ``clean-shutdown`` and ``unknown``. ``.deleted``/``.cleaned``/``.swap`` are looked through.
     """
     base = name
@@ -389,10 +391,22 @@ def file_kind(name: str) -> tuple[str, str]:
     return _NAME_KINDS.get(base, "unknown"), base
 
 
+_TIERED_STEM = re.compile(r"^(\d{20})-[A-Za-z0-9_-]{22}$")
+
+
 def base_offset_prefix(name: str) -> int:
     """The base offset a segment file name starts with, read as Kafka's tools read it (the digits before the
-    first dot); InvalidArgumentError (a ValueError) when that part is not a number."""
+    first dot; a tiered-storage object's ``<20 digits>-<segment id>`` gives its digits); InvalidArgumentError (a
+    ValueError) when that part is not a number or not a long (a base offset is one: Kafka's ``toLong`` refuses a
+    larger one)."""
+    prefix = name.split(".")[0]
+    tiered = _TIERED_STEM.match(prefix)
+    if tiered:
+        prefix = tiered[1]
     try:
-        return int(name.split(".")[0])
+        offset = int(prefix)
     except ValueError:
         raise InvalidArgumentError(f"{name}: a segment file name must start with its base offset") from None
+    if not 0 <= offset <= LONG_MAX:
+        raise InvalidArgumentError(f"{name}: base offset {prefix} is not in [0, 2^63-1]")
+    return offset

@@ -15,11 +15,19 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from kafkalog import storage
-from kafkalog.discovery import SegmentItem
+from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.record_check import check_records
+from kafkalog.tiered import is_aiven_item, materialize
 from kafkalog.verify import PartitionReport, SegmentReport, verify_partition, verify_segment
 
-__all__ = ["CHECKPOINT_FILES", "localized", "localized_paths", "verify_partition_at", "verify_segment_at"]
+__all__ = [
+    "CHECKPOINT_FILES",
+    "localized",
+    "localized_paths",
+    "restored_paths",
+    "verify_partition_at",
+    "verify_segment_at",
+]
 
 #: log-dir files a partition's checks read besides its own dir
 CHECKPOINT_FILES = (
@@ -31,14 +39,23 @@ CHECKPOINT_FILES = (
 
 
 def verify_segment_at(
-    item: SegmentItem, *, index_check: bool = True, options: Mapping[str, Any] | None = None, deep: bool = False
+    item: SegmentItem,
+    *,
+    index_check: bool = True,
+    options: Mapping[str, Any] | None = None,
+    deep: bool = False,
+    rsm: Any = None,
 ) -> SegmentReport:
     """:func:`kafkalog.verify.verify_segment` for a local or remote segment; never raises.
 
     A remote object that cannot be read (missing, denied, connection lost) gives ``status="unreadable"`` with an
     error naming the object, as an ``OSError`` does for a local file. ``deep`` also decodes every record of the
-    valid prefix (:func:`kafkalog.record_check.check_records`); a mismatch makes the segment ``corrupt``.
+    valid prefix (:func:`kafkalog.record_check.check_records`); a mismatch makes the segment ``corrupt``. An
+    Aiven tiered-storage segment is read chunk by chunk where it lies, with ``rsm`` (:class:`kafkalog.tiered.RsmConfig`).
     """
+    if is_aiven_item(item):
+        return verify_segment(item, index_check=index_check, rsm=rsm, options=options,
+                              then=lambda rep, path: _deep(rep, path, deep))  # fmt: skip
     if not storage.is_remote(item.path):
         return _deep(verify_segment(item, index_check=index_check), item.path, deep)
     with storage.scratch_dir() as root:
@@ -128,10 +145,45 @@ def localized(url: str, options: Mapping[str, Any] | None = None) -> Iterator[st
 
 @contextlib.contextmanager
 def localized_paths(paths: Iterable[str], options: Mapping[str, Any] | None = None) -> Iterator[list[str]]:
-    """:func:`localized` for each of ``paths`` at once (the CLI's one call); the copies live until the block ends.
-    Raises StorageError (an OSError naming the object) when a remote one cannot be listed or read."""
+    """:func:`localized` for each of ``paths`` at once (the CLI's one call); the copies live until the block ends;
+    ``file://`` URLs come back as plain paths. Raises StorageError (an OSError naming the object) when a remote one
+    cannot be listed or read."""
     with contextlib.ExitStack() as stack:
-        yield [stack.enter_context(localized(p, options)) if storage.is_remote(p) else p for p in paths]
+        yield [stack.enter_context(localized(p, options)) if storage.is_remote(p) else storage.local_path(p)
+               for p in paths]  # fmt: skip
+
+
+@contextlib.contextmanager
+def restored_paths(
+    paths: Iterable[str], options: Mapping[str, Any] | None = None, rsm: Any = None
+) -> Iterator[list[str]]:
+    """:func:`localized_paths`, with every Aiven tiered-storage segment among them (a ``.log`` object beside its
+    ``.rsm-manifest``, or such objects under a dir) restored to plain local files (``.log`` and the indexes out of
+    ``.indexes``) with ``rsm`` (:class:`kafkalog.tiered.RsmConfig`): what ``kafkalog dump`` reads. A bad chunk
+    raises CorruptTieredObjectError, a missing or wrong key TieredConfigError, both naming the object."""
+    with localized_paths(paths, options) as local, contextlib.ExitStack() as stack:
+        yield [stack.enter_context(_restored(p, rsm)) for p in local]
+
+
+@contextlib.contextmanager
+def _restored(path: str, rsm: Any) -> Iterator[str]:
+    single = os.path.isfile(path)
+    if single and not (path.endswith(".log") and os.path.exists(path[: -len(".log")] + ".rsm-manifest")):
+        yield path
+        return
+    items = [i for i in discover_segments(path) if is_aiven_item(i)] if single or os.path.isdir(path) else []
+    if not items:
+        yield path
+        return
+    with storage.scratch_dir() as root:
+        if single:
+            yield materialize(items[0], root, rsm=rsm).path
+            return
+        top = os.path.realpath(path)
+        for item in items:  # each partition dir at its place below the dir given
+            rel = os.path.relpath(os.path.dirname(os.path.dirname(item.partition_dir)), top)
+            materialize(item, os.path.normpath(os.path.join(root, rel)), rsm=rsm)
+        yield root
 
 
 def _partition_file(url: str) -> bool:

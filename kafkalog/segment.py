@@ -175,12 +175,14 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
         rel = offset - self._base_offset
         return 0 <= rel <= I32_MAX
 
-    def append(self, batch_bytes: bytes | bytearray | memoryview) -> int:
+    def append(self, batch_bytes: bytes | bytearray | memoryview, *, largest_offset: int | None = None) -> int:
         """Append one or more whole batches (offsets already assigned); returns the bytes written.
 
         Index entries follow Kafka: an offset-index entry (last offset of the batch, its start position) when the
         bytes since the last entry exceed ``index.interval.bytes`` (checked before counting this batch), with a
-        time-index entry for the max timestamp so far at the same moment.
+        time-index entry for the max timestamp so far at the same moment. With ``largest_offset`` the whole call
+        is one append of Kafka's ``LogSegment.append(largestOffset, records)``, as the cleaner makes it: one check
+        for the call, an entry (``largest_offset``, the call's start position) when it passes.
         """
         data = memoryview(batch_bytes)
         if len(data) == 0:
@@ -212,6 +214,21 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
             file_access.append_at(f, data, physical)
             self._size = physical + len(data)
         max_ts = self.max_timestamp_so_far
+        if largest_offset is not None:
+            if not self.can_convert_to_relative_offset(largest_offset):
+                raise LogSegmentOffsetOverflowError(
+                    f"offset {largest_offset} does not fit segment {self._base_offset}")
+            for batch in batches:
+                if batch.max_timestamp > max_ts:
+                    max_ts = batch.max_timestamp
+                    self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.last_offset)
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                self._offset_index.append(largest_offset, physical)
+                mt = self._max_ts_and_offset or TimestampOffset(-1, self._base_offset)
+                self._time_index.maybe_append(mt.timestamp, mt.offset)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += len(data)
+            return len(data)
         for batch in batches:
             if batch.max_timestamp > max_ts:
                 max_ts = batch.max_timestamp

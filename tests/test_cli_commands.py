@@ -45,6 +45,14 @@ def objs(result) -> list[dict]:
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
+def recover_objs(result) -> tuple[list[dict], dict]:
+    """``recover --json``'s partition objects and its closing summary (always the last object)."""
+    out = objs(result)
+    assert out and out[-1]["type"] == "summary", result.output
+    assert all(o["type"] == "partition" for o in out[:-1])
+    return out[:-1], out[-1]
+
+
 # --- recover ----------------------------------------------------------------------------------------------------
 
 
@@ -56,8 +64,9 @@ def test_recover_dry_run_changes_nothing_and_predicts_kafka(golden_copy, case: s
     before = tree_hash(root)
     result = run("recover", "--dry-run", "--json", pdir)
     assert tree_hash(root) == before
-    (rec,) = objs(result)
+    (rec,), summary = recover_objs(result)
     assert rec["dryRun"] is True
+    assert (summary["dryRun"], summary["partitions"], summary["exitCode"]) == (True, 1, result.exit_code)
     assert rec["logEndOffsetAfter"] == result_info["kafkaLoadResult"]["nextOffset"]
     lost = bool(rec["truncations"] or rec["deletedSegments"])
     assert result.exit_code == (1 if lost else 0)
@@ -82,7 +91,7 @@ def test_recover_matches_kafka_recovered_logs(golden_copy, case: str) -> None:
     # Afterwards the partition verifies clean and a second recovery finds nothing to cut.
     assert run("verify", "--no-index-check", pdir).exit_code == 0
     again = run("recover", "--json", pdir)
-    assert again.exit_code == 0 and objs(again)[0]["truncations"] == []
+    assert again.exit_code == 0 and recover_objs(again)[0][0]["truncations"] == []
 
 
 def test_recover_refuses_while_locked(golden_copy) -> None:
@@ -105,10 +114,12 @@ def test_recover_log_dir_clean_shutdown_is_noop(golden_copy) -> None:
     before = tree_hash(logdir)
     result = run("recover", "--dry-run", "--json", logdir)
     assert result.exit_code == 0
-    assert all(o["cleanShutdown"] and not o["lostData"] for o in objs(result))
+    recs, summary = recover_objs(result)
+    assert all(o["cleanShutdown"] and not o["lostData"] for o in recs)
+    assert (summary["partitions"], summary["skippedCleanShutdown"], summary["recovered"]) == (12, 12, 0)
     assert tree_hash(logdir) == before
     full = run("recover", "--dry-run", "--full", "--json", logdir)
-    assert full.exit_code == 0 and len(objs(full)) == 12
+    assert full.exit_code == 0 and len(recover_objs(full)[0]) == 12
     assert tree_hash(logdir) == before
 
 
@@ -121,7 +132,9 @@ def test_recover_clamps_checkpoints(golden_copy, tmp_path: Path) -> None:
     cp.write_text(cp.read_text().replace("0\n15\n", "0\n16\n") + "unclean-corrupt-crc 0 204\n")
     result = run("recover", "--json", logdir)
     assert result.exit_code == 1
-    (rec,) = [o for o in objs(result) if o["path"].endswith("unclean-corrupt-crc-0")]
+    recs, summary = recover_objs(result)
+    (rec,) = [o for o in recs if o["path"].endswith("unclean-corrupt-crc-0")]
+    assert summary["checkpointsClamped"] == len(rec["checkpoints"]) >= 1
     assert rec["logEndOffsetAfter"] == 199
     assert {"file": "recovery-point-offset-checkpoint", "partition": "unclean-corrupt-crc-0", "before": 204,
             "after": 199} in rec["checkpoints"]  # fmt: skip

@@ -86,7 +86,7 @@ def test_an_empty_dir_is_a_usage_error(tmp_path: Path) -> None:
     (empty / "README").write_text("no Kafka files")
     result = run("dump", empty)
     assert result.exit_code == 2
-    assert result.output.strip() == f"kafkalog: error: {empty}: no Kafka log files under it"
+    assert result.output.strip() == f"kafkalog: error: {empty}: no Kafka log files found: nothing checked"
     assert "Traceback" not in result.output
 
 

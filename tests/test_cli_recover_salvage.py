@@ -12,7 +12,7 @@ from conftest import needs_golden
 from kafkalog_cli.main import main
 from test_recovery_plan import flip_one_batch
 
-from tests.test_cli_commands import objs, tree_hash, writable
+from tests.test_cli_commands import recover_objs, tree_hash, writable
 
 pytestmark = needs_golden
 
@@ -38,7 +38,7 @@ def test_dry_run_after_clean_shutdown_shows_the_log_end_and_unseen_corruption(go
     assert text.exit_code == 1  # corruption found, even though Kafka's recovery would cut nothing
     assert f"log end offset {end} -> {end}" in text.stdout
     assert f"from position {bad['position']}" in text.stdout and "--full" in text.stdout and "--salvage" in text.stdout
-    (rec,) = objs(run("recover", "--dry-run", "--json", pdir))
+    (rec,), _summary = recover_objs(run("recover", "--dry-run", "--json", pdir))
     assert (rec["logEndOffsetBefore"], rec["logEndOffsetAfter"]) == (end, end)
     assert rec["lostData"] is False and rec["unseenCorruption"][0]["position"] == bad["position"]
     assert tree_hash(logdir) == before
@@ -53,7 +53,7 @@ def test_dry_run_salvage_shows_both_plans(golden_copy, tmp_path: Path) -> None:
     assert text.exit_code == 1
     assert "Kafka recovery" in text.stdout and "salvage" in text.stdout
     assert f"{end} -> {bad['baseOffset']}" in text.stdout and f"{end} -> {end}" in text.stdout
-    (rec,) = objs(run("recover", "--dry-run", "--salvage", "--json", pdir))
+    (rec,), _summary = recover_objs(run("recover", "--dry-run", "--salvage", "--json", pdir))
     assert rec["mode"] == "salvage" and rec["dryRun"] is True
     assert (rec["logEndOffsetBefore"], rec["logEndOffsetAfter"]) == (end, end)
     assert rec["lostRanges"] == [[bad["baseOffset"], bad["lastOffset"]]]
@@ -71,7 +71,7 @@ def test_salvage_quarantines_and_a_second_recovery_changes_nothing(golden_copy, 
     q = tmp_path / "quarantine"
     result = run("recover", "--salvage", "--quarantine-dir", q, "--json", pdir)
     assert result.exit_code == 1, result.output
-    (rec,) = objs(result)
+    (rec,), _summary = recover_objs(result)
     assert rec["dryRun"] is False and rec["rewritten"] == [f"{manifest['segments'][3]['baseOffset']:020d}.log"]
     qdir = Path(rec["quarantine"])
     assert qdir.parent == q / "golden-segments-0"
@@ -82,7 +82,7 @@ def test_salvage_quarantines_and_a_second_recovery_changes_nothing(golden_copy, 
     assert run("verify", pdir).exit_code == 0
     settled = tree_hash(pdir)
     again = run("recover", "--full", "--json", pdir)  # Kafka's recovery from offset 0
-    assert again.exit_code == 0 and objs(again)[0]["lostData"] is False
+    assert again.exit_code == 0 and recover_objs(again)[0][0]["lostData"] is False
     assert tree_hash(pdir) == settled
 
 

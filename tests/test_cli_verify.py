@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from kafkalog_cli.main import main
 
 from tests.conftest import load_manifest, needs_golden
+from tests.unreadable import deny_open
 
 pytestmark = needs_golden
 
@@ -155,20 +156,15 @@ def test_missing_path_one_line_exit_2(tmp_path: Path) -> None:
     result = run("verify", tmp_path / "nope")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"kafkalog: error: {tmp_path / 'nope'}: No such file or directory"]
-    assert result.stdout == ""
+    # issue 28: the summary says what was not checked (it printed nothing before)
+    assert result.stdout.splitlines() == [
+        f"Summary: ERRORS: 1 files (error 1); 0 bytes read; not checked (1): {tmp_path / 'nope'}"
+    ]
 
 
 def test_unreadable_segment_exit_2(golden_copy, monkeypatch) -> None:
     d = golden_copy("logdir/golden-none-0")
-    path = os.path.realpath(d / "00000000000000000000.log")
-    real_open = open
-
-    def deny(file, *a, **k):
-        if os.fspath(file) == path:
-            raise PermissionError(13, "Permission denied", path)
-        return real_open(file, *a, **k)
-
-    monkeypatch.setattr("builtins.open", deny)
+    path = deny_open(monkeypatch, os.path.realpath(d / "00000000000000000000.log"))
     result = run("verify", d)
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"kafkalog: error: {path}: Permission denied"]

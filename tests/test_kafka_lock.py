@@ -8,6 +8,7 @@ kafkalog writer refuses a dir it holds without changing a byte, and that the JVM
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import shutil
@@ -126,13 +127,17 @@ def _run(*args: object):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
-def _assert_refused(result, logdir: Path, pid: int) -> None:
+def _assert_refused(result, logdir: Path, pid: int, *, json_mode: bool = False) -> None:
     lines = result.stderr.splitlines()
     assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"kafkalog: error: {logdir}/.lock: the log dir is in use: "), lines[0]
     assert f"another process (pid {pid})" in lines[0] and "Kafka broker" in lines[0]
-    assert result.stdout == ""
+    if not json_mode:
+        assert result.stdout == ""
+        return
+    objects = [json.loads(line) for line in result.stdout.splitlines()]  # --json: the same error as one object
+    assert [(o["type"], o["path"], o["exitCode"]) for o in objects] == [("error", f"{logdir}/.lock", 2)], objects
 
 
 @needs_golden
@@ -154,8 +159,11 @@ def test_every_writer_refuses_a_dir_a_broker_holds(jvm: JavaLocker, broker_dir: 
             ["recover", "--dry-run", logdir],  # refused too: its answer would be about files the broker changes
             ["checkpoints", "set", cp, "golden-none", "0", "1"],
             ["checkpoints", "set", "--create", logdir / "cleaner-offset-checkpoint", "golden-none", "0", "1"],
+            ["clean", logdir / "golden-none-0", "--config", "min.cleanable.dirty.ratio=0.01"],
+            ["clean", "--all-partitions", logdir],
+            ["clean", "--dry-run", "--json", logdir / "golden-none-0"],  # a dry run too, as recover's
         ):
-            _assert_refused(_run(*args), logdir, jvm.pid)
+            _assert_refused(_run(*args), logdir, jvm.pid, json_mode="--json" in args)
         # The installed script, as an operator runs it.
         beside = Path(sys.executable).with_name("kafkalog")
         script = str(beside) if beside.exists() else shutil.which("kafkalog")

@@ -170,9 +170,40 @@ def test_segment_and_index_layers_do_not_import_the_log_layer() -> None:
         assert above == set(), mod
 
 
+def test_the_log_layer_does_not_know_the_cleaner() -> None:
+    """The cleaner works on a Log; nothing below it (log, segment, index, records, checkpoint) reaches
+    ``kafkalog.cleaner``, and the cleaner does not reach up into the manager, verify or Spark."""
+    graph, _ = _graph()
+    below = [m for m in graph if m.startswith(("kafkalog.log", "kafkalog.segment", "kafkalog.index",
+                                                "kafkalog.records", "kafkalog.checkpoint"))]
+    cleaner = [m for m in graph if m.startswith("kafkalog.cleaner")]
+    assert below and "kafkalog.cleaner.cleaner" in cleaner
+    for mod in below:
+        assert not any(t.startswith("kafkalog.cleaner") for t in _reaches(graph, mod)), mod
+    for mod in cleaner:
+        above = {t for t in _reaches(graph, mod) if t.startswith(("kafkalog.manager", "kafkalog.verify",
+                                                                    "kafkalog.spark"))}
+        assert above == set(), mod
+
+
+def test_tiered_objects_sit_in_the_storage_layer() -> None:
+    """``kafkalog.tiered`` reads objects through ``kafkalog.storage`` and knows nothing of discovery, verification,
+    logs, Spark or the CLI; verification, ``remote`` and the DataSource reach Aiven objects through it alone."""
+    graph, _ = _graph()
+    tiered = [m for m in graph if m.startswith("kafkalog.tiered")]
+    assert {"kafkalog.tiered.aiven", "kafkalog.tiered.manifest", "kafkalog.tiered.rsm_config"} <= set(tiered)
+    above = ("kafkalog.discovery", "kafkalog.verify", "kafkalog.remote", "kafkalog.spark", "kafkalog.log",
+             "kafkalog.manager", "kafkalog.segment", "kafkalog_cli")  # fmt: skip
+    for mod in tiered:
+        assert {t for t in _reaches(graph, mod) if t.startswith(above)} == set(), mod
+    for user in ("kafkalog.verify.segment", "kafkalog.remote", "kafkalog.spark.datasource"):
+        assert "kafkalog.tiered.aiven" in _reaches(graph, user), user
+    assert not any(t.startswith("kafkalog.tiered") for t in _reaches(graph, "kafkalog.records.reader"))
+
+
 def test_segment_index_log_and_manager_layers_import_at_module_top() -> None:
     _, inner = _graph()
-    layers = ("kafkalog.segment", "kafkalog.index", "kafkalog.log", "kafkalog.manager")
+    layers = ("kafkalog.segment", "kafkalog.index", "kafkalog.log", "kafkalog.manager", "kafkalog.cleaner")
     assert sorted((m, t) for m, t in inner if m.startswith(layers)) == []
 
 
@@ -260,3 +291,14 @@ def test_recovery_hands_an_overriding_subclass_every_batch(tmp_path: Path) -> No
     assert _segment_with_batches(tmp_path).recover(psm) == 0
     assert seen == [0, 1, 2]
     assert psm.last_map_offset == 3 and 7 in psm.producers
+
+
+def test_the_record_and_log_layers_do_not_import_the_metadata_package() -> None:
+    """``kafkalog.metadata`` (internal topics, the KRaft metadata log) sits above the log and the cleaner: the
+    format and log layers never reach it, and it never reaches the manager's log manager."""
+    graph, _ = _graph()
+    assert "kafkalog.metadata.codec" in graph and "kafkalog.records.reader" in graph
+    lower = [m for m in graph if m.startswith(("kafkalog.records", "kafkalog.log", "kafkalog.segment", "kafkalog.index"))]
+    for mod in lower:
+        assert not {t for t in _reaches(graph, mod) if t.startswith("kafkalog.metadata")}, mod
+    assert "kafkalog.manager.log_manager" not in _reaches(graph, "kafkalog.metadata.image")

@@ -166,7 +166,7 @@ def test_meta_reconcile_generates_unreserved_ids_and_agrees() -> None:
         ({"/a": MetaProperties(1, "C1", 1)}, {"node_id": 7}),
         ({"/a": MetaProperties(1, "C1", 1, "T3JhY2xlRGlyZWN0MDAwMQ"),
           "/b": MetaProperties(1, "C1", 1, "T3JhY2xlRGlyZWN0MDAwMQ")}, {}),
-        ({"/a": MetaProperties(1, "C1", 1, "AAAAAAAAAAAAAAAAAAAAAQ")}, {}),  # LOST: reserved
+        ({"/a": MetaProperties(1, "C1", 1, "AAAAAAAAAAAAAAAAAAAAAQ")}, {}),  # UNASSIGNED: reserved
     ],
 )
 def test_meta_reconcile_refuses_disagreement(found, kw) -> None:

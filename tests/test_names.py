@@ -12,12 +12,14 @@ from hypothesis import strategies as st
 
 from kafkalog import names
 from kafkalog.errors import InvalidPartitionDirError, InvalidTopicError
+from kafkalog.metadata.snapshot import parse_snapshot_name
 from kafkalog.names import (
     LOST_DIRECTORY_ID,
     MIGRATING_DIRECTORY_ID,
     UNASSIGNED_DIRECTORY_ID,
     TopicPartitionDir,
     base64url_to_uuid_bytes,
+    base_offset_prefix,
     delete_dir_name,
     file_name,
     future_dir_name,
@@ -103,6 +105,12 @@ def test_every_golden_file_name_parses() -> None:
     seen = 0
     for p in GOLDEN.rglob("*"):
         if p.is_file() and p.name[:1].isdigit():
+            if p.suffix == ".checkpoint":  # a KRaft snapshot, named <offset>-<epoch>.checkpoint
+                assert parse_snapshot_name(p.name) is not None, p
+                continue
+            if names._TIERED_STEM.match(p.name.split(".")[0]):  # a tiered object: <offset>-<segment id>.<kind>
+                assert base_offset_prefix(p.name) == int(p.name[:20]), p
+                continue
             parsed = parse_segment_file_name(p.name)
             assert parsed is not None, p
             assert file_name(p.parent, parsed.offset, parsed.suffix + parsed.temp_suffix) == p
@@ -291,10 +299,10 @@ def test_unique_id_must_be_32_hex() -> None:
 
 
 def test_reserved_ids() -> None:
-    assert UNASSIGNED_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAA"
-    assert LOST_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAQ"
-    assert MIGRATING_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAg"
-    assert names.ZERO_UUID == UNASSIGNED_DIRECTORY_ID and names.ONE_UUID == LOST_DIRECTORY_ID
+    assert MIGRATING_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert UNASSIGNED_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAQ"
+    assert LOST_DIRECTORY_ID == "AAAAAAAAAAAAAAAAAAAAAg"
+    assert names.ZERO_UUID == MIGRATING_DIRECTORY_ID and names.ONE_UUID == UNASSIGNED_DIRECTORY_ID
     for rid in (UNASSIGNED_DIRECTORY_ID, LOST_DIRECTORY_ID, MIGRATING_DIRECTORY_ID, uuid_to_base64url(99)):
         assert names.is_reserved_directory_id(rid)
     assert not names.is_reserved_directory_id(uuid_to_base64url(100))

@@ -178,8 +178,8 @@ def test_verify_segment_transformed_tiered_segment(tmp_path: Path) -> None:
     (pdir / f"{stem}.rsm-manifest").write_text(json.dumps({"compression": True}))
     (item,) = discover_segments(tmp_path)
     assert item.layout == "tiered-aiven"
-    rep = verify_segment(item)
-    assert rep.status == "unreadable" and rep.exception is None and "compressed/encrypted" in rep.error
+    rep = verify_segment(item)  # a manifest that is no Aiven manifest: bad bytes, named, never "ok"
+    assert rep.status == "corrupt" and rep.exception is None and "rsm-manifest: manifest version" in rep.error
 
 
 # ----------------------------------------------------------------------------------------------- partitions

@@ -210,7 +210,7 @@ def _save_convert(s: str, *, is_key: bool) -> str:
     return "".join(out)
 
 
-def _java_string_hash(s: str) -> int:
+def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode`` over UTF-16 code units."""
     data = s.encode("utf-16-be", "surrogatepass")
     h = 0
@@ -231,7 +231,7 @@ def java_properties_order(keys: Iterable[str]) -> list[str]:
         n <<= 1
 
     def bin_of(k: str) -> int:
-        h = _java_string_hash(k)
+        h = java_string_hash(k)
         return ((h ^ (h >> 16)) & 0x7FFFFFFF) & (n - 1)
 
     return sorted(keys, key=lambda k: bin_of(k))  # sorted() is stable: insertion order within a bin

@@ -34,6 +34,15 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 TopicPartitionKey = tuple[str, int]
 
 
+def effective_log_start_offset(checkpointed: int | None, first_segment_base: int | None) -> int | None:
+    """A partition's log start offset as Kafka's LogLoader sets it at load: its ``log-start-offset-checkpoint``
+    entry (0 when absent), but never below the first segment's base offset. The one rule the loader, ``dirs
+    describe`` and ``verify`` apply, so they name the same offset (None: no segment and no entry)."""
+    if first_segment_base is None:
+        return checkpointed
+    return max(checkpointed or 0, first_segment_base)
+
+
 def parse_offset_checkpoint(data: bytes, *, path: object = None) -> dict[TopicPartitionKey, int]:
     """Parse offset-checkpoint bytes; a repeated partition keeps its last offset (Kafka fills a map)."""
     result: dict[TopicPartitionKey, int] = {}

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkalog.checkpoint.offset_checkpoint import effective_log_start_offset
 from kafkalog.errors import (
     CorruptIndexError,
     InvalidOffsetError,
@@ -303,6 +304,7 @@ class LogLoader:
         # The producer-state manager learns its snapshot files from the loader's listing, not by listing again.
         self.psm.reset_snapshot_listing(self._snapshot_files())
         resized = None
+        self.segments.set_maker(self.dir, functools.partial(_segment_maker, self.config, self.clock, self.handles))
         try:
             self._load_segment_files()  # may recover segments whose index is missing or corrupt
             if self.clean_shutdown and self.segments:
@@ -320,7 +322,7 @@ class LogLoader:
 
         self.epoch_cache.truncate_from_end(offsets.next_offset)
         bases = self.segments.base_offsets()  # the first segment's offset, without building it
-        new_log_start = max(self.log_start_ckpt, bases[0])
+        new_log_start = effective_log_start_offset(self.log_start_ckpt, bases[0])
         self.epoch_cache.truncate_from_start(self.log_start_ckpt)
 
         if not self.psm.is_empty():

@@ -399,13 +399,13 @@ class Log(LogAppend, LogRetention):
         while seg is not None:
             self._index_checked(seg)
             max_pos = active_size if seg is active else None
-            nxt = self._segments.higher(seg.base_offset)
+            nxt = self._segments.higher_base(seg.base_offset)  # an offset: the next segment is built only if read
             got = seg.read_valid(offset, max_bytes, max_position=max_pos,
-                                 limit=end if nxt is None else min(end, nxt.base_offset))
+                                 limit=end if nxt is None else min(end, nxt))
             if got:
                 out = got
                 break
-            seg = nxt
+            seg = None if nxt is None else self._segments.get(nxt)
         if max_offset is not None:
             out = [b for b in out if b.base_offset < max_offset]
         return out
@@ -479,6 +479,22 @@ class Log(LogAppend, LogRetention):
     def mark_index_checked(self, base_offset: int) -> None:
         """The manager's checker checked (or rebuilt) this segment: no check on first use."""
         self._index_pending.discard(base_offset)
+
+    def unload_segment(self, seg: LogSegment) -> bool:
+        """Forget the object of an inactive segment nobody uses any more (the caller's to know, e.g. the manager's
+        checker for one it built only to check): its map entry goes back to the base offset a lazy load leaves,
+        and the next use builds it again. Only when every byte of it is below the recovery point, i.e. on disk
+        as it is (the object carries no unflushed state); its handles are released here. True when forgotten."""
+        with self._lock:
+            nxt = self._segments.higher_base(seg.base_offset)
+            if nxt is None or nxt > self._recovery_point or not self._segments.is_made(seg.base_offset):
+                return False
+            try:
+                seg.release_indexes()
+                seg.close_handlers()
+            except OSError:
+                return False  # kept, as any segment whose handles could not be given back
+            return self._segments.unmake(seg)
 
     def recover_segments(self, bases: Iterable[int]) -> int:
         """Rebuild segments ``bases`` from their batches, as Kafka's ``recoverSegment``: producer state replayed up

@@ -103,17 +103,19 @@ class LogRetention:
 
     def _delete_log_start_breached(self) -> int:
         return self._delete_old_segments(
-            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset
+            lambda seg, nxt: nxt is not None and nxt <= self._log_start_offset
         )
 
     def _delete_retention_size_breached(self) -> int:
         limit = self._config.retention_bytes
+        if limit < 0:
+            return 0  # before the size: it stats (and builds) every segment
         size = self.size
-        if limit < 0 or size < limit:
+        if size < limit:
             return 0
         diff = [size - limit]
 
-        def pred(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+        def pred(seg: LogSegment, _nxt: int | None) -> bool:
             if diff[0] - seg.size >= 0:
                 diff[0] -= seg.size
                 return True
@@ -128,13 +130,19 @@ class LogRetention:
         now = self._clock()
         return self._delete_old_segments(lambda seg, _nxt: now - seg.largest_timestamp > limit)
 
-    def _delete_old_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
-        segs = self._segments.values()
+    def _delete_old_segments(self, predicate: Callable[[LogSegment, int | None], bool]) -> int:
+        """Delete the oldest segments while ``predicate(segment, next segment's base offset or None)`` holds.
+        Walks base offsets and builds only the segments it asks about (usually one), so a pass that deletes
+        nothing leaves a lazily loaded partition's other segments unbuilt."""
+        bases = self._segments.base_offsets()
         deletable: list[LogSegment] = []
         hw = self.high_watermark
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else self._log_end_offset
+        for i, base in enumerate(bases):
+            seg = self._segments.get(base)
+            if seg is None:
+                break  # removed meanwhile
+            nxt = bases[i + 1] if i + 1 < len(bases) else None
+            upper = nxt if nxt is not None else self._log_end_offset
             if nxt is None and seg.size == 0:
                 break
             if hw >= upper and predicate(seg, nxt):

@@ -17,15 +17,19 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkalog.errors import CorruptIndexError
+from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
+from kafkalog.errors import CorruptCheckpointError, CorruptIndexError
 from kafkalog.log.config import LogConfig
+from kafkalog.log.epoch_cache import CHECKPOINT_FILE
 from kafkalog.log.loader import classify_leftovers, offset_prefix
 from kafkalog.names import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, offset_to_name
 from kafkalog.segment import LogSegment
 
-__all__ = ["RecoveryPlan", "SegmentCut", "SegmentDrop", "UnseenCorruption", "plan_recovery"]
+__all__ = ["EPOCH_CHECKPOINT_REBUILT", "RecoveryPlan", "SegmentCut", "SegmentDrop", "UnseenCorruption", "plan_recovery"]
 
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+#: The plan's action for a malformed ``leader-epoch-checkpoint`` (Kafka refuses to load; ``Log.open`` rebuilds it).
+EPOCH_CHECKPOINT_REBUILT = "rebuild malformed checkpoint from the batches (Kafka refuses to load)"
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ class RecoveryPlan:
     truncations: list[SegmentCut] = field(default_factory=list)
     deleted: list[SegmentDrop] = field(default_factory=list)
     unseen_corruption: list[UnseenCorruption] = field(default_factory=list)
+    #: The largest batch timestamp the loaded log keeps (None when it keeps none): the partition's own clock.
+    last_timestamp: int | None = None
 
     @property
     def loses_data(self) -> bool:
@@ -94,16 +100,17 @@ class RecoveryPlan:
 class _Seg:
     """One segment as the plan sees it: its file, and the valid prefix once computed."""
 
-    __slots__ = ("seg", "name", "size", "prefix", "lasts", "starts")
+    __slots__ = ("seg", "name", "size", "prefix", "lasts", "starts", "max_ts")
 
     def __init__(self, seg: LogSegment, name: str) -> None:
         self.seg = seg
         self.name = name
         self.size = seg.size
         self.prefix: int | None = None
-        starts, lasts, _ts, _v2 = seg.batch_table()  # shallow scan: whole batches, CRCs not checked
+        starts, lasts, max_ts, _v2 = seg.batch_table()  # shallow scan: whole batches, CRCs not checked
         self.starts = starts.tolist()
         self.lasts = lasts.tolist()
+        self.max_ts = max_ts.tolist()
 
     def valid_prefix(self) -> int:
         if self.prefix is None:
@@ -118,6 +125,11 @@ class _Seg:
                 break
             last = off
         return self.seg.base_offset if last is None else last + 1
+
+    def max_timestamp_before(self, end: int) -> int | None:
+        """The largest max timestamp of the batches starting before ``end`` (None when none has one)."""
+        ts = [t for start, t in zip(self.starts, self.max_ts, strict=True) if start < end and t >= 0]
+        return max(ts) if ts else None
 
     def last_from(self, position: int) -> int | None:
         """The largest readable offset among the batches starting at or after ``position`` (None when none)."""
@@ -141,6 +153,9 @@ def plan_recovery(
     names = sorted(e.name for e in os.scandir(d) if e.is_file())
     doomed, swaps = classify_leftovers(names)
     actions: list[tuple[str, str]] = list(doomed)
+    if CHECKPOINT_FILE in names and _malformed_epoch_checkpoint(d / CHECKPOINT_FILE):
+        # Kafka refuses to load the partition; Log.open rebuilds the file from the batches' leader epochs.
+        actions.append((EPOCH_CHECKPOINT_REBUILT, CHECKPOINT_FILE))
     gone = {name for _why, name in doomed}
     names = [n for n in names if n not in gone]
 
@@ -232,7 +247,11 @@ def plan_recovery(
         deleted.extend(_drop(segs[b]) for b in alive)
         actions.extend(("deleted segment", segs[b].name) for b in alive)
         log_end_after = log_start_offset
+        alive = []
 
+    # Batches the load keeps: a recovered segment's valid prefix, every batch of one it does not read.
+    kept_ts = [t for b in alive if (t := segs[b].max_timestamp_before(
+        segs[b].valid_prefix() if b in examined else segs[b].size)) is not None]  # fmt: skip
     unseen: list[UnseenCorruption] = []
     if look_everywhere:
         for b in bases:
@@ -246,8 +265,16 @@ def plan_recovery(
         seg.seg.close_handlers()
     return RecoveryPlan(
         d, clean_shutdown, recovery_point, log_start_offset, max(log_end_before, log_end_after), log_end_after,
-        actions, truncations, deleted, unseen,
+        actions, truncations, deleted, unseen, max(kept_ts) if kept_ts else None,
     )
+
+
+def _malformed_epoch_checkpoint(path: Path) -> bool:
+    try:
+        read_leader_epoch_checkpoint(path)
+    except CorruptCheckpointError:
+        return True
+    return False
 
 
 def _open(d: Path, base: int, config: LogConfig, suffix: str = "") -> LogSegment:

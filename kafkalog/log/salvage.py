@@ -31,6 +31,7 @@ import datetime
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -223,12 +224,14 @@ def salvage_partition(
     dry_run: bool = False,
     config: LogConfig | None = None,
     log_start_offset: int | None = None,
+    clock: Callable[[], int] | None = None,
 ) -> SalvageReport:
     """Remove only the damaged bytes of the partition dir ``dir`` (see the module doc); ``dry_run`` writes nothing.
 
     ``quarantine_dir`` (default :func:`default_quarantine_dir`) receives ``<partition>/<UTC time>/`` with the
     removed bytes and ``salvage-report.json``; InvalidArgumentError when it lies inside the log dir. The caller
-    keeps brokers away (the CLI holds the log dir's ``.lock``)."""
+    keeps brokers away (the CLI holds the log dir's ``.lock``). ``clock`` is the reload's ``Log.open`` clock
+    (producer-id expiry decides the snapshots written)."""
     d = Path(os.path.abspath(dir))
     quarantine = Path(quarantine_dir) if quarantine_dir is not None else default_quarantine_dir(d)
     _check_quarantine(d, quarantine)
@@ -274,7 +277,8 @@ def salvage_partition(
     # the next recovery, Kafka's included, then finds a fixed point.
     previous = None
     for _ in range(_MAX_RELOADS):
-        log = Log.open(d, config, clean_shutdown=False, recovery_point=0, log_start_offset=log_start_offset)
+        log = Log.open(d, config, clean_shutdown=False, recovery_point=0, log_start_offset=log_start_offset,
+                       clock=clock)
         try:
             report.reload_actions.extend(log.load_actions)
         finally:

@@ -62,6 +62,27 @@ class LogSegments:
             self._offsets.extend(new)
             self._offsets.sort()
 
+    def set_maker(self, dir: Path, make: Callable[[Path, int], LogSegment]) -> None:
+        """How to build a segment of ``dir`` from its base offset alone (the loader's), for :meth:`unmake`."""
+        with self._lock:
+            self._dir, self._make = dir if isinstance(dir, Path) else Path(dir), make
+
+    def is_made(self, base_offset: int) -> bool:
+        """True when the segment at ``base_offset`` exists as an object (asking builds nothing)."""
+        return self._segments.get(base_offset) is not None
+
+    def unmake(self, segment: LogSegment) -> bool:
+        """Forget the object of an inactive segment, keeping its base offset: the state a lazy load leaves it in,
+        built again on next use. Only for a segment whose handles are released and whose every byte is on disk
+        (the caller's to know); never the active one. False when it is not this map's segment at its base, is
+        the last one, or there is no maker."""
+        with self._lock:
+            base = segment.base_offset
+            if self._make is None or self._segments.get(base) is not segment or base == self._offsets[-1]:
+                return False
+            self._segments[base] = None
+            return True
+
     def remove(self, base_offset: int) -> LogSegment | None:
         with self._lock:
             if base_offset not in self._segments:
@@ -144,6 +165,18 @@ class LogSegments:
         with self._lock:
             i = bisect.bisect_right(self._offsets, offset)
             return self._at(self._offsets[i]) if i < len(self._offsets) else None
+
+    def floor_base(self, offset: int) -> int | None:
+        """The largest base offset <= ``offset`` (builds no segment)."""
+        with self._lock:
+            i = bisect.bisect_right(self._offsets, offset)
+            return self._offsets[i - 1] if i else None
+
+    def higher_base(self, offset: int) -> int | None:
+        """The smallest base offset > ``offset`` (builds no segment)."""
+        with self._lock:
+            i = bisect.bisect_right(self._offsets, offset)
+            return self._offsets[i] if i < len(self._offsets) else None
 
     def higher_segments(self, offset: int) -> list[LogSegment]:
         """Every segment whose base offset > the base of the segment holding ``offset``."""

@@ -92,13 +92,12 @@ def _holder_pid(fd: int) -> int | None:
 def _busy(path: str, pid: int | None) -> LogDirLockedError:
     who = f"another process (pid {pid})" if pid else "another process"
     return LogDirLockedError(
-        f"{path}: the log dir is in use: {who} holds this lock (a running Kafka broker, a LogManager or a kafkalog "
-        "command); stop it first"
-    )
+        f"the log dir is in use: {who} holds this lock (a running Kafka broker, a LogManager or a kafkalog command); "
+        "stop it first", path=path)
 
 
 def _in_process(path: str) -> LogDirLockedError:
-    return LogDirLockedError(f"{path}: the log dir is in use: a LogManager or command in this process holds this lock")
+    return LogDirLockedError("the log dir is in use: a LogManager or command in this process holds this lock", path=path)
 
 
 class DirLock:

@@ -25,6 +25,7 @@ from typing import Any
 
 from kafkalog.checkpoint.clean_shutdown import CleanShutdownFile
 from kafkalog.checkpoint.offset_checkpoint import write_offset_checkpoint
+from kafkalog.cleaner.config import CleanerConfig
 from kafkalog.cpu_gate import CpuGate
 from kafkalog.errors import InconsistentMetadataError, KafkaStorageError, NoLiveLogDirsError, io_cause
 from kafkalog.handle_cache import HandleCache, default_cache
@@ -35,6 +36,7 @@ from kafkalog.manager.broker_config import BrokerConfig
 from kafkalog.manager.failure_channel import LogDirFailureChannel
 from kafkalog.manager.housekeeping import Housekeeping
 from kafkalog.manager.loading import DirLoad, DirLoader, LoadProgress
+from kafkalog.manager.log_cleaner import LogCleanerService
 from kafkalog.manager.log_dir import LogDir, normalize_dirs
 from kafkalog.manager.offline import LogDirOfflineEvent, ManagedLogHooks, OfflineHandler
 from kafkalog.manager.partition_calls import PartitionCalls
@@ -149,6 +151,9 @@ class LogManager:
             clock=self._clock, stopped=lambda: self._stopped,
         )
         self._log_hooks = ManagedLogHooks(self._checker, self._offline)
+        self._cleaner = LogCleanerService(self._registry, CleanerConfig.from_properties(properties), clock=self._clock,
+                                          report_and_process=self._offline.report_and_process)
+        self._offline.listeners.append(lambda ev: self._cleaner.dir_failed(ev.log_dir, ev.partitions))
 
     @property
     def fatal_error(self) -> NoLiveLogDirsError | None:
@@ -244,6 +249,7 @@ class LogManager:
             "FutureLogCount": len(self._registry.future),
             "RemainingLogsToRecover": {p: ld.partitions_remaining for p, ld in load.items()},
             "RemainingSegmentsToRecover": {p: ld.segments_remaining for p, ld in load.items()},
+            "LogCleaner": self._cleaner.metrics(),
         }
 
     # --- KIP-263 -------------------------------------------------------------------------------------------------
@@ -276,6 +282,7 @@ class LogManager:
             self._abort_startup()
             raise
         self._housekeeping.schedule()
+        self._cleaner.startup()
 
     def _startup(self) -> None:
         self._loader.open_dirs(cluster_id=self.config.cluster_id, node_id=self.config.node_id)
@@ -290,8 +297,7 @@ class LogManager:
             entries = [*reg.current.values(), *reg.future.values()]
             reg.current.clear()
             reg.future.clear()
-        for e in entries:
-            e.close_handles()
+        self._loader.close_after_abort(entries)
         for d in self._dirs.values():
             d.release_lock()
         self._stopped = True
@@ -316,6 +322,7 @@ class LogManager:
     def _halt(self) -> None:
         """No live dir left: stop background work; every later operation raises the fatal error."""
         self._checker.stop(timeout=5)
+        self._cleaner.shutdown(timeout=5)
         if self._mover is not None:
             self._mover.stop_all(timeout=5)
         self._scheduler.shutdown(timeout=5)
@@ -365,7 +372,12 @@ class LogManager:
         e.last_flush_ms = self._clock()
 
     def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
-        return self._calls.call(topic, partition, "truncate", lambda log: log.truncate_to(offset))
+        """``Log.truncate_to``, cleaning paused around it (Kafka's ``truncateTo``)."""
+        with self._cleaner.paused((topic, partition)):
+            truncated = self._calls.call(topic, partition, "truncate", lambda log: log.truncate_to(offset))
+            if truncated:
+                self._cleaner.truncated(self._calls.entry(topic, partition))
+            return truncated
 
     def delete_old_segments(self, topic: str, partition: int) -> int:
         return self._calls.call(topic, partition, "retention", lambda log: log.delete_old_segments())
@@ -442,6 +454,7 @@ class LogManager:
         """Kafka's ``asyncDelete``: close the log, rename its dir ``-delete`` and remove it after
         ``file.delete.delay.ms``; the dir's checkpoints are rewritten without it."""
         e = self._calls.entry(topic, partition)
+        self._cleaner.abort_and_pause(e.key)
         failure: OSError | None = None
         with e.lock:
             try:
@@ -457,7 +470,9 @@ class LogManager:
                     self._registry.queue_delete(e.dir.path, target)
                 self._checker.forget(e.key)
         if failure is not None:
+            self._cleaner.resume(e.key)
             raise self._offline.fail(e.dir, failure, f"I/O error deleting {topic}-{partition}") from failure
+        self._cleaner.partition_deleted(e.dir.path, e.key)
         self.checkpoint_recovery_offsets([e.dir.path])
         self.checkpoint_log_start_offsets([e.dir.path])
 
@@ -474,7 +489,8 @@ class LogManager:
                               wait: bool = False) -> MoveProgress:
         """KIP-113: move the replica to ``target_dir`` through a ``-future`` log, in background (``wait=True``
         blocks until it ends). Returns the move's ``MoveProgress``; a future already in ``target_dir`` resumes."""
-        progress = self._replica_mover().start(topic, partition, target_dir)
+        with self._cleaner.paused((topic, partition)):  # then left alone while it has a future log
+            progress = self._replica_mover().start(topic, partition, target_dir)
         return self._replica_mover().wait(topic, partition) if wait else progress
 
     def move_progress(self, topic: str, partition: int) -> dict[str, Any] | None:
@@ -537,6 +553,11 @@ class LogManager:
     def pending_deletions(self) -> list[str]:
         return [t[1] for t in self._registry.pending_deletions()]
 
+    @property
+    def cleaner(self) -> LogCleanerService:
+        """The log cleaner (``log_cleaner.py``): states, checkpoints, metrics, ``clean_filthiest()``."""
+        return self._cleaner
+
     # --- KIP-263 recovery ----------------------------------------------------------------------------------------
 
     def _recover_segments(self, key: TopicPartition, log: Log, bases: list[int]) -> int:
@@ -554,6 +575,7 @@ class LogManager:
             return
         self._stopped = True
         self._checker.stop()
+        self._cleaner.shutdown()
         if self._mover is not None:
             self._mover.stop_all()
         self._scheduler.shutdown()

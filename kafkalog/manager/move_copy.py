@@ -34,6 +34,7 @@ from kafkalog.names import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     TopicPartition,
+    delete_dir_name,
     file_name,
     future_dir_name,
     parse_segment_file_name,
@@ -271,20 +272,48 @@ class MoveCopier:
             fsync_dir(mv.target.path)
         except OSError as exc:
             self.fail(mv.target, exc, "target")
-        self._on_step(mv, "future_created")
-        for name, ino, size in files:
-            self.check_stop(mv)
-            fd = self._open_source(e, os.path.join(src_dir, name), ino)
-            try:
-                self._copy_file(mv, e, fd, os.path.join(fpath, name), size)
-            finally:
-                os.close(fd)
+        registered = False
         try:
-            fsync_dir(fpath)
+            self._on_step(mv, "future_created")
+            for name, ino, size in files:
+                self.check_stop(mv)
+                fd = self._open_source(e, os.path.join(src_dir, name), ino)
+                try:
+                    self._copy_file(mv, e, fd, os.path.join(fpath, name), size)
+                finally:
+                    os.close(fd)
+            try:
+                fsync_dir(fpath)
+            except OSError as exc:
+                self.fail(mv.target, exc, "target")
+            self._on_step(mv, "segments_copied")
+            registered = self._open_future(mv, fpath, active_base, log_start, bool(inactive))
+        finally:
+            if not registered:
+                self._drop_partial(mv, fpath)
+        self._host.checkpoint([mv.target.path])
+        self._on_step(mv, "future_opened")
+
+    def _drop_partial(self, mv: Move, fpath: str) -> None:
+        """A copy that ends before its future is registered (restart, stop, failure) takes its half-made dir with
+        it: renamed ``-delete`` (one atomic step, so a crash never leaves it looking like a future) and queued for
+        removal. Left as it is, the next attempt would make a second future of the partition, and a half-copied
+        file in it would load as data after a clean shutdown. An offline target keeps it: the dir is not ours to
+        touch any more."""
+        if not mv.target.online:
+            return
+        gone = os.path.join(mv.target.path, delete_dir_name(*mv.key))
+        try:
+            os.rename(fpath, gone)
+            fsync_dir(mv.target.path)
+        except FileNotFoundError:
+            return
         except OSError as exc:
-            self.fail(mv.target, exc, "target")
-        self._on_step(mv, "segments_copied")
-        self._open_future(mv, fpath, active_base, log_start, bool(inactive))
+            if not is_resource_exhaustion(exc):
+                self._host.report(mv.target.path, exc, "I/O error dropping a partial move copy")
+                self._host.process_failures()
+            return
+        self._reg.queue_delete(mv.target.path, gone)
 
     def _open_source(self, e: LogEntry, path: str, ino: int) -> int:
         """Open a source file listed under the lock; gone or replaced since (retention, truncation): restart."""
@@ -325,7 +354,9 @@ class MoveCopier:
         finally:
             os.close(dst_fd)
 
-    def _open_future(self, mv: Move, fpath: str, active_base: int, log_start: int, has_segments: bool) -> None:
+    def _open_future(self, mv: Move, fpath: str, active_base: int, log_start: int, has_segments: bool) -> bool:
+        """Open the copy as the partition's future log and register it (returns True once registered); from then
+        on it is a future like any other (resumable, dropped by ``abort``)."""
         cfg = future_config(self._host.config_for(mv.key[0]))
         try:
             if has_segments:
@@ -346,8 +377,7 @@ class MoveCopier:
         if not self._reg.add_future(fe):
             fe.close_handles()
             raise StopMove("the target dir went offline")
-        self._host.checkpoint([mv.target.path])
-        self._on_step(mv, "future_opened")
+        return True
 
     def resume(self, mv: Move, e: LogEntry, fe: LogEntry) -> None:
         """A future left by an earlier move (or a restart): cut it back to what the source still has."""

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from kafkalog.checkpoint.atomic import fsync_dir
-from kafkalog.errors import ConfigError, KafkaStorageError
+from kafkalog.errors import ConfigError, KafkaStorageError, MoveRestartsExhaustedError
 from kafkalog.log.log import Log
 from kafkalog.manager.log_dir import LogDir
 from kafkalog.manager.move_copy import (
@@ -190,7 +190,8 @@ class ReplicaMover:
                     if fe is not None:
                         self._discard_future(mv.key, fe)
                     if p.restarts > MAX_RESTARTS:
-                        raise KafkaStorageError(f"the source kept changing under the copy ({r})") from None
+                        raise MoveRestartsExhaustedError(
+                            f"the source kept changing under the copy: {p.restarts} restarts ({r})") from None
             p.state = "completed"
         except StopMove as s:
             if p.state not in ("failed",):

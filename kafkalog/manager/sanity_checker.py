@@ -17,6 +17,7 @@ lock, so a read never sees a half-checked or half-recovered segment.
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
 import threading
@@ -97,22 +98,44 @@ IoErrorFn = Callable[[TopicPartition, OSError], None]
 
 
 class SanityCheckRun:
-    """A background pass over some partitions; ``wait()`` for it, ``stop()`` to abandon it."""
+    """The checker's one background pass; ``wait()`` for it, ``stop()`` to abandon it.
+
+    A manager runs at most one: :meth:`SanityChecker.start` while it is running adds the partitions to its queue
+    (a partition already queued is not queued twice) and returns the same run, so ``wait()`` covers every
+    partition asked for so far. Once the queue is empty the thread ends; the next ``start`` makes a new run.
+    """
 
     def __init__(self, checker: SanityChecker, keys: list[TopicPartition]) -> None:
         self._checker = checker
-        self._keys = keys
+        self._queue: collections.deque[TopicPartition] = collections.deque()
+        self._queued: set[TopicPartition] = set()
+        self._closed = False  # guarded by the checker's lock: once set, nothing more is taken
         self._stop = threading.Event()
         self.errors: list[tuple[TopicPartition, BaseException]] = []
         self._thread = threading.Thread(target=self._run, name="kafkalog-sanity-checker", daemon=True)
+        self._add(keys)
+
+    def _add(self, keys: Iterable[TopicPartition]) -> None:
+        """Queue ``keys`` (caller holds the checker's lock, the run is not closed)."""
+        for key in keys:
+            if key not in self._queued:
+                self._queued.add(key)
+                self._queue.append(key)
 
     def _start(self) -> None:
         self._thread.start()
 
+    def _next(self) -> TopicPartition | None:
+        with self._checker._lock:
+            if self._stop.is_set() or not self._queue:
+                self._closed = True  # start() makes a new run from now on
+                return None
+            key = self._queue.popleft()
+            self._queued.discard(key)
+            return key
+
     def _run(self) -> None:
-        for key in self._keys:
-            if self._stop.is_set():
-                return
+        while (key := self._next()) is not None:
             try:
                 self._checker.check_partition(key, stop=self._stop)
             except Exception as e:  # one partition's trouble must not stop the pass
@@ -141,7 +164,7 @@ class SanityChecker:
         self._on_io_error = on_io_error
         self._lock = threading.Lock()
         self._trackers: dict[TopicPartition, _Tracker] = {}
-        self._runs: list[SanityCheckRun] = []
+        self._run: SanityCheckRun | None = None
 
     # --- registration --------------------------------------------------------------------------------------------
 
@@ -217,18 +240,18 @@ class SanityChecker:
             if not t.pending:
                 return
             segs = t.log.segments  # type: ignore[attr-defined]
-            floor = segs.floor(offset)
-            bases = []
-            if floor is not None:
-                bases.append(floor.base_offset)
-                nxt = segs.higher(floor.base_offset)
-                if nxt is not None:
-                    bases.append(nxt.base_offset)
-            else:
-                first = segs.first
-                if first is not None:
-                    bases.append(first.base_offset)
-            self._check_bases(t, [b for b in bases if b in t.pending], raise_io=True)
+            # by base offset alone: nothing is built that the check does not need
+            floor = segs.floor_base(offset)
+            if floor is None:  # below the first segment: the read starts at the first one
+                floor = segs.higher_base(offset)
+            if floor is None:
+                return
+            bases = [floor]
+            nxt = segs.higher_base(floor)
+            if nxt is not None:
+                bases.append(nxt)
+            # the read uses the floor segment: it stays; the next one is only checked, in case the read reaches it
+            self._check_bases(t, [b for b in bases if b in t.pending], raise_io=True, keep=floor)
 
     def check_partition(self, key: TopicPartition, *, stop: threading.Event | None = None) -> PartitionCheckState | None:
         """Check every pending segment of one partition (oldest first), one segment per lock hold so appends and
@@ -245,21 +268,24 @@ class SanityChecker:
         return t.snapshot()
 
     def start(self, partitions: Iterable[TopicPartition] | None = None) -> SanityCheckRun:
-        """Start a background pass over ``partitions`` (default: every partition with pending segments)."""
+        """Check ``partitions`` (default: every partition with pending segments) in background. At most one run
+        per checker: while one is running the partitions join its queue and that run is returned."""
         keys = self.pending_partitions() if partitions is None else [tuple(p) for p in partitions]  # type: ignore[misc]
-        run = SanityCheckRun(self, keys)  # type: ignore[arg-type]
         with self._lock:
-            self._runs = [r for r in self._runs if not r.done]
-            self._runs.append(run)
-        run._start()
+            run = self._run
+            if run is not None and not run._closed:
+                run._add(keys)  # type: ignore[arg-type]
+                return run
+            run = self._run = SanityCheckRun(self, keys)  # type: ignore[arg-type]
+            run._start()
         return run
 
     def stop(self, timeout: float | None = 30.0) -> None:
-        """Stop and join every background run (manager shutdown)."""
+        """Stop and join the background run (manager shutdown)."""
         with self._lock:
-            runs, self._runs = self._runs, []
-        for r in runs:
-            r.stop(timeout)
+            run, self._run = self._run, None
+        if run is not None:
+            run.stop(timeout)
 
     # --- internals (caller holds t.lock) -------------------------------------------------------------------------
 
@@ -267,8 +293,9 @@ class SanityChecker:
         bases = sorted(b for b in t.pending if limit is None or b < limit)
         self._check_bases(t, bases, raise_io=raise_io)
 
-    def _check_bases(self, t: _Tracker, bases: list[int], *, raise_io: bool) -> None:
-        """Check ``bases``; on the first corruption also check every earlier pending segment, then recover."""
+    def _check_bases(self, t: _Tracker, bases: list[int], *, raise_io: bool, keep: int | None = None) -> None:
+        """Check ``bases``; on the first corruption also check every earlier pending segment, then recover. A
+        segment built only for its check is forgotten again afterwards, except ``keep`` (about to be used)."""
         segs = t.log.segments  # type: ignore[attr-defined]
         corrupt: list[int] = []
         to_check = sorted(bases)
@@ -278,6 +305,7 @@ class SanityChecker:
             i += 1
             if base not in t.pending:
                 continue
+            unused = base != keep and not segs.is_made(base)  # made only for this check: nobody holds it
             seg = segs.get(base)
             if seg is None:  # deleted by retention or truncation meanwhile: nothing left to check
                 t.pending.discard(base)
@@ -302,10 +330,12 @@ class SanityChecker:
                 to_check[i:i] = earlier
                 to_check[i:] = sorted(set(to_check[i:]))
                 continue
-            if seg is not segs.last:
-                release_segment(seg)
             t.pending.discard(base)
             t.log.mark_index_checked(base)  # type: ignore[attr-defined]
+            # Checked and unused: nothing of it stays in memory (a lazy load's bare base offset again); one in use
+            # keeps its object and gives back its handles only.
+            if seg is not segs.last and not (unused and t.log.unload_segment(seg)):  # type: ignore[attr-defined]
+                release_segment(seg)
             t.checked += 1
         if not corrupt:
             return

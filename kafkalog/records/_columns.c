@@ -8,7 +8,9 @@
  * first batch that is not plainly well formed (other magic, unknown codec, bad CRC, payload that does not inflate,
  * truncated, a record that does not decode exactly as RecordBatch.records() would decode it) ends the run with
  * nothing of that batch kept, and the Python loop hands that batch to read_batches + records(), which decode it
- * or raise/stop with their own errors. So errors and valid_bytes never depend on this file.
+ * or raise/stop with their own errors. So errors and valid_bytes never depend on this file. When a codec call
+ * declined the batch, its exception is handed over (take_error) and turned into the error records() raises, so a
+ * payload that fails is decompressed once.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -48,6 +50,9 @@ typedef struct {
     Py_ssize_t n_headers;
     long long n_bytes;
     int finished;
+    int busy;        /* inside run() or add_records(): they call Python, which must not re-enter or free under them */
+    PyObject *error; /* the exception that declined run()'s last batch (see take_error), or NULL */
+    int error_source; /* 0: the decompress callback raised it; 3 / 4: cramjam's lz4 / zstd call */
 } Builder;
 
 /* Decode `count` DefaultRecords filling the whole of buf[0:end]. 0 = done, 1 = declined (nothing kept), -1 = error.
@@ -157,6 +162,12 @@ static int put_batch(Builder *b, Py_ssize_t start, long long base_offset, long l
 }
 
 static int check_open(Builder *b) {
+    if (b->busy) {
+        /* A codec or crc callback (or another thread, while one releases the GIL) reached this builder while
+         * run()/add_records() is using its columns and scratch buffer: refuse rather than free them under it. */
+        PyErr_SetString(PyExc_RuntimeError, "ColumnBuilder is busy: run() or add_records() is in progress");
+        return -1;
+    }
     if (b->finished) {
         PyErr_SetString(PyExc_RuntimeError, "ColumnBuilder already finished");
         return -1;
@@ -246,12 +257,15 @@ static PyObject *Builder_add_records(Builder *b, PyObject *recs) {
     PyObject *seq = PySequence_Fast(recs, "records must be a sequence");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    b->busy = 1; /* reading a record's attributes may run Python code */
     for (Py_ssize_t i = 0; i < n; i++) {
         if (add_record(b, PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+            b->busy = 0;
             Py_DECREF(seq);
             return NULL;
         }
     }
+    b->busy = 0;
     Py_DECREF(seq);
     Py_RETURN_NONE;
 }
@@ -279,8 +293,8 @@ static PyObject *Builder_decode_records(Builder *b, PyObject *args) {
  * batch: no output object and no fresh pages per batch), then decoded. lz4 and zstd are walked here and their
  * codec called per block / payload (codecs); the others, and a payload that may not fit the scratch, go through
  * decompress(codec_id, memoryview, out) -> int | bytes: an int is the length written into out, bytes a payload it
- * made instead. Any exception from a codec or decompress declines the batch (the Python path raises it with the
- * batch's position). */
+ * made instead. Any exception from a codec or decompress declines the batch, kept for take_error() so the Python
+ * path raises it with the batch's position instead of decompressing the batch a second time. */
 static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd, int codec, const uint8_t *h,
                              Py_ssize_t body_len, int32_t count, uint16_t attrs) {
     Col *sc = &b->scratch;
@@ -291,8 +305,10 @@ static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd,
     int64_t lat = (int64_t)be64(h + 35);
     if (cd && (codec == 3 || codec == 4)) {
         Py_ssize_t n;
-        int r = codec == 3 ? lz4_into(sc, cd, h + 61, body_len, &n) : zstd_into(sc, cd, h + 61, body_len, &n);
+        int r = codec == 3 ? lz4_into(sc, cd, h + 61, body_len, &n, &b->error)
+                           : zstd_into(sc, cd, h + 61, body_len, &n, &b->error);
         if (r == 0) return decode_records(b, (const uint8_t *)sc->p, n, count, base, base_ts, has_lat, lat);
+        if (r == 1 && b->error) b->error_source = codec;
         if (r != 2) return r;
     }
     if (decompress == Py_None) return 1;
@@ -319,7 +335,8 @@ static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd,
         if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_MemoryError) ||
             PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
             return -1;
-        PyErr_Clear();
+        keep_error(&b->error);
+        b->error_source = 0;
         return 1;
     }
     if (PyLong_Check(payload)) {
@@ -358,7 +375,12 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnpOLL|OOn", &view, &pos, &end, &verify, &crc_func, &max_records, &max_bytes,
                           &decompress, &codecs_obj, &hint))
         return NULL;
-    if (check_open(b) < 0) goto error;
+    if (check_open(b) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    b->busy = 1;
+    Py_CLEAR(b->error);
     if (codecs_obj != Py_None) {
         if (!PyArg_ParseTuple(codecs_obj, "OOL;codecs must be (lz4_into, zstd_into, max_size)", &codecs.lz4,
                               &codecs.zstd, &codecs.max_size))
@@ -422,11 +444,22 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
             goto error;
         pos = stop;
     }
+    b->busy = 0;
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(pos);
 error:
+    b->busy = 0;
     PyBuffer_Release(&view);
     return NULL;
+}
+
+/* take_error() -> (source, exception) | None: why run()'s last batch was declined, when a codec call or the
+ * decompress callback raised (source 0: decompress; 3 / 4: cramjam's lz4 / zstd call), then forgotten. */
+static PyObject *Builder_take_error(Builder *b, PyObject *Py_UNUSED(ignored)) {
+    if (!b->error) Py_RETURN_NONE;
+    PyObject *out = Py_BuildValue("(iO)", b->error_source, b->error);
+    Py_CLEAR(b->error);
+    return out;
 }
 
 static PyObject *Builder_finish(Builder *b, PyObject *Py_UNUSED(ignored)) {
@@ -495,6 +528,11 @@ static PyObject *Builder_get_n_bytes(Builder *b, void *closure) { return PyLong_
 
 static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTuple(args, ":ColumnBuilder")) return -1;
+    if (b->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "ColumnBuilder is busy: run() or add_records() is in progress");
+        return -1;
+    }
+    Py_CLEAR(b->error);
     for (int i = 0; i < NCOL; i++) {
         mem_release(b->c[i].p, b->c[i].cap);
         b->c[i].p = NULL;
@@ -514,6 +552,7 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
 }
 
 static void Builder_dealloc(Builder *b) {
+    Py_CLEAR(b->error);
     for (int i = 0; i < NCOL; i++) mem_release(b->c[i].p, b->c[i].cap);
     mem_release(b->scratch.p, b->scratch.cap);
     Py_TYPE(b)->tp_free((PyObject *)b);
@@ -530,6 +569,9 @@ static PyMethodDef Builder_methods[] = {
     {"run", (PyCFunction)Builder_run, METH_VARARGS,
      "run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress=None, codecs=None) -> int: decode "
      "consecutive magic 2 batches; returns the position of the first batch not taken"},
+    {"take_error", (PyCFunction)Builder_take_error, METH_NOARGS,
+     "take_error() -> (source, exception) | None: the exception that declined run()'s last batch (source 0: the "
+     "decompress callback, 3/4: cramjam's lz4/zstd call), cleared once taken"},
     {"finish", (PyCFunction)Builder_finish, METH_NOARGS, "finish() -> dict of Blocks, buffer-protocol objects (see column_builder.py)"},
     {NULL, NULL, 0, NULL},
 };

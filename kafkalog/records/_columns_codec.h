@@ -162,10 +162,27 @@ static long long zstd_bound(const uint8_t *b, Py_ssize_t end) {
 
 /* ---- the codec call: fn(memoryview of src, memoryview of dst[0:room]) -> bytes written -------------------------- */
 
-/* 0 = *written set, 1 = the codec raised (cleared: the caller declines), -1 = a Python error to propagate. Nothing
- * may keep a view of dst past the call: a view still referenced afterwards is released (or the call fails). */
+/* The raised exception, taken out of the error indicator into *kept (replacing what it held) for the caller to
+ * report; stripped of its traceback and chained exceptions, whose frames may hold large buffers. */
+static void keep_error(PyObject **kept) {
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyErr_NormalizeException(&et, &ev, &etb);
+    Py_XDECREF(et);
+    Py_XDECREF(etb);
+    if (ev) {
+        PyException_SetTraceback(ev, Py_None);
+        PyException_SetContext(ev, NULL);
+        PyException_SetCause(ev, NULL);
+    }
+    Py_XSETREF(*kept, ev);
+}
+
+/* 0 = *written set, 1 = the codec raised (its exception in *kept: the caller declines), -1 = a Python error to
+ * propagate. Nothing may keep a view of dst past the call: a view still referenced afterwards is released (or the
+ * call fails). */
 static int codec_into(PyObject *fn, const uint8_t *src, Py_ssize_t n, char *dst, Py_ssize_t room,
-                      Py_ssize_t *written) {
+                      Py_ssize_t *written, PyObject **kept) {
     PyObject *args[2];
     args[0] = PyMemoryView_FromMemory((char *)src, n, PyBUF_READ);
     if (!args[0]) return -1;
@@ -194,7 +211,7 @@ static int codec_into(PyObject *fn, const uint8_t *src, Py_ssize_t n, char *dst,
     Py_DECREF(args[1]);
     if (!res) {
         if (PyErr_ExceptionMatches(PyExc_MemoryError) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) return -1;
-        PyErr_Clear();
+        keep_error(kept);
         return 1;
     }
     Py_ssize_t w = PyLong_AsSsize_t(res);
@@ -219,7 +236,8 @@ typedef struct {
 
 /* An lz4 frame into the scratch buffer, block by block, each given the room _lz4_decompress_into gives it.
  * 0 = *out bytes written, 1 = decline, 2 = the scratch may be too small (ask decompress), -1 = error. */
-static int lz4_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t len, Py_ssize_t *out) {
+static int lz4_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t len, Py_ssize_t *out,
+                    PyObject **kept) {
     Lz4Frame f;
     if (lz4_open(&f, body, len)) return 1;
     Py_ssize_t total = 0, block_room = f.block_max <= cd->max_size ? f.block_max : (Py_ssize_t)cd->max_size + 1;
@@ -234,7 +252,7 @@ static int lz4_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t l
         if (stored) {
             memcpy(sc->p + total, p, (size_t)n);
             w = n;
-        } else if ((r = codec_into(cd->lz4, p, n, sc->p + total, room, &w)) != 0) {
+        } else if ((r = codec_into(cd->lz4, p, n, sc->p + total, room, &w, kept)) != 0) {
             return r;
         }
         total += w;
@@ -245,12 +263,13 @@ static int lz4_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t l
 }
 
 /* A zstd payload into exactly the room _zstd_decompress_into gives it (its header bound, capped by max_size). */
-static int zstd_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t len, Py_ssize_t *out) {
+static int zstd_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t len, Py_ssize_t *out,
+                     PyObject **kept) {
     long long bound = zstd_bound(body, len);
     if (bound < 0) return 1;
     if (bound > cd->max_size) bound = cd->max_size;
     if (bound > sc->cap) return 2;
-    return codec_into(cd->zstd, body, len, sc->p, (Py_ssize_t)bound, out);
+    return codec_into(cd->zstd, body, len, sc->p, (Py_ssize_t)bound, out, kept);
 }
 
 /* ---- for the tests: the C bound against compression._zstd_bound ------------------------------------------- */

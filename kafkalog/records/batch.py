@@ -22,6 +22,7 @@ from .varint import ZIGZAG_1, ZIGZAG_2, decode_zigzag, encode_varint, encode_var
 __all__ = [
     "RecordBatch",
     "build_batch",
+    "build_empty_batch",
     "build_end_txn_marker_batch",
     "HEADER",
     "RECORD_BATCH_OVERHEAD",
@@ -230,16 +231,22 @@ class RecordBatch:
         ``stored_timestamps=True`` the timestamps written in the records (base + delta) are returned instead,
         which is what a rewrite needs to reproduce the bytes.
         """
-        h = self._h
-        count = h[12]
+        count = self._h[12]
         if count < 0:
             raise CorruptRecordError(f"negative record count {count}", position=self.position)
-        payload = self.records_payload(max_size=max_size)
+        return self.records_from(self.records_payload(max_size=max_size), stored_timestamps=stored_timestamps)
+
+    def records_from(self, payload: bytes | memoryview, *, stored_timestamps: bool = False) -> list[Record]:
+        """``records()`` from this batch's records section already decompressed (``records_payload()``), so a
+        caller that holds it does not decompress it again."""
+        h = self._h
+        if h[12] < 0:
+            raise CorruptRecordError(f"negative record count {h[12]}", position=self.position)
         log_append = None
         if (h[5] & _TIMESTAMP_TYPE_MASK) and not stored_timestamps:
             log_append = h[8]
         try:
-            return _decode_records(payload, count, h[0], h[7], h[11], log_append)
+            return _decode_records(payload, h[12], h[0], h[7], h[11], log_append)
         except CorruptRecordError as exc:
             raise CorruptRecordError(str(exc), position=self.position) from None
 
@@ -419,6 +426,7 @@ def build_batch(
     log_append_time: int | None = None,
     delete_horizon_ms: int | None = None,
     timestamp: int | None = None,
+    last_offset: int | None = None,
 ) -> bytes:
     """Encode a magic 2 batch exactly as Kafka's MemoryRecordsBuilder does.
 
@@ -426,7 +434,8 @@ def build_batch(
     ``(key, value, headers)`` tuples numbered from ``base_offset`` and stamped with ``timestamp`` (default: now).
     baseTimestamp is the first record's timestamp (or ``delete_horizon_ms``, setting attribute bit 6);
     maxTimestamp is the largest record timestamp for CreateTime and ``log_append_time`` for LogAppendTime,
-    unless ``max_timestamp`` is given.
+    unless ``max_timestamp`` is given. ``last_offset`` is the builder's ``overrideLastOffset``: a rebuilt batch
+    keeps the last offset (hence the last sequence) of the batch it replaces.
     """
     codec = CompressionType.from_id(int(compression))
     ts_type = TimestampType(int(timestamp_type))
@@ -486,6 +495,10 @@ def build_batch(
         attributes |= _DELETE_HORIZON_MASK
     if max_timestamp is not None:
         max_ts = max_timestamp
+    if last_offset is not None:
+        if last_offset - base_offset < last_delta or last_offset - base_offset > _INT_MAX:
+            raise InvalidRecordError(f"last offset {last_offset} is below the records or out of range")
+        last_delta = last_offset - base_offset
     length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body)
     header = bytearray(
         HEADER.pack(
@@ -507,6 +520,38 @@ def build_batch(
     crc = crc32c(body, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
     _CRC.pack_into(header, CRC_OFFSET, crc)
     return bytes(header) + body
+
+
+def build_empty_batch(
+    *,
+    base_offset: int,
+    last_offset: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+    timestamp_type: TimestampType | int,
+    max_timestamp: int,
+    is_transactional: bool,
+    is_control: bool,
+) -> bytes:
+    """A header-only v2 batch (no records), as Kafka's ``DefaultRecordBatch.writeEmptyHeader``: what the cleaner
+    keeps of a producer's last batch once every record is gone, so the producer's sequence and epoch survive."""
+    attributes = 0
+    if int(timestamp_type) == TimestampType.LOG_APPEND_TIME:
+        attributes |= _TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= _TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= _CONTROL_MASK
+    header = bytearray(
+        HEADER.pack(
+            base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,
+            last_offset - base_offset, -1, max_timestamp, producer_id, producer_epoch, base_sequence, 0,
+        )
+    )
+    _CRC.pack_into(header, CRC_OFFSET, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    return bytes(header)
 
 
 def build_end_txn_marker_batch(

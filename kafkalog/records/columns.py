@@ -28,9 +28,16 @@ import numpy as np
 from crc32c import crc32c
 
 from ..errors import CorruptRecordError, InvalidArgumentError
-from .batch import RecordBatch
+from .batch import RECORD_BATCH_OVERHEAD, RecordBatch
 from .column_builder import BATCH_FIELDS, PyColumnBuilder
-from .compression import BLOCK_DECODERS, DEFAULT_MAX_DECOMPRESSED_SIZE, CompressionType, decompress, decompress_into
+from .compression import (
+    BLOCK_DECODERS,
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    CompressionType,
+    codec_error,
+    decompress,
+    decompress_into,
+)
 from .native import available as compiled_available
 from .native import compiled as _compiled
 from .reader import BatchReader, SourceReader, open_source
@@ -279,15 +286,17 @@ class RecordColumnReader(SourceReader):
                 yield self._finish(builder, chunk_start)
                 self.release_before(pos)
                 builder, chunk_start = self._new_builder(), pos
+            declined = None
             if fast:
                 pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload,
                                   BLOCK_DECODERS)
                 self.valid_bytes = pos
+                declined = builder.take_error()  # why the batch at pos was declined, if a codec call raised
                 if pos >= end or builder.n_records >= max_records or builder.n_bytes >= max_bytes:
                     continue
             reader = BatchReader(buf, position=pos, end=end, validate=verify)
             for batch in reader:
-                _add_batch(builder, batch, fast)
+                _add_batch(builder, batch, fast, declined)
                 pos = self.valid_bytes = reader.valid_bytes
                 if fast or builder.n_records >= max_records or builder.n_bytes >= max_bytes:
                     break
@@ -306,18 +315,35 @@ def _decompress_payload(codec_id: int, body: memoryview, out: memoryview) -> int
     return decompress(codec, body, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE) if n is None else n
 
 
-def _add_batch(builder, batch, fast: bool) -> None:
-    """Decode one batch that ``read_batches`` produced into ``builder`` (raises as ``batch.records()`` does)."""
+def _add_batch(builder, batch, fast: bool, declined: tuple[int, BaseException] | None = None) -> None:
+    """Decode one batch that ``read_batches`` produced into ``builder`` (raises as ``batch.records()`` does).
+    ``declined``: the compiled walker's ``take_error()`` for the batch it stopped at (the first one here)."""
     builder.begin_batch(batch.base_offset, batch.position, batch.magic, batch.partition_leader_epoch,
                         batch.producer_id, batch.producer_epoch, batch.base_sequence, int(batch.timestamp_type),
                         batch.is_transactional, batch.is_control)  # fmt: skip
     if fast and isinstance(batch, RecordBatch):
         h = batch._h
         if h[12] >= 0:
+            if declined is not None:
+                _raise_declined(batch, *declined)
             payload = batch.records_payload()
-            if builder.decode_records(payload, h[12], h[0], h[7], h[8] if h[5] & 0x08 else None):
-                return
+            if not builder.decode_records(payload, h[12], h[0], h[7], h[8] if h[5] & 0x08 else None):
+                builder.add_records(batch.records_from(payload))  # raises what records() raises
+            return
     builder.add_records(batch.records())
+
+
+def _raise_declined(batch: RecordBatch, source: int, exc: BaseException) -> None:
+    """Raise what ``batch.records_payload()`` raises, from the compiled walker's failed attempt at the same payload
+    (``source`` 0: ``_decompress_payload`` raised ``exc``; 3 / 4: cramjam's lz4 / zstd call did), so a payload that
+    fails (a gzip bomb, garbage zstd blocks) is decompressed once. Anything else: ``records_payload`` decides."""
+    if source:
+        err = codec_error(source, batch.raw[RECORD_BATCH_OVERHEAD:], exc, max_size=DEFAULT_MAX_DECOMPRESSED_SIZE)
+    elif isinstance(exc, CorruptRecordError):
+        err = exc
+    else:
+        return
+    raise CorruptRecordError(str(err), position=batch.position) from None
 
 
 def iter_record_columns(source, *, position: int = 0, end: int | None = None, verify_crc: bool = True,

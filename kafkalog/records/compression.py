@@ -279,7 +279,11 @@ def _lz4_block_into(block: memoryview, out: bytearray | memoryview) -> int:
     try:
         return cramjam.lz4.decompress_block_into(block, out)
     except Exception as exc:
-        raise CorruptRecordError(f"corrupt lz4 block: {exc}") from None
+        raise _lz4_block_error(exc) from None
+
+
+def _lz4_block_error(exc: BaseException) -> CorruptRecordError:
+    return CorruptRecordError(f"corrupt lz4 block: {exc}")
 
 
 def _lz4_decompress(data: bytes | memoryview, max_size: int, ignore_header_checksum: bool) -> bytes:
@@ -394,12 +398,24 @@ def _zstd_bound(mv: memoryview) -> int:
     return bound
 
 
+#: What cramjam's ``DecompressionError`` says when ``decompress_into`` filled its output before the payload ended
+#: (Rust's ``write_all`` on a full slice, ``io::ErrorKind::WriteZero``). Every other error is the payload's own.
+_CRAMJAM_OUTPUT_FULL = "failed to write whole buffer"
+
+
+def _output_full(exc: BaseException) -> bool:
+    """True when a cramjam ``decompress_into`` failed only because its output buffer was too small."""
+    return str(exc) == _CRAMJAM_OUTPUT_FULL
+
+
 def _zstd_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     """Decode into a buffer that starts near the payload's size and doubles up to the header bound.
 
     The frame headers only give an upper bound, and a hostile payload of empty blocks can claim hundreds of MiB
     while producing nothing: allocating the bound up front would make memory follow a lying header. Retrying
-    with a doubled buffer costs at most log2(bound / start) extra decodes for highly compressible data.
+    with a doubled buffer costs at most log2(bound / start) extra decodes for highly compressible data, and only
+    happens when the output was too small: a payload that does not decode fails at the first attempt, so garbage
+    blocks claiming the whole bound cost one small buffer, not a climb to ``max_size``.
     """
     mv = memoryview(data)
     bound = min(_zstd_bound(mv), max_size)
@@ -409,14 +425,21 @@ def _zstd_decompress(data: bytes | memoryview, max_size: int) -> bytes:
         try:
             n = cramjam.zstd.decompress_into(mv, out)
         except Exception as exc:
-            if size < bound:
+            if _output_full(exc) and size < bound:
+                del out
                 size = min(bound, size * 2)
                 continue
-            if _zstd_bound(mv) > max_size:
-                raise CorruptRecordError(f"zstd payload expands beyond {max_size} bytes") from None
-            raise CorruptRecordError(f"corrupt zstd payload: {exc}") from None
+            raise _zstd_error(exc, mv, max_size) from None
         del out[n:]
         return bytes(out)
+
+
+def _zstd_error(exc: BaseException, mv: memoryview, max_size: int) -> CorruptRecordError:
+    """The error for a zstd payload whose decode raised ``exc``: filling the whole room (its header bound, capped
+    by ``max_size``) is a bomb when the header claims more than ``max_size``; any other failure is corruption."""
+    if _output_full(exc) and _zstd_bound(mv) > max_size:
+        return CorruptRecordError(f"zstd payload expands beyond {max_size} bytes")
+    return CorruptRecordError(f"corrupt zstd payload: {exc}")
 
 
 def _zstd_decompress_into(data: bytes | memoryview, out: memoryview, max_size: int) -> int | None:
@@ -431,6 +454,16 @@ def _zstd_decompress_into(data: bytes | memoryview, out: memoryview, max_size: i
         return cramjam.zstd.decompress_into(mv, out[:bound])
     except Exception:  # noqa: BLE001 -- decompress() gives the error its message
         return None
+
+
+def codec_error(codec: CompressionType | int, data: bytes | bytearray | memoryview, exc: BaseException, *,
+                max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> CorruptRecordError:
+    """What ``decompress(codec, data, max_size=max_size)`` raises when ``BLOCK_DECODERS``' lz4 block call or zstd
+    payload call, made by the compiled walker with the room this module gives it, raised ``exc``: the same call
+    fails the same way here, so the error is known without decompressing the payload a second time."""
+    if CompressionType.from_id(int(codec)) is CompressionType.LZ4:
+        return _lz4_block_error(exc)
+    return _zstd_error(exc, memoryview(data), max_size)
 
 
 #: What the compiled columnar decoder calls itself once it has walked an lz4 frame / bounded a zstd payload in C

@@ -8,14 +8,22 @@ is used, so a lying length never leads to an allocation or a read beyond the sou
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
+import re
 import struct
 from collections.abc import Iterator
 
 from crc32c import crc32c
 
-from ..errors import CorruptRecordError, InvalidArgumentError, InvalidArgumentTypeError, UnsupportedMagicError
+from ..errors import (
+    CorruptRecordError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    TieredConfigError,
+    UnsupportedMagicError,
+)
 from ..file_access import drop_pages, map_file
 from .batch import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
 from .legacy import LegacyBatch
@@ -57,12 +65,35 @@ def open_source(source, *, populate: bool = True) -> tuple[memoryview, object | 
     if isinstance(source, (bytes, bytearray, mmap.mmap)):
         return memoryview(source), None
     if isinstance(source, (str, os.PathLike)):
+        _refuse_transformed(os.fspath(source))
         with open(source, "rb") as f:
             mm = map_file(f, 0, populate=populate)
             if mm is None:  # empty, or a filesystem that cannot map: read it
                 return memoryview(f.read()), None
         return memoryview(mm), mm
     raise InvalidArgumentTypeError(f"cannot read record batches from {type(source).__name__}")
+
+
+#: an Aiven tiered-storage ``.log`` object: ``<20 digits>-<segment id>.log`` beside its ``.rsm-manifest``
+_TIERED_LOG = re.compile(r"\d{20}-[A-Za-z0-9_-]{22}\.log$")
+
+
+def _refuse_transformed(path: str) -> None:
+    """A ``.log`` object Aiven's tiered-storage plugin stored compressed or encrypted holds chunks, not batches:
+    read as a segment it would look like a few bytes of garbage (zero records). Say what it is instead."""
+    if not _TIERED_LOG.search(path):
+        return
+    manifest = path[: -len(".log")] + ".rsm-manifest"
+    try:
+        with open(manifest, "rb") as f:
+            m = json.loads(f.read(16 << 20))
+    except (OSError, ValueError):
+        return  # no manifest beside it (Kafka's LocalTieredStorage: plain segments), or not one to go by
+    if isinstance(m, dict) and (m.get("compression") or m.get("encryption") is not None):
+        raise TieredConfigError(f"{path}: an Aiven tiered-storage object stored "
+                                f"{'encrypted' if m.get('encryption') is not None else 'zstd-compressed'} in chunks "
+                                "(see its .rsm-manifest): read it through kafkalog.tiered.AivenSegment, or kafkalog "
+                                "verify/dump --rsm-config FILE")  # fmt: skip
 
 
 class SourceReader:

@@ -65,14 +65,16 @@ def validate_archive(
     tasks_per_core: int = 2,
     options: dict[str, str] | None = None,
     deep: bool = False,
+    rsm: Any = None,
 ) -> DataFrame:
     """One row per segment under ``roots`` (paths or URLs), validated on the executors (see
-    :mod:`kafkalog.spark.validate`); ``options``: storage options for remote URLs (:mod:`kafkalog.storage`)."""
+    :mod:`kafkalog.spark.validate`); ``options``: storage options for remote URLs (:mod:`kafkalog.storage`);
+    ``rsm``: the RemoteStorageManager configuration (file or ``kafkalog.tiered.RsmConfig``) of Aiven objects."""
     _require_pyspark()
     from kafkalog.spark.validate import validate_archive as _validate
 
     return _validate(
-        spark, roots, index_check=index_check, tasks_per_core=tasks_per_core, options=options, deep=deep
+        spark, roots, index_check=index_check, tasks_per_core=tasks_per_core, options=options, deep=deep, rsm=rsm
     )
 
 
@@ -87,7 +89,8 @@ def partition_continuity(df: DataFrame, *, options: dict[str, str] | None = None
 def run_validation(roots: Any, out: str, master: str | None = None, **kwargs: Any) -> int:
     """The ``kafkalog spark validate`` command: write reports to ``out``; return the exit code (0/1/2).
     ``kwargs``: ``index_check``, ``options`` (storage options), ``report_format`` (``parquet``/``json``),
-    ``deep`` (decode and check every record)."""
+    ``deep`` (decode and check every record), ``json_mode`` (the summary and errors as JSON objects), ``rsm``
+    (RemoteStorageManager configuration file of Aiven objects)."""
     _require_pyspark()
     from kafkalog.spark.validate import run_validation as _run
 

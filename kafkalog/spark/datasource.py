@@ -28,6 +28,10 @@ Options:
   storage options (:data:`kafkalog.storage.STORAGE_OPTIONS`: ``endpoint_url``, ``region``, ``access_key``,
     ``secret_key``, ``session_token``, ``anonymous``, ``connect_timeout``, ``request_timeout``, ``max_attempts``):
     override the AWS environment for remote roots.
+  ``rsmConfig``: the broker's RemoteStorageManager configuration file (``rsm.config.*`` keys, prefix stripped)
+    for segments stored by Aiven's tiered-storage plugin: read on the driver (key files included) and shipped
+    with the tasks; each task reads the manifest, the index parts of ``.indexes`` and only the ``.log`` chunks
+    covering its byte range. Needed for encrypted objects; compressed and plain ones read without it.
   ``isolation``: ``read_uncommitted`` (default: every record, control records included) or ``read_committed``
     (drops control batches and records of aborted transactions, found via the ``.txnindex`` files of the partition).
     Transactions still open at the end of the archive are returned; Kafka's consumer would hold them back at the LSO.
@@ -36,6 +40,9 @@ Options:
   ``includeDirStates`` (default ``live``): comma list of partition-dir states to read (``live,future,delete,stray``).
   ``arrowBatchRows`` (8192): records per Arrow batch handed to Spark; ``maxPartitionBytes``, ``minPartitions``:
     task sizing (above).
+  ``decode``: ``metadata``, ``offsets`` or ``txn`` adds the decoded record (``decoded_type``, ``decoded_version``,
+    ``decoded`` JSON, ``decode_error``) of ``__cluster_metadata``, ``__consumer_offsets`` or ``__transaction_state``
+    archives (:mod:`kafkalog.spark.decoded`).
   ``metricsDir``: a local dir where each task writes a JSON line of what it read (segments, batches, bytes, its own
     Python time), which :func:`read_scan_metrics` sums up; tests and benchmarks use it to prove pushdown skips
     batches and to split a query's time between the tasks' Python work and Spark's.
@@ -67,11 +74,13 @@ from pyspark.sql.types import StructType
 
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
-from kafkalog.errors import InvalidArgumentError, KafkaLogError
+from kafkalog.errors import CorruptTieredObjectError, InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
 from kafkalog.log.index_check import checked_range
+from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 from kafkalog.spark.worker_gc import freeze_worker_once
+from kafkalog.tiered import AivenSegment, as_rsm_config, is_aiven_item, materialize
 
 _NO_UPPER = 1 << 63
 
@@ -223,7 +232,8 @@ class KafkaLogDataSource(DataSource):
         return "kafkalog"
 
     def schema(self) -> str:
-        return SCHEMA
+        opts = {k.lower(): v for k, v in self.options.items()}
+        return SCHEMA if decode_option(opts.get("decode")) is None else f"{SCHEMA}, {DECODED_SCHEMA}"
 
     def reader(self, schema: StructType) -> KafkaLogReader:
         return KafkaLogReader(dict(self.options), schema, self.default_min_partitions)
@@ -270,6 +280,10 @@ class KafkaLogReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType | None = None,
                  default_min_partitions: int = MIN_PARTITIONS) -> None:  # fmt: skip
         opts = {k.lower(): v for k, v in options.items()}
+        self.decode = decode_option(opts.get("decode"))  # kafkalog/spark/decoded.py: internal topics' records
+        self.decoded_schema = None
+        if self.decode is not None:
+            schema, self.decoded_schema = split_schema(schema if schema is not None else full_schema())
         self.columns, self.out_schema = read_columns(schema)
         self.roots = _roots(opts)
         self.isolation = opts.get("isolation", "read_uncommitted").lower()
@@ -283,6 +297,7 @@ class KafkaLogReader(DataSourceReader):
         self.max_partition_bytes = _positive(opts, "maxpartitionbytes", MAX_PARTITION_BYTES)
         self.min_partitions = _positive(opts, "minpartitions", default_min_partitions)
         self.storage = storage.storage_options(opts)
+        self.rsm = as_rsm_config(opts.get("rsmconfig"))
         self.bounds = Bounds()
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
@@ -294,9 +309,11 @@ class KafkaLogReader(DataSourceReader):
         b = self.bounds
         lo, hi = b.effective_offsets()
         by_dir: dict[str, list[SegmentItem]] = {}
-        for item in discover_segments(self.roots, options=self.storage):
+        prefix = self.rsm.key_prefix if self.rsm is not None else ""
+        for item in discover_segments(self.roots, options=self.storage, key_prefix=prefix):
             if item.dir_state in self.dir_states:
                 by_dir.setdefault(item.partition_dir, []).append(item)
+        _check_rsm_config(by_dir, self.storage, self.rsm)
         out: list[SegmentPartition] = []
         for items in by_dir.values():
             first = items[0]
@@ -304,7 +321,7 @@ class KafkaLogReader(DataSourceReader):
                 continue
             if b.partitions is not None and first.partition not in b.partitions:
                 continue
-            aborted = _aborted_txns(items, self.storage) if self.isolation == "read_committed" else []
+            aborted = _aborted_txns(items, self.storage, self.rsm) if self.isolation == "read_committed" else []
             for i, item in enumerate(items):
                 nxt = items[i + 1].base_offset if i + 1 < len(items) else _NO_UPPER
                 if lo > hi or item.base_offset > hi or nxt <= lo or item.size_bytes <= 0:
@@ -329,10 +346,23 @@ class KafkaLogReader(DataSourceReader):
                         break
                     finally:
                         metrics.scan_seconds += time.perf_counter() - started
-                    yield batch
+                    yield batch if self.decode is None else add_decoded(batch, self.decode, self.decoded_schema)
             finally:
                 if self.metrics_dir:
                     _write_metrics(self.metrics_dir, metrics)
+
+
+def _check_rsm_config(by_dir: dict[str, list[SegmentItem]], options: dict[str, str], rsm) -> None:
+    """Open the first Aiven tiered segment on the driver (one manifest read, one key unwrap): a bucket encrypted
+    without ``rsmConfig``, or with a key that does not fit, fails the query here with a one-line TieredConfigError
+    naming the object, not inside every task. Bad bytes are left to the tasks (their ``onCorrupt``)."""
+    first = next((i for items in by_dir.values() for i in items if is_aiven_item(i)), None)
+    if first is None:
+        return
+    try:
+        AivenSegment.open(first.path, rsm=rsm, options=options, object_size=first.size_bytes)
+    except (CorruptTieredObjectError, OSError):
+        return
 
 
 def _positive(opts: dict[str, str], key: str, default: int) -> int:
@@ -361,13 +391,15 @@ def _roots(opts: dict[str, str]) -> list[str]:
     raise KafkaLogError('kafkalog needs a root: spark.read.format("kafkalog").load(root)')
 
 
-def _aborted_txns(items: list[SegmentItem], options: dict[str, str]) -> list[tuple[int, int, int]]:
+def _aborted_txns(items: list[SegmentItem], options: dict[str, str], rsm=None) -> list[tuple[int, int, int]]:
     """(producer_id, first_offset, last_offset) of every aborted transaction recorded in the partition's txn indexes."""
     out: list[tuple[int, int, int]] = []
     for item in items:
-        if item.txnindex_size <= 0:
+        if item.txnindex_size <= 0 and not is_aiven_item(item):
             continue
-        with _indexes_of(item, options) as local:
+        with _indexes_of(item, options, rsm) as local:
+            if local.txnindex_size <= 0:
+                continue
             idx = TransactionIndex(local.sibling(".txnindex"), item.base_offset, writable=False)
             try:
                 for txn in idx.all_aborted_txns():
@@ -378,9 +410,14 @@ def _aborted_txns(items: list[SegmentItem], options: dict[str, str]) -> list[tup
 
 
 @contextlib.contextmanager
-def _indexes_of(item: SegmentItem, options: dict[str, str]) -> Iterator[SegmentItem]:
+def _indexes_of(item: SegmentItem, options: dict[str, str], rsm=None) -> Iterator[SegmentItem]:
     """``item`` with its index files readable locally: itself on local disk; for a remote segment, a copy of the
-    index objects (not the ``.log``) in a scratch dir for the block's duration."""
+    index objects (not the ``.log``) in a scratch dir for the block's duration; for an Aiven tiered segment, its
+    indexes out of ``.indexes`` (the item then carries the original segment's size)."""
+    if is_aiven_item(item):
+        with storage.scratch_dir() as root:
+            yield materialize(item, root, rsm=rsm, options=options, with_log=False)
+        return
     if not storage.is_remote(item.path):
         yield item
         return
@@ -389,15 +426,21 @@ def _indexes_of(item: SegmentItem, options: dict[str, str]) -> Iterator[SegmentI
 
 
 @contextlib.contextmanager
-def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str]) -> Iterator[tuple[str, int]]:
+def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str], rsm=None,
+               damage: list | None = None) -> Iterator[tuple[str, int]]:  # fmt: skip
     """(local path, position of ``start`` in it) for bytes [start, end) of the segment's ``.log``: the file
-    itself on local disk; for a remote segment, a scratch copy of just that range."""
-    if not storage.is_remote(item.path):
+    itself on local disk; for a remote segment, a scratch copy of just that range; for an Aiven tiered segment,
+    that range restored from the chunks covering it (a bad chunk raises, or with ``damage`` comes back zeroed)."""
+    if not storage.is_remote(item.path) and not is_aiven_item(item):
         yield item.path, start
         return
     with storage.scratch_dir() as root:
         local = os.path.join(root, "range.log")
-        storage.fetch(item.path, local, start, end, options)
+        if is_aiven_item(item):
+            AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes).fetch(
+                local, start, end, damage=damage)  # fmt: skip
+        else:
+            storage.fetch(item.path, local, start, end, options)
         yield local, 0
 
 
@@ -407,14 +450,16 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     item, b = part.item, reader.bounds
     lo, hi = b.effective_offsets()
     upper = None if hi >= _NO_UPPER else hi
-    if storage.is_remote(item.path):  # the index objects alone, then one range of the .log (see checked_range)
-        with _indexes_of(item, reader.storage) as local:
+    size = item.size_bytes
+    if storage.is_remote(item.path) or is_aiven_item(item):  # the indexes alone, then one range of the .log
+        with _indexes_of(item, reader.storage, reader.rsm) as local:
+            size = local.size_bytes  # an Aiven object's original segment size
             position, start_offset, end = checked_range(local.path, item.base_offset, lo, upper, ts_lo=b.ts_lo,
-                                                        log_size=item.size_bytes)
+                                                        log_size=size)  # fmt: skip
         m.log_bytes_fetched = max(0, end - position)
     else:  # the indexes answer only after their strict checks against the .log (KIP-263 on first use)
         position, start_offset, end = checked_range(item.path, item.base_offset, lo, upper, ts_lo=b.ts_lo)
-    end = min(end, item.size_bytes) if end > position else item.size_bytes
+    end = min(end, size) if end > position else size
     m.start_position = position
     aborted = part.aborted if reader.isolation == "read_committed" else None
     seek = start_offset if start_offset > item.base_offset else -(1 << 63)
@@ -422,7 +467,9 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
                     reader.verify_crc, reader.on_corrupt == "stop", reader.arrow_batch_rows, reader.columns,
                     reader.out_schema)  # fmt: skip
     shift = position
-    with _log_range(item, position, end, reader.storage) as (path, local_position):
+    # a bad chunk fails the task naming the object, unless the scan keeps going past damage
+    damage = None if reader.on_corrupt == "fail" else []
+    with _log_range(item, position, end, reader.storage, reader.rsm, damage) as (path, local_position):
         shift -= local_position
         yield from scan_range(spec, path, local_position, end - shift, m, label=item.path, shift=shift)
 

@@ -309,7 +309,9 @@ def _task_function(reader, dest: _Out, partition_by: tuple[str, ...], compressio
 def _reader(roots: Sequence[str], options: Mapping[str, Any], parallelism: int):
     from kafkalog.spark.datasource import KafkaLogReader
 
-    opts = {k: str(v) for k, v in options.items() if k.lower() not in ("path", "paths")}
+    # numbers as the strings Spark's options are; other objects (an ``RsmConfig`` for ``rsmConfig``) as given
+    opts = {k: str(v) if isinstance(v, (bool, int, float)) else v for k, v in options.items()
+            if k.lower() not in ("path", "paths")}  # fmt: skip
     return KafkaLogReader({**opts, "paths": json.dumps(list(roots))}, None, parallelism)
 
 

@@ -22,11 +22,12 @@ from typing import Any
 
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.remote import verify_partition_at, verify_segment_at
 from kafkalog.spark.worker_gc import freeze_worker_once
 from kafkalog.storage import parse_storage_options, storage_options
-from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, summarize
+from kafkalog.tiered import as_rsm_config
+from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, print_error, summarize, summary_fields
 
 __all__ = [
     "PARTITION_SCHEMA",
@@ -93,7 +94,8 @@ def reports_to_arrow(reports: Sequence) -> Any:
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
 
 
-def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: dict[str, str], deep: bool = False):
+def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: dict[str, str], deep: bool = False,
+                 rsm: Any = None):  # fmt: skip
     """The mapInArrow function: its input holds task numbers (one per Spark task), its output the reports.
     Remote segments are fetched by the executor running the task (:func:`kafkalog.remote.verify_segment_at`)."""
 
@@ -101,7 +103,7 @@ def _check_tasks(groups: list[list[SegmentItem]], index_check: bool, options: di
         freeze_worker_once()
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep)
+                reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep, rsm=rsm)
                            for item in groups[task]]  # fmt: skip
                 yield reports_to_arrow(reports)
 
@@ -142,9 +144,10 @@ def _n_tasks(items: Sequence[SegmentItem], parallelism: int, tasks_per_core: int
 
 def validate_archive(
     spark, roots, *, index_check: bool = True, tasks_per_core: int = 2, options: dict[str, str] | None = None,
-    deep: bool = False,
+    deep: bool = False, rsm: Any = None,
 ):  # fmt: skip
-    """A DataFrame with one row per segment under ``roots`` (columns: SEGMENT_SCHEMA).
+    """A DataFrame with one row per segment under ``roots`` (columns: SEGMENT_SCHEMA); ``rsm``: the
+    RemoteStorageManager configuration (file or :class:`kafkalog.tiered.RsmConfig`) of Aiven tiered objects.
 
     ``roots`` may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``; see :mod:`kafkalog.storage`);
     ``options`` are storage options (credentials, endpoint, timeouts) that override the AWS environment.
@@ -159,13 +162,15 @@ def validate_archive(
     ``spark.range`` of task numbers through ``mapInArrow``), and each task returns its reports as one Arrow batch.
     """
     opts = storage_options(options)
-    return validate_items(spark, discover_segments(roots, options=opts), index_check=index_check,
-                          tasks_per_core=tasks_per_core, options=opts, deep=deep)  # fmt: skip
+    rsm = as_rsm_config(rsm)
+    items = discover_segments(roots, options=opts, key_prefix=rsm.key_prefix if rsm is not None else "")
+    return validate_items(spark, items, index_check=index_check,
+                          tasks_per_core=tasks_per_core, options=opts, deep=deep, rsm=rsm)  # fmt: skip
 
 
 def validate_items(
     spark, items: list[SegmentItem], *, index_check: bool = True, tasks_per_core: int = 2,
-    options: dict[str, str] | None = None, deep: bool = False,
+    options: dict[str, str] | None = None, deep: bool = False, rsm: Any = None,
 ):  # fmt: skip
     """:func:`validate_archive` over segments already discovered (the driver lists once)."""
     opts = storage_options(options)
@@ -173,14 +178,15 @@ def validate_items(
         return spark.createDataFrame([], SEGMENT_SCHEMA)
     groups = group_for_tasks(items, _n_tasks(items, spark.sparkContext.defaultParallelism, tasks_per_core))
     tasks = spark.range(0, len(groups), 1, len(groups))
-    return tasks.mapInArrow(_check_tasks(groups, index_check, opts, deep), SEGMENT_SCHEMA)
+    return tasks.mapInArrow(_check_tasks(groups, index_check, opts, deep, as_rsm_config(rsm)), SEGMENT_SCHEMA)
 
 
 def partition_continuity(df, *, options: dict[str, str] | None = None):
     """One row per partition dir (columns: PARTITION_SCHEMA) from :func:`validate_archive`'s DataFrame: each
     group of segment rows goes through :func:`kafkalog.verify.verify_partition` (gaps reported, overlaps and
     checkpoints beyond the data are errors); remote log dirs' checkpoints are fetched with ``options``."""
-    cols = ["partition_dir", "topic", "partition", "base_offset", "first_offset", "last_offset", "status"]
+    cols = ["partition_dir", "topic", "partition", "base_offset", "first_offset", "last_offset", "status",
+            "index_status"]
     return df.select(*cols).groupBy("partition_dir").applyInPandas(_continuity(storage_options(options)), PARTITION_SCHEMA)
 
 
@@ -203,9 +209,12 @@ def run_validation(
     options: dict[str, str] | None = None,
     report_format: str = "parquet",
     deep: bool = False,
+    json_mode: bool = False,
+    rsm: Any = None,
 ) -> int:
     """Validate ``roots``, write ``out/segments.<fmt>``, ``out/partitions.<fmt>`` and ``out/summary.txt``,
-    print the summary; return 0 (all ok), 1 (corruption found) or 2 (usage or I/O error).
+    print the summary (``json_mode``: as one ``{"type": "summary"}`` object, errors as ``{"type": "error"}``);
+    return 0 (all ok), 1 (corruption found) or 2 (usage or I/O error, or a root holding no segment).
 
     ``out`` may be a local dir (Spark writes the reports) or a URL (``s3://...``: written with pyarrow through
     :mod:`kafkalog.storage`); ``report_format`` is ``parquet`` or ``json`` (JSON lines). The Spark UI shows the
@@ -214,14 +223,16 @@ def run_validation(
     if isinstance(roots, str):
         roots = [roots]
     if report_format not in ("parquet", "json"):
-        print(f"kafkalog spark validate: report format must be parquet or json, not {report_format!r}", file=sys.stderr)
-        return 2
+        bad = InvalidArgumentError(f"report format must be parquet or json, not {report_format!r}")
+        return print_error(bad, json_mode=json_mode)
     opts = storage_options(options)
     try:
-        items = discover_segments(roots, options=opts)  # fail fast on a bad root, before starting a JVM
+        rsm = as_rsm_config(rsm)  # the key files are read here, once, and travel with the tasks
+        # fail fast on a bad root, before starting a JVM; a root with nothing to check is not a pass
+        items = discover_segments(roots, options=opts, require=True,
+                                  key_prefix=rsm.key_prefix if rsm is not None else "")  # fmt: skip
     except (KafkaLogError, OSError) as exc:
-        print(f"kafkalog spark validate: {exc}", file=sys.stderr)
-        return 2
+        return print_error(exc, json_mode=json_mode)
     from pyspark.sql import SparkSession
 
     from kafkalog.spark.session import get_session
@@ -232,7 +243,7 @@ def run_validation(
     try:
         sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
         sc.setJobDescription(f"kafkalog validate: check {len(items)} segments")
-        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep).cache()
+        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm).cache()
         seg_rows = seg_df.collect()
         sc.setJobDescription("kafkalog validate: partition continuity")
         part_df = partition_continuity(seg_df, options=opts).cache()
@@ -241,11 +252,13 @@ def run_validation(
         text = summarize(seg_rows, part_rows)
         _write_reports(out, report_format, seg_df, part_df, seg_rows, part_rows, opts)
         storage.write_bytes(storage.join(out, "summary.txt"), text.encode("utf-8"), opts)
-        sys.stdout.write(text)
+        if json_mode:
+            sys.stdout.write(json.dumps({"type": "summary", **summary_fields(seg_rows, part_rows), "out": out}) + "\n")
+        else:
+            sys.stdout.write(text)
         return exit_code(seg_rows, part_rows)
     except OSError as exc:
-        print(f"kafkalog spark validate: {exc}", file=sys.stderr)
-        return 2
+        return print_error(exc, json_mode=json_mode)
     finally:
         sc.setJobDescription(None)
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # PySpark has no clearJobGroup
@@ -295,17 +308,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--format", default="parquet", choices=["parquet", "json"], help="report format")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="storage option for remote URLs (endpoint_url, region, access_key, ...)")  # fmt: skip
+    parser.add_argument("--rsm-config", default=None, metavar="FILE",
+                        help="the broker's RemoteStorageManager configuration (Aiven tiered objects)")  # fmt: skip
     try:
         args = parser.parse_args(argv)
         opts = parse_storage_options(args.storage_option)
     except SystemExit as exc:
         return 2 if exc.code else 0
     except KafkaLogError as exc:
-        print(f"kafkalog spark validate: {exc}", file=sys.stderr)
-        return 2
+        return print_error(exc)
     return run_validation(
         args.roots, args.out, args.master, index_check=not args.no_index_check, options=opts,
-        report_format=args.format, deep=args.deep,
+        report_format=args.format, deep=args.deep, rsm=args.rsm_config,
     )  # fmt: skip
 
 

@@ -11,7 +11,7 @@
 * :mod:`.index_match`: index entries against the log, every mismatch listed (what ``dump`` reports).
 * :mod:`.findings`: :class:`Finding`, the one result type the CLI renders, :func:`describe_error` (what counts as
   corruption) and :class:`Tally` (counts and exit code); :mod:`.paths` runs all checks over operator-given paths.
-* :mod:`.verdict`: :func:`summarize` and :func:`exit_code` over Spark rows.
+* :mod:`.verdict`: :func:`summarize`, :func:`summary_fields` and :func:`exit_code` over Spark rows.
 
 Names load on first access (:mod:`kafkalog._lazy`): the CLI's error classification imports ``findings``
 alone, without the numpy-based checks.
@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING
 from kafkalog._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what __getattr__ below returns, for type checkers
-    from .findings import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, Finding, Tally, describe_error, error_finding
+    from .findings import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, Finding, Tally, describe_error, error_finding, print_error
     from .index_match import OffsetIndexMatch, TimeIndexMatch, match_offset_index, match_time_index
     from .log_file import BatchReport, BatchReports, LogFileReport, verify_log_file
     from .metadata import PartitionFiles, check_file, check_log_dir, check_partition_files, read_checkpoint_offsets
     from .partition import PARTITION_FIELDS, PartitionReport, partition_finding, verify_partition
     from .paths import VerifyPlan, plan_paths, run_plan
     from .segment import SEGMENT_FIELDS, SegmentReport, segment_finding, verify_segment
-    from .verdict import exit_code, summarize
+    from .verdict import exit_code, summarize, summary_fields
 
 _EXPORTS = {  # module -> the names it defines
     "kafkalog.verify.findings": (
@@ -42,6 +42,7 @@ _EXPORTS = {  # module -> the names it defines
         "Tally",
         "describe_error",
         "error_finding",
+        "print_error",
     ),
     "kafkalog.verify.partition": ("PARTITION_FIELDS", "PartitionReport", "partition_finding", "verify_partition"),
     "kafkalog.verify.segment": ("SEGMENT_FIELDS", "SegmentReport", "segment_finding", "verify_segment"),
@@ -55,7 +56,7 @@ _EXPORTS = {  # module -> the names it defines
         "read_checkpoint_offsets",
     ),
     "kafkalog.verify.paths": ("VerifyPlan", "plan_paths", "run_plan"),
-    "kafkalog.verify.verdict": ("exit_code", "summarize"),
+    "kafkalog.verify.verdict": ("exit_code", "summarize", "summary_fields"),
 }
 
 __all__ = [
@@ -85,10 +86,12 @@ __all__ = [
     "match_time_index",
     "partition_finding",
     "plan_paths",
+    "print_error",
     "read_checkpoint_offsets",
     "run_plan",
     "segment_finding",
     "summarize",
+    "summary_fields",
     "verify_log_file",
     "verify_partition",
     "verify_segment",

@@ -8,10 +8,12 @@ what is corrupt. The exit codes are api.md's: 0 ok, 1 corruption found, 2 usage 
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from .. import errors as E
 
@@ -24,7 +26,13 @@ __all__ = [
     "Tally",
     "describe_error",
     "error_finding",
+    "error_line",
+    "error_object",
+    "error_path",
+    "print_error",
     "one_line",
+    "row_field",
+    "row_value",
 ]
 
 EXIT_OK = 0
@@ -65,6 +73,16 @@ class Finding:
     @property
     def exit_code(self) -> int:
         return STATUS_EXIT_CODES[self.status]
+
+
+def row_value(r: Any, name: str) -> Any:
+    """A field of a result row: a dict, a report or a pyspark Row alike."""
+    return r[name] if isinstance(r, dict) else getattr(r, name)
+
+
+def row_field(r: Any, name: str) -> Any:
+    """:func:`row_value`, or None when the row does not carry that field (a slimmer selection of columns)."""
+    return r.get(name) if isinstance(r, dict) else getattr(r, name, None)
 
 
 def one_line(exc: BaseException) -> str:
@@ -122,6 +140,43 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
     return "internal", f"internal error ({type(exc).__name__}): {one_line(exc)}"
 
 
+#: how every error line starts (``kafkalog: error: PATH: reason``), in the CLI and in the Spark job alike
+ERROR_PREFIX = "kafkalog: error: "
+
+
+def error_path(exc: BaseException) -> str | None:
+    """The path an error is about, when it carries one (an ``OSError``'s filename, a typed error's ``path``)."""
+    path = getattr(exc, "filename", None) if isinstance(exc, OSError) else getattr(exc, "path", None)
+    if path is None:
+        return None
+    return os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
+
+
+def error_line(message: str) -> str:
+    """The one line an error is printed as: ``kafkalog: error: PATH: reason``."""
+    return ERROR_PREFIX + message
+
+
+def error_object(message: str, code: int, path: str | None) -> dict[str, Any]:
+    """The JSON form of an error, the same for every command: ``{"type": "error", "message", "path",
+    "exitCode"}``."""
+    return {"type": "error", "message": message, "path": path, "exitCode": code}
+
+
+def print_error(exc: BaseException, *, json_mode: bool = False, stdout: TextIO | None = None,
+                stderr: TextIO | None = None) -> int:
+    """Print ``exc`` as its one line on stderr (and its JSON object on stdout under ``json_mode``); return its exit
+    code (1 for corruption, 2 otherwise). For library entry points that end a run themselves (the Spark job)."""
+    status, message = describe_error(exc)
+    code = EXIT_CORRUPT if status == "corrupt" else EXIT_USAGE
+    if json_mode:
+        out = stdout or sys.stdout
+        out.write(json.dumps(error_object(message, code, error_path(exc))) + "\n")
+        out.flush()
+    print(error_line(message), file=stderr or sys.stderr)
+    return code
+
+
 def error_finding(kind: str, path: str, exc: BaseException) -> Finding:
     """The finding for an exception met while checking ``path``: corruption is a corrupt finding with the message
     as its problem; anything else is an ``error`` finding that keeps the exception for the renderer."""
@@ -133,16 +188,30 @@ def error_finding(kind: str, path: str, exc: BaseException) -> Finding:
 
 @dataclass
 class Tally:
-    """Counts by kind and status, bytes read and the exit code of a run of findings (``add`` each one)."""
+    """Counts by kind and status, bytes read, what could not be checked and the exit code of a run of findings
+    (``add`` each one). Nothing added is not a pass: :attr:`exit_code` is 2 then, as for a path holding nothing."""
 
     counts: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
-    exit_code: int = EXIT_OK
+    worst: int = EXIT_OK
     checked_bytes: int = 0
+    #: the paths of ``error`` findings: what was not (fully) checked, in the order met
+    not_checked: list[str] = field(default_factory=list)
 
     def add(self, finding: Finding) -> None:
         self.counts[finding.kind][finding.status] += 1
         self.checked_bytes += finding.checked_bytes
-        self.exit_code = max(self.exit_code, finding.exit_code)
+        self.worst = max(self.worst, finding.exit_code)
+        if finding.status == "error":
+            self.not_checked.append(finding.path)
+
+    @property
+    def checked(self) -> int:
+        """How many things were checked (found ok, warning or corrupt)."""
+        return sum(n for by_status in self.counts.values() for s, n in by_status.items() if s != "error")
+
+    @property
+    def exit_code(self) -> int:
+        return self.worst if self.checked or self.worst else EXIT_USAGE
 
     def plain_counts(self) -> dict[str, dict[str, int]]:
         return {kind: dict(by_status) for kind, by_status in self.counts.items()}

@@ -21,6 +21,7 @@ from ..errors import KafkaLogError
 from ..log.producer_snapshot import read_producer_snapshot
 from ..names import OFFSET_CHECKPOINT_FILES, file_kind
 from .findings import Finding, describe_error, error_finding
+from .kraft_snapshot import count_kraft_snapshot
 
 __all__ = [
     "PartitionFiles",
@@ -167,6 +168,7 @@ _LOOSE_FILE_READERS: dict[str, Callable[[str], int]] = {
     "partition-metadata": _count_one(read_partition_metadata),
     "meta-properties": _count_one(read_meta_properties),
     "snapshot": _count_entries(read_producer_snapshot),
+    "kraft-snapshot": count_kraft_snapshot,
 }
 
 

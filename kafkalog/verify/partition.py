@@ -12,17 +12,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..checkpoint.offset_checkpoint import effective_log_start_offset
 from ..errors import InvalidArgumentError
-from .findings import Finding
+from .findings import Finding, row_value
 from .metadata import PartitionFiles, check_partition_files, read_checkpoint_offsets
-from .segment import SegmentReport
+from .segment import SegmentReport, segment_status
 
-__all__ = ["PARTITION_FIELDS", "PartitionReport", "partition_finding", "row_value", "verify_partition"]
-
-
-def row_value(r: Any, name: str) -> Any:
-    """A field of a result row: a dict, a report or a pyspark Row alike."""
-    return r[name] if isinstance(r, dict) else getattr(r, name)
+__all__ = ["PARTITION_FIELDS", "PARTITION_STATUS", "PartitionReport", "partition_finding", "row_value", "verify_partition"]
 
 
 #: ``PartitionReport.to_row()``/``to_dict()`` names, in order (the Spark job's partition columns).
@@ -39,8 +35,10 @@ class PartitionReport:
 
     ``status``: ``ok``, ``gap`` (offsets missing between segments: normal after compaction), ``overlap`` (a segment
     starting at or below the previous one's last offset), ``checkpoint_mismatch`` (a checkpoint beyond the log end
-    offset), ``corrupt`` (a segment is not ok, or a metadata file is corrupt) or ``unreadable`` (a metadata file
-    could not be read). ``gaps`` are ``(from_offset, to_offset)``, ``overlaps``
+    offset), ``corrupt`` (a segment or one of its indexes is corrupt, or a metadata file is) or ``unreadable`` (a
+    segment, an index or a metadata file could not be read). ``log_start_offset`` is Kafka's: the
+    ``log-start-offset-checkpoint`` entry, never below the first segment's base offset. ``corrupt_segments``
+    counts the segments that are not ok (corrupt or unreadable). ``gaps`` are ``(from_offset, to_offset)``, ``overlaps``
     ``(segment_base_offset, previous_last_offset)``. Not in the row: ``continuity`` (the status from the segments
     alone) and ``files`` (the metadata files, :class:`PartitionFiles`).
     """
@@ -73,7 +71,10 @@ def verify_partition(segments: Iterable[SegmentReport | dict | Any]) -> Partitio
     """Continuity of one partition dir from its segments' results (``SegmentReport``s, or rows/dicts with
     ``partition_dir``, ``topic``, ``partition``, ``base_offset``, ``first_offset``, ``last_offset``, ``status``).
 
-    Segments are put in base-offset order; an overlap is an error, a gap is reported. When the partition dir's
+    Segments are put in base-offset order; an overlap is an error, a gap is reported; a segment's own verdict is
+    :func:`~kafkalog.verify.segment.segment_status` (its ``.log`` and, when the row has it, ``index_status``),
+    so an unreadable one makes the partition ``unreadable`` and a corrupt one (or a corrupt index) ``corrupt``.
+    When the partition dir's
     parent holds Kafka's checkpoints, the recovery point, log start offset and high watermark must not lie beyond
     the data; the partition dir's own metadata files must parse (:func:`check_partition_files`). Raises
     InvalidArgumentError (a ValueError) for no segments.
@@ -87,17 +88,16 @@ def verify_partition(segments: Iterable[SegmentReport | dict | Any]) -> Partitio
     gaps: list[tuple[int, int]] = []
     overlaps: list[tuple[int, int]] = []
     problems: list[str] = []
-    corrupt = sum(1 for r in rows if get(r, "status") != "ok")
+    verdicts = [segment_status(r) for r in rows]
+    corrupt = verdicts.count("corrupt")
+    unreadable = verdicts.count("error")
     prev_last: int | None = None
-    log_start = None
     log_end = None
     for r in rows:
         lo = _int_or_none(get(r, "first_offset"))
         hi = _int_or_none(get(r, "last_offset"))
         base = int(get(r, "base_offset"))
         start = lo if lo is not None else base
-        if log_start is None and lo is not None:
-            log_start = lo
         if prev_last is not None:
             if base <= prev_last:
                 overlaps.append((base, prev_last))
@@ -109,15 +109,16 @@ def verify_partition(segments: Iterable[SegmentReport | dict | Any]) -> Partitio
         log_end = prev_last + 1
     else:
         log_end = int(get(rows[-1], "base_offset"))
-    if log_start is None:
-        log_start = int(get(rows[0], "base_offset"))
     recovery, lso, hwm = read_checkpoint_offsets(pdir, topic, partition)
+    log_start = effective_log_start_offset(lso, int(get(rows[0], "base_offset")))
     if overlaps:
         problems.append(f"{len(overlaps)} segment(s) overlap the previous one")
     if gaps:
         problems.append(f"{len(gaps)} offset gap(s) between segments (normal after compaction)")
     if corrupt:
         problems.append(f"{corrupt} segment(s) not ok")
+    if unreadable:
+        problems.append(f"{unreadable} segment(s) with a file that could not be read")
     ck = []
     if recovery is not None and recovery > log_end:
         ck.append(f"recovery point {recovery} is beyond the log end offset {log_end}")
@@ -139,10 +140,12 @@ def verify_partition(segments: Iterable[SegmentReport | dict | Any]) -> Partitio
     files = check_partition_files(pdir, log_end)
     problems.extend(files.problems)
     status = continuity
-    if continuity != "corrupt" and files.status != "ok":
-        status = "corrupt" if files.status == "corrupt" else "unreadable"
+    if continuity != "corrupt" and files.status == "corrupt":
+        status = "corrupt"
+    if unreadable or files.status == "error":
+        status = "unreadable"  # exit 2 wins over 1, as everywhere
     return PartitionReport(
-        pdir, topic, partition, len(rows), corrupt, log_start, log_end, gaps, overlaps, recovery, lso, hwm, status,
+        pdir, topic, partition, len(rows), corrupt + unreadable, log_start, log_end, gaps, overlaps, recovery, lso, hwm, status,
         problems, continuity, files,
     )  # fmt: skip
 
@@ -155,15 +158,24 @@ def _int_or_none(v) -> int | None:
     return int(v)
 
 
+#: the finding status of each ``PartitionReport.status``
+PARTITION_STATUS = {"ok": "ok", "gap": "ok", "overlap": "corrupt", "checkpoint_mismatch": "corrupt", "corrupt": "corrupt",
+           "unreadable": "error"}  # fmt: skip
+
+
 def partition_finding(partition_dir: str, segments: Sequence[Any]) -> Finding:
-    """The verdict on one partition dir from its segments' reports (those that could be read): CORRUPT when a
-    segment is corrupt, segments overlap, a checkpoint lies beyond the data or a metadata file is bad; gaps
-    alone are normal after compaction. A dir with no segments still has its metadata files checked."""
+    """The verdict on one partition dir from its segments' reports (every one, read or not): ERROR when one of its
+    files could not be read, CORRUPT when one is corrupt (a segment, an index, a metadata file), segments overlap
+    or a checkpoint lies beyond the data; gaps alone are normal after compaction. The offsets come from the
+    segments that could be read. A dir with no segments still has its metadata files checked."""
+    readable = [r for r in segments if getattr(r, "exception", None) is None]
+    lost = len(segments) - len(readable)
     data: dict[str, Any] = {"segmentCount": len(segments)}
     status = "ok"
     summary = ""
-    if segments:
-        p = verify_partition(segments)
+    problems: list[str] = []
+    if readable:
+        p = verify_partition(readable)
         files = p.files
         data.update(
             topic=p.topic,
@@ -178,16 +190,18 @@ def partition_finding(partition_dir: str, segments: Sequence[Any]) -> Finding:
             continuity=p.continuity,
         )
         problems = list(p.problems)
-        if p.continuity in ("corrupt", "overlap", "checkpoint_mismatch"):
-            status = "corrupt"
+        status = PARTITION_STATUS[p.status]
         summary = f"{len(segments)} segments, log start {p.log_start_offset}, log end {p.log_end_offset}"
     else:
         files = check_partition_files(partition_dir, None)
         problems = list(files.problems)
+        status = {"ok": "ok", "corrupt": "corrupt"}.get(files.status, "error")
+    if lost:
+        problems.append(f"{lost} segment(s) could not be read: their offsets are not checked")
+        status = "error"
+        summary = summary or f"{len(segments)} segments, none readable"
     if files.leader_epochs is not None:
         data["leaderEpochs"] = files.leader_epochs
     if files.topic_id is not None:
         data["topicId"] = files.topic_id
-    if files.status != "ok":
-        status = files.status
     return Finding("partition", partition_dir, status, summary, problems, data)

@@ -9,10 +9,11 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..discovery import SegmentItem, discover_segments
-from ..errors import KafkaLogError
-from ..names import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
+from ..discovery import SegmentItem, discover_segments, nothing_found
+from ..errors import InvalidPartitionDirError, KafkaLogError
+from ..names import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, parse_partition_dir
 from .findings import Finding, error_finding
 from .metadata import check_file, check_log_dir, is_log_dir, listdir_or_empty
 from .partition import partition_finding
@@ -46,61 +47,94 @@ class VerifyPlan:
 
 
 def plan_paths(paths: Sequence[str]) -> VerifyPlan:
-    """Segments, partition dirs, log dirs and loose metadata files under ``paths`` (each one once)."""
+    """Segments, partition dirs, log dirs and loose metadata files under ``paths`` (each one once).
+
+    Nothing found is never a pass: a path that does not exist or cannot be read, a dir below it that cannot be
+    listed (or a partition dir that is a dangling symlink or a loop), and a path holding nothing Kafka wrote each
+    become an error finding naming the path (:func:`kafkalog.discovery.nothing_found`), with the OS's reason."""
     plan = VerifyPlan()
     seen: set[str] = set()
+    failed: set[str] = set()
+
+    def unreadable(exc: OSError) -> None:
+        where = os.fsdecode(exc.filename) if exc.filename is not None else ""
+        if where not in failed:
+            failed.add(where)
+            plan.errors.append(error_finding(_kind_of(where), where, exc))
+
     for raw in paths:
-        if not os.path.lexists(raw):
-            plan.errors.append(error_finding("file", raw, FileNotFoundError(2, "No such file or directory", raw)))
-            continue
-        path = os.path.realpath(raw)
-        target = path
-        if os.path.isfile(path):
-            stem, suffix = os.path.splitext(path)
-            if suffix in _SEGMENT_SIBLINGS:
-                target = stem + LOG_SUFFIX
-                if not os.path.exists(target):
-                    plan.files.append(path)
-                    continue
-            elif suffix != LOG_SUFFIX:
-                plan.files.append(path)
-                continue
+        before = (len(plan.segments), len(plan.partition_dirs), len(plan.log_dirs), len(plan.files), len(failed))
         try:
-            found = discover_segments(target)
+            _plan_one(plan, raw, seen, unreadable)
         except (KafkaLogError, OSError) as exc:
-            plan.errors.append(error_finding("file", raw, exc))
+            plan.errors.append(error_finding(_kind_of(raw), raw, exc))
             continue
-        for item in found:
-            if item.path not in seen:
-                seen.add(item.path)
-                plan.segments.append(item)
-            plan.partition_dirs.add(item.partition_dir)
-        if os.path.isdir(path):
-            for dirpath, dirnames, filenames in os.walk(path):
-                dirnames.sort()
-                if is_log_dir(dirpath, filenames):
-                    plan.log_dirs.add(dirpath)
-                if "leader-epoch-checkpoint" in filenames or "partition.metadata" in filenames:
-                    plan.partition_dirs.add(dirpath)
-        for pdir in {i.partition_dir for i in found}:
-            parent = os.path.dirname(pdir)
-            if os.path.isdir(path) and is_log_dir(parent, listdir_or_empty(parent)) and parent.startswith(path):
-                plan.log_dirs.add(parent)
+        after = (len(plan.segments), len(plan.partition_dirs), len(plan.log_dirs), len(plan.files), len(failed))
+        if after == before:
+            plan.errors.append(error_finding(_kind_of(raw), raw, nothing_found(raw)))
     plan.segments.sort(key=lambda s: (s.partition_dir, s.base_offset))
     return plan
 
 
+def _kind_of(path: str) -> str:
+    """The finding kind for a path that could not be checked: a partition dir by its name, else a dir or file."""
+    try:
+        parse_partition_dir(os.path.basename(os.path.normpath(path)))
+        return "partition"
+    except InvalidPartitionDirError:
+        pass
+    return "dir" if os.path.isdir(path) else "file"
+
+
+def _plan_one(plan: VerifyPlan, raw: str, seen: set[str], on_error: Callable[[OSError], None]) -> None:
+    """Add what lies under one operator-given path to ``plan``; raises for a path that cannot be looked at."""
+    os.lstat(raw)  # a missing path: the OS's reason
+    path = os.path.realpath(raw)
+    target = path
+    if os.path.isfile(path):
+        stem, suffix = os.path.splitext(path)
+        if suffix in _SEGMENT_SIBLINGS:
+            target = stem + LOG_SUFFIX
+            if not os.path.exists(target):
+                plan.files.append(path)
+                return
+        elif suffix != LOG_SUFFIX:
+            plan.files.append(path)
+            return
+    found = discover_segments(target, on_error=on_error)
+    for item in found:
+        if item.path not in seen:
+            seen.add(item.path)
+            plan.segments.append(item)
+        plan.partition_dirs.add(item.partition_dir)
+    if os.path.isdir(path):
+        for dirpath, dirnames, filenames in os.walk(path):  # unreadable dirs: reported by the discovery above
+            dirnames.sort()
+            if is_log_dir(dirpath, filenames):
+                plan.log_dirs.add(dirpath)
+            if "leader-epoch-checkpoint" in filenames or "partition.metadata" in filenames:
+                plan.partition_dirs.add(dirpath)
+    for pdir in {i.partition_dir for i in found}:
+        parent = os.path.dirname(pdir)
+        if os.path.isdir(path) and is_log_dir(parent, listdir_or_empty(parent)) and parent.startswith(path):
+            plan.log_dirs.add(parent)
+
+
 def run_plan(
-    plan: VerifyPlan, *, index_check: bool = True, on_segment: Callable[[int], None] | None = None
+    plan: VerifyPlan,
+    *,
+    index_check: bool = True,
+    on_segment: Callable[[int], None] | None = None,
+    rsm: Any = None,
 ) -> Iterator[Finding]:
     """Check everything in ``plan``: each segment (``on_segment(size)`` after it, for progress), then each partition
-    dir from the reports of its readable segments, then each log dir, then the loose files."""
+    dir from the reports of all its segments (one that could not be read makes its partition ERROR), then each log
+    dir, then the loose files. ``rsm``: the :class:`kafkalog.tiered.RsmConfig` that tiered-storage objects were
+    written with (see ``verify_segment``)."""
     by_partition: dict[str, list[SegmentReport]] = defaultdict(list)
     for item in plan.segments:
-        rep = verify_segment(item, index_check=index_check)
-        if rep.exception is None:
-            # An I/O error is not damage: the segment is left out of its partition's continuity check.
-            by_partition[item.partition_dir].append(rep)
+        rep = verify_segment(item, index_check=index_check, rsm=rsm)
+        by_partition[item.partition_dir].append(rep)
         yield segment_finding(rep)
         if on_segment is not None:
             on_segment(max(item.size_bytes, 0))
@@ -110,4 +144,3 @@ def run_plan(
         yield check_log_dir(ldir, plan.partition_dirs)
     for path in plan.files:
         yield check_file(path)
-

@@ -7,19 +7,22 @@ The report never raises: ``status`` is ``ok``, ``corrupt`` (bad bytes) or ``unre
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from .. import storage
 from ..discovery import SegmentItem
-from ..errors import KafkaLogError
+from ..errors import CorruptTieredObjectError, InvalidArgumentError, KafkaLogError, TieredConfigError
 from ..index import OffsetIndex, TimeIndex, TransactionIndex
-from .findings import Finding, error_finding
+from ..limits import LONG_MAX
+from .findings import Finding, describe_error, error_finding, row_field, row_value
 from .log_file import verify_log_file
 
-__all__ = ["SEGMENT_FIELDS", "SegmentReport", "segment_finding", "verify_segment"]
+__all__ = ["SEGMENT_FIELDS", "SegmentReport", "segment_finding", "segment_status", "verify_segment"]
 
 #: ``SegmentReport.to_row()``/``to_dict()`` names, in order (the Spark job's segment columns).
 SEGMENT_FIELDS = (
@@ -34,8 +37,9 @@ class SegmentReport:
     """What :func:`verify_segment` found in one segment; ``to_row()`` is in ``SEGMENT_FIELDS`` order.
 
     ``status``: ``ok``, ``corrupt`` (bad bytes: see ``corrupt_ranges``/``error``) or ``unreadable`` (an I/O error,
-    whose ``OSError`` is kept in ``exception``, or a tiered segment stored compressed/encrypted). ``index_status``:
-    ``ok``, ``missing``, ``corrupt``, ``stale`` or ``not_checked``.
+    whose ``OSError`` is kept in ``exception``, a file name whose base offset is not a long, or a tiered segment
+    stored compressed/encrypted). ``index_status``: ``ok``, ``missing``, ``corrupt``, ``stale``, ``unreadable``
+    (an index could not be read: its ``OSError`` in ``index_exception``) or ``not_checked``.
     """
 
     item: SegmentItem
@@ -55,8 +59,11 @@ class SegmentReport:
     status: str = "ok"
     corrupt_ranges: list[tuple[int, int]] = field(default_factory=list)
     error: str | None = None
-    #: the ``OSError`` behind ``status == "unreadable"`` (not part of the row; the CLI prints it as it prints any).
-    exception: OSError | None = field(default=None, repr=False, compare=False)
+    #: the error behind ``status == "unreadable"``: an ``OSError``, or a ``TieredConfigError`` (no or the wrong
+    #: RemoteStorageManager configuration); not part of the row, the CLI prints it as it prints any.
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
+    #: the ``OSError`` behind ``index_status == "unreadable"`` (not part of the row).
+    index_exception: OSError | None = field(default=None, repr=False, compare=False)
 
     # the item's facts, so a report reads like its row (``summarize``, ``verify_partition`` take either)
     path = property(lambda self: self.item.path)
@@ -81,17 +88,35 @@ class SegmentReport:
         return dict(zip(SEGMENT_FIELDS, self.to_row(), strict=True))
 
 
-def verify_segment(item: SegmentItem, *, index_check: bool = True) -> SegmentReport:
+def verify_segment(
+    item: SegmentItem,
+    *,
+    index_check: bool = True,
+    rsm: Any = None,
+    options: Mapping[str, Any] | None = None,
+    then: Callable[[SegmentReport, str], SegmentReport] | None = None,
+) -> SegmentReport:
     """Check one segment's ``.log`` with :func:`verify_log_file` (and its indexes); never raises.
 
     ``valid_bytes`` and ``invalid_bytes`` are the structurally readable prefix and the unreadable tail;
     ``corrupt_ranges`` lists every batch failing its CRC (position, size), the first batch moving offsets backwards,
     and the unreadable tail. An ``OSError`` (permission, EIO, a file that vanished) gives ``status="unreadable"``
     with the error in ``error`` and ``exception``; bad bytes give ``status="corrupt"``.
+
+    A segment stored by Aiven's RemoteStorageManager (``.log`` + ``.indexes`` + ``.rsm-manifest``, local or behind
+    a URL reached with the storage ``options``) is restored chunk by chunk with ``rsm`` (a
+    :class:`kafkalog.tiered.RsmConfig`; needed for encrypted objects) and checked as a plain segment with the
+    indexes out of ``.indexes``; ``then(report, local .log path)`` runs while that copy exists (the deep record
+    check).
     """
+    from ..tiered import is_aiven_item
+
+    if is_aiven_item(item):
+        return _verify_aiven(item, index_check, rsm, options, then)
     rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
-    if item.layout == "tiered-aiven" and _aiven_transformed(item):
-        rep.status, rep.error = "unreadable", "tiered segment stored compressed/encrypted (see .rsm-manifest)"
+    if item.base_offset > LONG_MAX:  # Kafka's loader fails on the name (toLong): nothing here can be trusted
+        exc = InvalidArgumentError(f"{item.path}: base offset {item.base_offset} in the file name is not in [0, 2^63-1]")
+        rep.status, rep.error, rep.exception = "unreadable", str(exc), exc
         return rep
     try:
         log = verify_log_file(item.path, include_batches=True)
@@ -142,12 +167,10 @@ def verify_segment(item: SegmentItem, *, index_check: bool = True) -> SegmentRep
 def _check_indexes(rep: SegmentReport, starts: np.ndarray) -> None:
     """Strict checks of .index/.timeindex/.txnindex against the batches found (sets index_status/index_error)."""
     item = rep.item
-    if item.layout == "tiered-aiven":
-        rep.index_status = "not_checked"  # indexes live in one .indexes blob described by the manifest
-        return
     next_offset = (rep.last_offset + 1) if rep.last_offset is not None else item.base_offset
     problems: list[str] = []
     missing: list[str] = []
+    unreadable: list[str] = []
     checks = [
         (".index", item.index_size, OffsetIndex),
         (".timeindex", item.timeindex_size, TimeIndex),
@@ -158,7 +181,13 @@ def _check_indexes(rep: SegmentReport, starts: np.ndarray) -> None:
             if suffix != ".txnindex" and rep.batch_count:
                 missing.append(suffix)
             continue
-        idx = cls(item.sibling(suffix), item.base_offset, writable=False)
+        try:
+            os.stat(item.sibling(suffix))  # an index may open lazily: a loop or a permission must not pass
+            idx = cls(item.sibling(suffix), item.base_offset, writable=False)
+        except OSError as exc:  # a symlink loop, a permission: not damage, and not "missing"
+            rep.index_exception = rep.index_exception or exc
+            unreadable.append(f"{suffix}: {describe_error(exc)[1]}")
+            continue
         try:
             if cls is OffsetIndex:
                 # Entries must point at batch starts. Batch last offsets are not passed: the log cleaner indexes the
@@ -170,10 +199,13 @@ def _check_indexes(rep: SegmentReport, starts: np.ndarray) -> None:
         except (KafkaLogError, ValueError) as exc:
             problems.append(f"{suffix}: {exc}")
         except OSError as exc:
-            problems.append(f"{suffix}: unreadable: {exc}")
+            rep.index_exception = rep.index_exception or exc
+            unreadable.append(f"{suffix}: {describe_error(exc)[1]}")
         finally:
             idx.close()
-    if problems and item.is_last and not _clean_shutdown(item):
+    if unreadable:
+        rep.index_status, rep.index_error = "unreadable", "; ".join(unreadable + problems)
+    elif problems and item.is_last and not _clean_shutdown(item):
         # The active segment of a broker that crashed keeps its preallocated indexes (zero-filled tail entries) or
         # indexes lagging the data; Kafka's unclean-shutdown recovery rebuilds them, so this is not damage.
         rep.index_status, rep.index_error = "stale", "; ".join(problems)
@@ -191,19 +223,58 @@ def _clean_shutdown(item: SegmentItem) -> bool:
     return os.path.exists(os.path.join(logdir, ".kafka_cleanshutdown"))
 
 
-def _aiven_transformed(item: SegmentItem) -> bool:
-    manifest = item.sibling(".rsm-manifest")
-    try:
-        with open(manifest, encoding="utf-8") as f:
-            m = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return bool(m.get("compression") or m.get("encryption"))
+def _verify_aiven(item: SegmentItem, index_check: bool, rsm: Any, options: Mapping[str, Any] | None,
+                  then: Callable[[SegmentReport, str], SegmentReport] | None) -> SegmentReport:  # fmt: skip
+    """An Aiven segment restored into a scratch dir (a bad chunk zero-filled and reported), then checked there;
+    the report names the objects. No or the wrong configuration is ``unreadable`` (exit 2); a bad manifest or
+    chunk is ``corrupt``."""
+    from ..tiered import ChunkDamage, materialize
+
+    rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
+    damage: list[ChunkDamage] = []
+    with storage.scratch_dir() as root:
+        try:
+            local = materialize(item, root, rsm=rsm, options=options, damage=damage)
+        except (OSError, TieredConfigError) as exc:
+            rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
+            return rep
+        except CorruptTieredObjectError as exc:
+            rep.status, rep.error = "corrupt", str(exc)
+            return rep
+        rep = verify_segment(local, index_check=index_check)
+        if then is not None:
+            rep = then(rep, local.path)
+    rep.item = item
+    for attr in ("error", "index_error"):  # name the objects, not the scratch copies
+        text = getattr(rep, attr)
+        if text:
+            setattr(rep, attr, text.replace(local.partition_dir, item.partition_dir))
+    if damage:
+        rep.status = "corrupt"
+        known = set(rep.corrupt_ranges)
+        rep.corrupt_ranges = sorted(known | {(d.position, d.size) for d in damage})
+        rep.error = "; ".join([d.reason for d in damage] + ([rep.error] if rep.error else []))
+    return rep
+
+
+def segment_status(r: SegmentReport | dict | Any) -> str:
+    """The verdict on one segment from its report, dict or Spark row (the one rule the segment line, the partition
+    above it and the Spark job apply): ``error`` when its ``.log`` or an index could not be read, ``corrupt`` for
+    bad bytes or a corrupt index, ``warning`` for an index Kafka rebuilds (stale, missing), else ``ok``."""
+    status, index_status = row_value(r, "status"), row_field(r, "index_status")
+    if status == "unreadable" or index_status == "unreadable":
+        return "error"
+    if status != "ok" or index_status == "corrupt":
+        return "corrupt"
+    if index_status in ("stale", "missing"):
+        return "warning"
+    return "ok"
 
 
 def segment_finding(rep: SegmentReport) -> Finding:
-    """The verdict on one segment: its bytes and its indexes (a corrupt index is corruption; a stale or missing one
-    is a warning, Kafka rebuilds it). An ``OSError`` gives an ``error`` finding holding the exception."""
+    """The verdict on one segment (:func:`segment_status`): its bytes and its indexes. A ``.log`` that could not be
+    read gives an ``error`` finding holding the exception; an index that could not be read an ``error`` finding
+    that keeps what the ``.log`` showed and the index's ``OSError``."""
     item = rep.item
     if rep.exception is not None:
         return error_finding("segment", item.path, rep.exception)
@@ -212,14 +283,9 @@ def segment_finding(rep: SegmentReport) -> Finding:
         problems.append(f"corrupt range: position {pos} size {size}")
     if rep.error:
         problems.append(rep.error)
-    # "unreadable" without an OSError: a tiered segment stored transformed, which cannot be checked.
-    status = {"ok": "ok", "corrupt": "corrupt"}.get(rep.status, "error")
-    if rep.index_status == "corrupt":
-        status = "error" if status == "error" else "corrupt"
+    if rep.index_status in ("corrupt", "unreadable"):
         problems.append(f"index: {rep.index_error}")
     elif rep.index_status in ("stale", "missing"):
-        if status == "ok":
-            status = "warning"
         problems.append(f"index {rep.index_status}: {rep.index_error}")
     offsets = "empty" if rep.first_offset is None else f"offsets {rep.first_offset}-{rep.last_offset}"
     summary = f"{rep.batch_count} batches, {rep.record_count} records, {offsets}, {rep.size_bytes} bytes"
@@ -238,4 +304,5 @@ def segment_finding(rep: SegmentReport) -> Finding:
         "corruptRanges": [{"position": p, "size": s} for p, s in rep.corrupt_ranges],
         "error": rep.error,
     }
-    return Finding("segment", item.path, status, summary, problems, data, checked_bytes=rep.size_bytes)
+    return Finding("segment", item.path, segment_status(rep), summary, problems, data, exception=rep.index_exception,
+                   checked_bytes=rep.size_bytes)  # fmt: skip

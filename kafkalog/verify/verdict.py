@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .findings import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE
-from .partition import row_value
+from .findings import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, row_value
+from .partition import PARTITION_STATUS
+from .segment import segment_status
 
-__all__ = ["exit_code", "summarize"]
+__all__ = ["exit_code", "summarize", "summary_fields"]
 
 
 def summarize(seg_rows: Sequence, part_rows: Sequence) -> str:
@@ -46,14 +47,41 @@ def summarize(seg_rows: Sequence, part_rows: Sequence) -> str:
 
 def exit_code(seg_rows: Sequence, part_rows: Sequence) -> int:
     """The exit code of a verification, by the rule of ``kafkalog verify`` and api.md (0 ok, 1 corruption, 2 usage
-    or I/O error): 2 when any segment or partition is ``unreadable`` (an ``OSError``, or a tiered segment stored
-    transformed: it could not be checked); else 1 when any segment is corrupt, any index is corrupt, or a
+    or I/O error): 2 when any segment (its ``.log`` or an index) or partition is ``unreadable`` (an ``OSError``, or
+    a tiered segment stored transformed: it could not be checked); else 1 when any segment is corrupt, any index is corrupt, or a
     partition is corrupt, overlaps or contradicts its checkpoints (gaps alone do not fail); else 0."""
     get = row_value
-    if any(get(r, "status") == "unreadable" for r in (*seg_rows, *part_rows)):
+    segments = [segment_status(r) for r in seg_rows]
+    if "error" in segments or any(get(r, "status") == "unreadable" for r in part_rows):
         return EXIT_USAGE
-    if any(get(r, "status") != "ok" or get(r, "index_status") == "corrupt" for r in seg_rows):
+    if "corrupt" in segments:
         return EXIT_CORRUPT
     if any(get(r, "status") not in ("ok", "gap") for r in part_rows):
         return EXIT_CORRUPT
     return EXIT_OK
+
+
+def summary_fields(seg_rows: Sequence, part_rows: Sequence) -> dict:
+    """The verdict as ``kafkalog verify --json``'s summary object gives it (``ok``, ``exitCode``, ``bytesChecked``,
+    ``counts`` by kind and status, ``notChecked``: the paths that could not be read), so both tools' JSON agree."""
+    get = row_value
+    counts: dict[str, dict[str, int]] = {}
+    not_checked: list[str] = []
+    for kind, rows, status_of, path in (
+        ("segment", seg_rows, segment_status, "path"),
+        ("partition", part_rows, lambda r: PARTITION_STATUS[get(r, "status")], "partition_dir"),
+    ):
+        for r in rows:
+            status = status_of(r)
+            counts.setdefault(kind, {}).setdefault(status, 0)
+            counts[kind][status] += 1
+            if status == "error":
+                not_checked.append(get(r, path))
+    code = exit_code(seg_rows, part_rows)
+    return {
+        "ok": code == EXIT_OK,
+        "exitCode": code,
+        "bytesChecked": sum(get(r, "size_bytes") or 0 for r in seg_rows),
+        "counts": counts,
+        "notChecked": not_checked,
+    }

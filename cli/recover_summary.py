@@ -1,0 +1,95 @@
+"""The closing summary of ``kafkalog recover``: the partitions' results added up, as one text line or one
+``{"type": "summary", ...}`` object, so a script reads the verdict of a whole log dir without summing lines."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .errors import EXIT_OK
+from .output import Event
+
+
+class _Partition(Protocol):
+    """What the summary reads of one partition's result (``cli.recover.PartitionRecovery``)."""
+
+    dry_run: bool
+    clean_shutdown: bool
+    truncations: list[dict[str, Any]]
+    deleted: list[dict[str, Any]]
+    actions: list[dict[str, str]]
+    checkpoints: list[dict[str, Any]]
+    unseen: list[dict[str, Any]]
+    salvage: dict[str, Any] | None
+
+    @property
+    def lost_data(self) -> bool: ...
+
+    @property
+    def offsets_lost(self) -> int: ...
+
+
+#: The summary's counters, in JSON order.
+COUNTS = ("partitions", "recovered", "skippedCleanShutdown", "changed", "withDataLost", "truncatedBytes",
+          "deletedSegments", "deletedBytes", "salvagedRanges", "bytesRemoved", "offsetsLost", "unseenCorruption",
+          "checkpointsClamped")  # fmt: skip
+
+
+@dataclass
+class RecoverSummary(Event):
+    """Totals over the partitions of one ``recover`` run (``COUNTS``). ``recovered`` counts partitions Kafka's
+    recovery (or salvage) read, ``skippedCleanShutdown`` those a clean shutdown exempts; byte and offset totals are
+    what this run removed (or, with ``--dry-run``, would)."""
+
+    dry_run: bool
+    mode: str
+    exit_code: int
+    n: Counter[str] = field(default_factory=Counter)
+    type = "summary"  # type: ignore[misc]
+
+    @classmethod
+    def of(cls, recs: list[_Partition], *, dry_run: bool, salvage: bool, exit_code: int) -> RecoverSummary:
+        s = cls(dry_run, "salvage" if salvage else "kafka", exit_code)
+        n = s.n
+        n["partitions"] = len(recs)
+        for r in recs:
+            n["skippedCleanShutdown"] += r.clean_shutdown
+            n["recovered"] += not r.clean_shutdown
+            n["withDataLost"] += r.lost_data
+            n["offsetsLost"] += r.offsets_lost if r.salvage is None else r.salvage["offsetsLost"]
+            n["unseenCorruption"] += bool(r.unseen)
+            n["checkpointsClamped"] += len(r.checkpoints)
+            if r.salvage is None:
+                n["truncatedBytes"] += sum(t["bytes"] for t in r.truncations)
+                n["deletedSegments"] += len(r.deleted)
+                n["deletedBytes"] += sum(d["bytes"] for d in r.deleted)
+                n["changed"] += bool(r.truncations or r.deleted or r.actions)
+            else:
+                ranges = r.salvage["ranges"]
+                n["salvagedRanges"] += len(ranges)
+                n["bytesRemoved"] += sum(x["bytes"] for x in ranges)
+                n["changed"] += bool(ranges or r.salvage["rewritten"])
+        n["bytesRemoved"] += n["truncatedBytes"] + n["deletedBytes"]
+        return s
+
+    def text(self) -> str:
+        n, would = self.n, "would be " if self.dry_run else ""
+        head = (f"Summary: {n['partitions']} partition{'s' if n['partitions'] != 1 else ''}, {n['recovered']} "
+                f"recovered, {n['skippedCleanShutdown']} skipped (clean shutdown); {n['changed']} {would}changed, "
+                f"{n['withDataLost']} losing data")
+        if self.mode == "salvage":
+            removed = f"{n['salvagedRanges']} damaged ranges ({n['bytesRemoved']} bytes) {would}removed"
+        else:
+            removed = (f"{n['truncatedBytes']} bytes {would}truncated, {n['deletedSegments']} segments "
+                       f"({n['deletedBytes']} bytes) {would}deleted")
+        parts = [head, removed, f"{n['offsetsLost']} offsets {would}lost"]
+        if n["unseenCorruption"]:
+            parts.append(f"{n['unseenCorruption']} with corruption recovery does not read")
+        if n["checkpointsClamped"]:
+            parts.append(f"{n['checkpointsClamped']} checkpoint entries {would}clamped")
+        return "; ".join(parts)
+
+    def fields(self) -> dict[str, Any]:
+        return {"dryRun": self.dry_run, "mode": self.mode, **{k: self.n[k] for k in COUNTS},
+                "exitCode": self.exit_code, "ok": self.exit_code == EXIT_OK}

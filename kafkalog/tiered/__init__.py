@@ -1,0 +1,29 @@
+"""Tiered-storage (KIP-405) objects as RemoteStorageManagers write them to buckets.
+
+* :mod:`.rsm_config`: the broker's ``rsm.config.*`` keys from a file (:func:`load_rsm_config`).
+* :mod:`.manifest`: Aiven's ``.rsm-manifest`` (chunk index, where the indexes sit, compression, encryption).
+* :mod:`.aiven`: :class:`AivenSegment`, byte ranges of the original segment from just the chunks that cover them,
+  and :func:`materialize`, a segment written out as plain local files.
+
+Kafka's own LocalTieredStorage layout stores segments untransformed and needs none of this.
+"""
+
+from __future__ import annotations
+
+from .aiven import AivenSegment, ChunkDamage, is_aiven_item, materialize
+from .manifest import ChunkIndex, SegmentManifest, parse_manifest
+from .rsm_config import RsmConfig, as_rsm_config, load_rsm_config, rsm_config_from_properties
+
+__all__ = [
+    "AivenSegment",
+    "ChunkDamage",
+    "ChunkIndex",
+    "RsmConfig",
+    "as_rsm_config",
+    "SegmentManifest",
+    "is_aiven_item",
+    "load_rsm_config",
+    "materialize",
+    "parse_manifest",
+    "rsm_config_from_properties",
+]

@@ -1,0 +1,296 @@
+"""Segments stored by Aiven's tiered-storage-for-apache-kafka RemoteStorageManager: read back byte for byte.
+
+The plugin uploads each segment as three objects under ``<key.prefix><topic>-<topic id>/<partition>/<20-digit
+base offset>-<segment id>``: ``.log`` (the segment cut into ``chunk.size`` chunks, each optionally zstd-compressed,
+then optionally AES-256-GCM-encrypted as 12-byte IV + ciphertext + 16-byte tag with the manifest's AAD),
+``.indexes`` (offset, time, producer-snapshot, leader-epoch and transaction indexes one after the other, each
+encrypted as one chunk, never compressed) and ``.rsm-manifest`` (:mod:`kafkalog.tiered.manifest`). The AES data
+key is wrapped with the key pair's RSA public key (OAEP, SHA3-512 for the digest and MGF1, as BouncyCastle's
+``OAEPWithSHA3-512AndMGF1Padding``).
+
+:class:`AivenSegment` serves what the plugin's ``fetchLogSegment``/``fetchIndex`` serve: a byte range of the
+original segment, fetched as one ranged read of just the chunks that cover it, and any index. Objects are reached
+through :mod:`kafkalog.storage` (local paths, ``file://``, ``s3://``, ...). :func:`materialize` writes a segment
+out as plain local files (``.log`` and the index files, named as Kafka's LocalTieredStorage names them), so the
+verification and scans that read local files run on it unchanged.
+
+Nothing is silent: a chunk that fails its tag or decompresses to the wrong size is a
+:class:`~kafkalog.errors.CorruptTieredObjectError` naming the object and chunk (or, where the caller asks for it,
+a zero-filled range reported in ``damage``, so a scan loses only the batches in that chunk); an encrypted object
+without a configuration, or with a key that does not unwrap its data key, is a
+:class:`~kafkalog.errors.TieredConfigError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkalog import storage
+from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, TieredConfigError, TieredKeyError
+from kafkalog.records.compression import CompressionType, decompress
+
+from .manifest import SegmentManifest, parse_manifest
+from .rsm_config import RsmConfig
+
+__all__ = ["AivenSegment", "ChunkDamage", "is_aiven_item", "materialize", "LOCAL_INDEX_SUFFIXES"]
+
+IV_SIZE = 12
+TAG_SIZE = 16
+#: the most transformed bytes one ranged read asks for (several chunks per request, memory bounded)
+READ_BYTES = 8 << 20
+#: the largest manifest read (real ones are a few KiB)
+MAX_MANIFEST = 16 << 20
+#: manifest index name -> suffix of the local file it becomes (Kafka's LocalTieredStorage names)
+LOCAL_INDEX_SUFFIXES = {
+    "offset": ".index",
+    "timestamp": ".timeindex",
+    "transaction": ".txnindex",
+    "producerSnapshot": ".snapshot",
+    "leaderEpoch": ".leader_epoch_checkpoint",
+}
+
+
+@dataclass(frozen=True)
+class ChunkDamage:
+    """A chunk that could not be restored: its id, where its bytes belong in the original segment, and why."""
+
+    chunk: int
+    position: int
+    size: int
+    reason: str
+
+
+def is_aiven_item(item: Any) -> bool:
+    """Whether a discovered segment is an Aiven object set (its ``.log`` comes with an ``.rsm-manifest``)."""
+    return getattr(item, "layout", "") == "tiered-aiven" and ".rsm-manifest" in getattr(item, "extra_files", ())
+
+
+def _stem(log_url: str) -> str:
+    return log_url[: -len(".log")] if log_url.endswith(".log") else log_url
+
+
+class AivenSegment:
+    """One uploaded segment: its manifest, its unwrapped data key, and ranged reads of its objects."""
+
+    def __init__(self, log_url: str, manifest: SegmentManifest, *, data_key: bytes | None,
+                 options: Mapping[str, Any] | None = None) -> None:  # fmt: skip
+        self.log_url = log_url
+        self.manifest = manifest
+        self.options = options
+        self._aes = None
+        if data_key is not None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            self._aes = AESGCM(data_key)
+
+    # ------------------------------------------------------------------------------------------------- opening
+
+    @classmethod
+    def open(cls, log_url: str, *, rsm: RsmConfig | None = None, options: Mapping[str, Any] | None = None,
+             object_size: int | None = None) -> AivenSegment:  # fmt: skip
+        """Read the manifest beside ``log_url`` and check it against the object (``object_size``: its size when
+        the caller listed it, else one stat). Raises ObjectNotFoundError/StorageError (OSErrors) for I/O,
+        CorruptTieredObjectError for a bad manifest, TieredConfigError/TieredKeyError for the key."""
+        manifest_url = _stem(log_url) + ".rsm-manifest"
+        raw = _read(manifest_url, 0, MAX_MANIFEST + 1, options)
+        if len(raw) > MAX_MANIFEST:
+            raise CorruptTieredObjectError(f"manifest larger than {MAX_MANIFEST} bytes", obj=manifest_url)
+        manifest = parse_manifest(raw, obj=manifest_url)
+        size = storage.stat_size(log_url, options) if object_size is None or object_size < 0 else object_size
+        if size < 0:
+            raise storage.ObjectNotFoundError(f"{log_url}: no such object")
+        if size != manifest.chunk_index.transformed_total:
+            raise CorruptTieredObjectError(
+                f"object is {size} bytes, its manifest's chunk index says {manifest.chunk_index.transformed_total}",
+                obj=log_url,
+            )
+        if manifest.encrypted and manifest.chunk_index.kind == "fixed":
+            overhead = IV_SIZE + TAG_SIZE
+            ci = manifest.chunk_index
+            if len(ci) and (ci.transformed_size != ci.original_size + overhead).any():
+                raise CorruptTieredObjectError("manifest's fixed chunk sizes do not fit AES-GCM chunks", obj=log_url)
+        return cls(log_url, manifest, data_key=_unwrap(manifest, rsm, log_url), options=options)
+
+    @property
+    def size(self) -> int:
+        """The original segment's size in bytes."""
+        return self.manifest.chunk_index.original_file_size
+
+    # ---------------------------------------------------------------------------------------------------- reads
+
+    def _detransform(self, data: bytes | memoryview, chunk: int) -> bytes | memoryview:
+        """One chunk as stored -> its original bytes (decrypt, then decompress), checked against the index."""
+        ci = self.manifest.chunk_index
+        want = int(ci.original_size[chunk])
+        if self._aes is not None:
+            from cryptography.exceptions import InvalidTag
+
+            if len(data) < IV_SIZE + TAG_SIZE:
+                raise self._damage(chunk, "is shorter than an AES-GCM IV and tag")
+            try:
+                data = self._aes.decrypt(bytes(data[:IV_SIZE]), bytes(data[IV_SIZE:]), self.manifest.aad)
+            except InvalidTag:
+                raise self._damage(chunk, "fails its AES-GCM tag") from None
+        if self.manifest.compression:
+            try:
+                data = decompress(CompressionType.ZSTD, data, max_size=want)
+            except CorruptRecordError as exc:
+                raise self._damage(chunk, f"does not decompress: {exc}") from None
+        if len(data) != want:
+            raise self._damage(chunk, f"holds {len(data)} bytes, its manifest says {want}")
+        return data
+
+    def _damage(self, chunk: int, reason: str) -> CorruptTieredObjectError:
+        ci = self.manifest.chunk_index
+        pos, size = int(ci.original_position[chunk]), int(ci.original_size[chunk])
+        tpos, tsize = int(ci.transformed_position[chunk]), int(ci.transformed_size[chunk])
+        return CorruptTieredObjectError(
+            f"chunk {chunk} (object bytes {tpos}-{tpos + tsize}, segment bytes {pos}-{pos + size}) {reason}",
+            obj=self.log_url, chunk=chunk, original_range=(pos, size),
+        )  # fmt: skip
+
+    def iter_range(self, start: int = 0, end: int | None = None, *,
+                   damage: list[ChunkDamage] | None = None) -> Iterator[bytes | memoryview]:  # fmt: skip
+        """The original bytes ``[start, end)`` in pieces, reading only the chunks that cover them (one ranged read
+        per :data:`READ_BYTES` of transformed chunks). A bad chunk raises CorruptTieredObjectError, unless
+        ``damage`` is a list: then its bytes come back as zeros and a :class:`ChunkDamage` is appended."""
+        ci = self.manifest.chunk_index
+        end = self.size if end is None else min(end, self.size)
+        ids = ci.chunks_for_range(max(start, 0), end)
+        i = ids.start
+        while i < ids.stop:
+            j = i + 1  # chunks [i, j) in one request
+            t0 = int(ci.transformed_position[i])
+            while j < ids.stop and int(ci.transformed_position[j] + ci.transformed_size[j]) - t0 <= READ_BYTES:
+                j += 1
+            t1 = int(ci.transformed_position[j - 1] + ci.transformed_size[j - 1])
+            blob = memoryview(_read(self.log_url, t0, t1, self.options))
+            if len(blob) != t1 - t0:
+                raise CorruptTieredObjectError(f"object ends at byte {t0 + len(blob)}, its manifest says {t1}",
+                                               obj=self.log_url)  # fmt: skip
+            for c in range(i, j):
+                off = int(ci.transformed_position[c]) - t0
+                try:
+                    plain = self._detransform(blob[off : off + int(ci.transformed_size[c])], c)
+                except CorruptTieredObjectError as exc:
+                    if damage is None:
+                        raise
+                    pos, size = exc.original_range or (0, 0)
+                    damage.append(ChunkDamage(c, pos, size, str(exc)))
+                    plain = bytes(size)
+                lo = max(start - int(ci.original_position[c]), 0)
+                hi = min(end - int(ci.original_position[c]), len(plain))
+                yield memoryview(plain)[lo:hi]  # no copy: the caller copies once, into its buffer or file
+            i = j
+
+    def read(self, start: int = 0, end: int | None = None, *,
+             damage: list[ChunkDamage] | None = None) -> bytearray:  # fmt: skip
+        """The original bytes ``[start, end)`` (``fetchLogSegment(start, end - 1)``) in one buffer."""
+        end = self.size if end is None else min(end, self.size)
+        out = bytearray(max(0, end - max(start, 0)))
+        pos = 0
+        for piece in self.iter_range(start, end, damage=damage):
+            out[pos : pos + len(piece)] = piece
+            pos += len(piece)
+        return out
+
+    def fetch(self, dest: str, start: int = 0, end: int | None = None, *,
+              damage: list[ChunkDamage] | None = None) -> int:  # fmt: skip
+        """Write the original bytes ``[start, end)`` to the local file ``dest``; return how many."""
+        written = 0
+        with open(dest, "wb") as out:
+            for piece in self.iter_range(start, end, damage=damage):
+                out.write(piece)
+                written += len(piece)
+        return written
+
+    def index(self, name: str) -> bytes | None:
+        """One index as the plugin's ``fetchIndex`` returns it (manifest names: ``offset``, ``timestamp``,
+        ``producerSnapshot``, ``leaderEpoch``, ``transaction``); None when the segment has none."""
+        return self.indexes([name]).get(name)
+
+    def indexes(self, names: list[str] | None = None) -> dict[str, bytes]:
+        """The indexes ``names`` (default: all the manifest lists) from one ranged read of ``.indexes``."""
+        parts = {n: self.manifest.indexes[n] for n in (names or self.manifest.indexes) if n in self.manifest.indexes}
+        if not parts:
+            return {}
+        url = _stem(self.log_url) + ".indexes"
+        lo = min(p for p, _ in parts.values())
+        hi = max(p + s for p, s in parts.values())
+        blob = _read(url, lo, hi, self.options)
+        if len(blob) != hi - lo:
+            raise CorruptTieredObjectError(f"object ends at byte {lo + len(blob)}, its manifest says {hi}", obj=url)
+        out: dict[str, bytes] = {}
+        for name, (pos, size) in parts.items():
+            data = blob[pos - lo : pos - lo + size]
+            if self._aes is not None:
+                from cryptography.exceptions import InvalidTag
+
+                try:
+                    data = self._aes.decrypt(data[:IV_SIZE], data[IV_SIZE:], self.manifest.aad)
+                except (InvalidTag, ValueError):
+                    raise CorruptTieredObjectError(f"index {name} (object bytes {pos}-{pos + size}) fails its "
+                                                   "AES-GCM tag", obj=url) from None  # fmt: skip
+            out[name] = data
+        return out
+
+
+def _read(url: str, start: int, end: int, options: Mapping[str, Any] | None) -> bytes:
+    try:
+        return storage.read_range(url, start, end, options)
+    except FileNotFoundError:
+        raise storage.ObjectNotFoundError(f"{url}: no such object") from None
+
+
+def _unwrap(manifest: SegmentManifest, rsm: RsmConfig | None, obj: str) -> bytes | None:
+    """The AES data key of an encrypted segment, unwrapped with the configured private key."""
+    if manifest.data_key is None:
+        return None
+    key_id, wrapped = manifest.data_key
+    if rsm is None:
+        raise TieredConfigError(f"{obj}: stored encrypted (key pair {key_id!r}): reading it needs the broker's "
+                                "RemoteStorageManager configuration (--rsm-config FILE, option rsmConfig)")  # fmt: skip
+    key = rsm.private_key(key_id, obj=obj)
+    from Crypto.Cipher import PKCS1_OAEP
+    from Crypto.Hash import SHA3_512
+
+    try:
+        data_key = PKCS1_OAEP.new(key, hashAlgo=SHA3_512).decrypt(wrapped)
+    except (ValueError, TypeError):
+        raise TieredKeyError(f"{obj}: the private key of pair {key_id!r} in {rsm.source or 'the rsm config'} does "
+                             "not unwrap this segment's data key (wrong key pair?)") from None  # fmt: skip
+    if len(data_key) not in (16, 24, 32):
+        raise TieredKeyError(f"{obj}: the unwrapped data key is {len(data_key)} bytes, not an AES key")
+    return data_key
+
+
+def materialize(item: Any, root: str, *, rsm: RsmConfig | None = None, options: Mapping[str, Any] | None = None,
+                with_log: bool = True, damage: list[ChunkDamage] | None = None,
+                segment: AivenSegment | None = None) -> Any:  # fmt: skip
+    """Write an Aiven segment out under the local dir ``root`` as plain files: ``<stem>.log`` (when
+    ``with_log``) and, out of ``.indexes``, ``<stem>.index``, ``.timeindex``, ``.txnindex``, ``.snapshot`` and
+    ``.leader_epoch_checkpoint``, in ``<topic dir>/<partition>/`` as in the bucket. Returns ``item`` (a
+    :class:`kafkalog.discovery.SegmentItem`, duck-typed) re-pointed at the copy, with the original segment's size
+    and its index files' sizes, and no ``extra_files``. Bad chunks: see :meth:`AivenSegment.iter_range`."""
+    seg = segment or AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+    pdir = storage.basename(item.partition_dir)
+    tdir = storage.basename(storage.dirname(item.partition_dir))
+    local_dir = os.path.join(root, tdir, pdir)
+    os.makedirs(local_dir, exist_ok=True)
+    stem = os.path.join(local_dir, storage.basename(_stem(item.path)))
+    if with_log:
+        seg.fetch(stem + ".log", damage=damage)
+    sizes: dict[str, int] = {}
+    for name, data in seg.indexes().items():
+        with open(stem + LOCAL_INDEX_SUFFIXES[name], "wb") as f:
+            f.write(data)
+        sizes[name] = len(data)
+    return dataclasses.replace(
+        item, path=stem + ".log", partition_dir=local_dir, size_bytes=seg.size, extra_files=(),
+        index_size=sizes.get("offset", -1), timeindex_size=sizes.get("timestamp", -1),
+        txnindex_size=sizes.get("transaction", -1),
+    )  # fmt: skip
