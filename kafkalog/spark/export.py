@@ -1,134 +1,475 @@
-"""Export archived partition logs to Parquet, written by the tasks themselves: ``export_archive``.
+"""Export archived partition logs to Parquet written by the Spark tasks themselves.
 
-``spark.read.format("kafkalog").load(root).write.parquet(out)`` sends every record from the Python worker to the
-JVM as Arrow, turns each into an ``UnsafeRow`` (pyspark's Python DataSource path is row-only), then Spark's Parquet
-writer encodes them again. Here each task decodes its segments into the same Arrow batches the DataSource yields
-(:meth:`kafkalog.spark.datasource.KafkaLogReader.read_segment`) and writes them with pyarrow, one Parquet file per
-segment, under Hive-style ``topic=T/partition=P`` dirs; the job moves only the written files' paths and row counts
-back to the driver. ``spark.read.parquet(out)`` reads the result with the DataSource's columns and types (the
-``partition_by`` columns come from the dir names).
+``spark.read.format("kafkalog").load(root).write.parquet(out)`` sends every record through Spark's row format
+(pyspark 4's Python DataSource hands the JVM rows, never columnar batches) and back into Parquet's columns. Here
+each task runs the DataSource's own reader (:class:`kafkalog.spark.datasource.KafkaLogReader`: discovery, index
+seek, remote byte ranges, ``isolation``, ``onCorrupt``, the range options) over its share of the segments and
+writes the Arrow batches it yields straight into Parquet with ``pyarrow.parquet``; the JVM only carries the task
+results (file paths and counts). The driver writes ``_SUCCESS`` when every task succeeded.
 
-Planning is the DataSource's (:meth:`KafkaLogReader.partitions`: the same options, ranges, ``isolation``,
-``onCorrupt``), and each task is sent only its own segments (a plan row per partition, as the validation job does).
+Layout: Hive-style dirs ``topic=<topic>/partition=<n>`` for ``partition_by`` (a subset of ``topic`` and
+``partition``, both constant per segment); the files keep every column of the DataSource's schema, partition
+columns included, so ``spark.read.parquet(out)`` gives the DataSource's columns in its order (Spark keeps a column
+present in both the files and the dir names at its file position). Spark infers the partition columns' types from
+the dir names: a topic name that looks like a number or a date would come back as one, so :func:`read_export`
+reads with the DataSource's schema set.
+
+File names are deterministic (``part-<task>-<first offset>.parquet``): a retried task overwrites what an earlier
+attempt wrote. On local disk each file is written under a hidden temp name (Spark's readers skip names starting with ``.``),
+fsynced and renamed (then its dir fsynced); through ``pyarrow.fs`` for URLs it is uploaded to its final key (an
+object appears whole when its upload completes; a failed attempt's object is deleted). A corrupt segment with ``onCorrupt=fail`` fails its task without a retry (corruption is
+deterministic): the task reports the segment and the reason, the driver deletes the files the export wrote and
+raises the library's error; no ``_SUCCESS`` is written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import pickle
+import re
+import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import quote
 
-from kafkalog import storage
-from kafkalog.errors import InvalidArgumentError
+from kafkalog import errors, storage
+from kafkalog.checkpoint.atomic import fsync_dir
+from kafkalog.errors import InvalidArgumentError, KafkaLogError
+from kafkalog.verify.findings import describe_error, one_line
 
-__all__ = ["export_archive"]
+__all__ = [
+    "PARTITION_COLUMNS",
+    "ExportResult",
+    "ExportedFile",
+    "NothingToExportError",
+    "export_archive",
+    "holds_files",
+    "read_export",
+]
 
-#: columns a Hive-style dir may name (constant per segment, so a file never spans two values)
+#: the columns ``partition_by`` may name: constant within a segment, so a task never splits a batch by value
 PARTITION_COLUMNS = ("topic", "partition")
+#: records buffered before one Parquet row group is written (Spark's readers split work by row group)
+ROW_GROUP_ROWS = 1 << 17
+#: the value Spark (and Hive) read back as null in a partition dir name
+_NULL_DIR = "__HIVE_DEFAULT_PARTITION__"
+#: names of the files an export writes, final or temporary (cleanup touches nothing else)
+_OUR_FILE = re.compile(r"^\.?part-\d{5,}-(?:\d{20}|-\d{19})\.parquet(?:\.[0-9a-f]{32}\.tmp)?$")
+_JOB_GROUP = "kafkalog-export"
+
+#: ``on_progress(step, done, total)``: steps ``plan`` (segments found), ``write`` (tasks finished), ``commit``
+ProgressCallback = Callable[[str, int, int], None]
 
 
-def export_archive(spark, roots: str | Sequence[str], out: str, *, partition_by: Sequence[str] = PARTITION_COLUMNS,
-                   progress: Callable[[str], None] | None = None, **options: Any) -> list[str]:  # fmt: skip
-    """Write every record under ``roots`` (paths or URLs) as Parquet under ``out`` (a local dir or a URL), one
-    file per segment in ``partition_by`` dirs; return the files written. ``options`` are the DataSource's
-    (``startingOffsets``, ``isolation``, ``onCorrupt``, storage options, ...); ``progress`` gets one line per step.
-    """
-    from kafkalog.spark.channel import driver_channel
-    from kafkalog.spark.datasource import KafkaLogReader, full_schema
-    from kafkalog.spark.validate import task_plans
-
-    say = progress or (lambda _line: None)
-    partition_by = tuple(partition_by)
-    if any(c not in PARTITION_COLUMNS for c in partition_by) or len(set(partition_by)) != len(partition_by):
-        raise InvalidArgumentError(f"partition_by may name {', '.join(PARTITION_COLUMNS)} (each once), "
-                                   f"not {partition_by!r}")  # fmt: skip
-    paths = [roots] if isinstance(roots, str) else list(roots)
-    opts = {str(k): str(v) for k, v in options.items()}
-    opts["paths"] = json.dumps(paths)
-    opts.setdefault("minPartitions", str(max(1, spark.sparkContext.defaultParallelism)))
-    channel = driver_channel(spark)
-    reader = KafkaLogReader(opts, full_schema(), channel=channel.address if channel else None)
-    started = time.perf_counter()
-    groups = [g.segments for g in reader.partitions()]
-    n_segments = sum(len(g) for g in groups)
-    say(f"planned {n_segments} segments in {len(groups)} tasks ({time.perf_counter() - started:.1f} s)")
-    if not groups:
-        return []
-    if not storage.is_remote(out):
-        out = os.path.abspath(storage.local_path(out))
-        os.makedirs(out, exist_ok=True)
-    sc = spark.sparkContext
-    sc.setJobDescription(f"kafkalog export: {n_segments} segments to {out}")
-    started = time.perf_counter()
-    try:
-        rows = task_plans(spark, groups).mapInArrow(_write_tasks(reader, out, partition_by), "path string, rows long")
-        written = rows.collect()
-    finally:
-        sc.setJobDescription(None)
-    files = sorted(r.path for r in written if r.path)
-    total = sum(r.rows for r in written)
-    say(f"wrote {total} records in {len(files)} Parquet files under {out} ({time.perf_counter() - started:.1f} s)")
-    return files
+class NothingToExportError(InvalidArgumentError):
+    """The roots hold no segment with bytes to export (the CLI's exit 2)."""
 
 
-def _write_tasks(reader, out: str, partition_by: tuple[str, ...]):
-    """The mapInArrow function: per plan row, each segment's batches into one Parquet file."""
+@dataclass(frozen=True)
+class ExportedFile:
+    """One Parquet file of an export: its path or URL, records and bytes."""
 
-    def run(batches):
+    path: str
+    rows: int
+    bytes: int
+
+
+@dataclass
+class ExportResult:
+    """What :func:`export_archive` wrote."""
+
+    out: str
+    files: list[ExportedFile] = field(default_factory=list)
+    segments: int = 0
+    tasks: int = 0
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self.files)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out": self.out, "files": [asdict(f) for f in self.files], "rows": self.rows, "bytes": self.bytes,
+                "segments": self.segments, "tasks": self.tasks, "seconds": round(self.seconds, 3)}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------- paths
+
+
+def _partition_by(partition_by: Iterable[str] | str | None) -> tuple[str, ...]:
+    cols = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by or ())
+    cols = tuple(c.lower() for c in cols)
+    if any(c not in PARTITION_COLUMNS for c in cols) or len(set(cols)) != len(cols):
+        raise InvalidArgumentError(f"partition_by takes distinct columns among {', '.join(PARTITION_COLUMNS)}, "
+                                   f"not {list(partition_by or ())!r}")  # fmt: skip
+    return cols
+
+
+def _dir_of(partition_by: tuple[str, ...], topic: str, partition: int) -> str:
+    """The Hive-style subdir of one (topic, partition); Kafka's topic names need no escaping."""
+    values = {"topic": topic if topic else _NULL_DIR, "partition": str(partition)}
+    return "/".join(f"{c}={values[c]}" for c in partition_by)
+
+
+def _normal_out(out: str | os.PathLike) -> str:
+    out = os.fspath(out)
+    return out.rstrip("/") if storage.is_remote(out) else os.path.abspath(storage.local_path(out))
+
+
+def _inside(path: str, parent: str) -> bool:
+    if storage.is_remote(path) != storage.is_remote(parent):
+        return False
+    if not storage.is_remote(path):
+        path, parent = os.path.realpath(path), os.path.realpath(parent)
+        return path == parent or path.startswith(parent.rstrip(os.sep) + os.sep)
+    return path.rstrip("/") == parent or path.startswith(parent + "/")
+
+
+# --------------------------------------------------------------------------------------- output file system
+
+
+class _Out:
+    """The export dir, local (``os`` calls, fsync) or a URL (``pyarrow.fs``); picklable, resolved lazily."""
+
+    def __init__(self, out: str, options: Mapping[str, str]) -> None:
+        self.out = out
+        self.options = dict(options)
+        self.remote = storage.is_remote(out)
+
+    def path(self, rel: str) -> str:
+        return storage.join(self.out, rel) if self.remote else os.path.join(self.out, *rel.split("/"))
+
+    def _fs(self, url: str) -> tuple[Any, str]:
+        return storage.resolve(url, self.options)
+
+    def open_output(self, target: str):
+        """A writable stream for ``target`` (the caller closes it)."""
+        if not self.remote:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            import pyarrow as pa
+
+            return pa.OSFile(target, "wb")
+        fs, path = self._fs(target)
+        try:
+            return fs.open_output_stream(path)
+        except OSError as exc:
+            raise storage.StorageError(f"{target}: write failed: {one_line(exc)}") from exc
+
+    def publish(self, tmp: str, target: str) -> int:
+        """Make ``tmp`` the file ``target`` (a durable rename on local disk; an object store's upload is already
+        at its final key, see :class:`_FileWriter`); returns the file's size."""
+        if self.remote:
+            return storage.stat_size(target, self.options)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        fsync_dir(os.path.dirname(target))
+        return os.path.getsize(target)
+
+    def remove(self, target: str) -> None:
+        with contextlib.suppress(OSError):
+            if not self.remote:
+                os.unlink(target)
+            else:
+                fs, path = self._fs(target)
+                fs.delete_file(path)
+
+    def listing(self) -> list[str]:
+        """Every file under the export dir (empty when it does not exist)."""
+        if not self.remote:
+            found = []
+            for dirpath, _, names in os.walk(self.out):
+                found.extend(os.path.join(dirpath, n) for n in names)
+            return sorted(found)
+        try:
+            return [e.url for e in storage.list_tree(self.out, self.options)]
+        except storage.ObjectNotFoundError:
+            return []
+
+    def clear(self) -> None:
+        """Remove the export dir's contents (``mode="overwrite"``)."""
+        if not self.remote:
+            import shutil
+
+            if os.path.isdir(self.out):
+                for name in os.listdir(self.out):
+                    full = os.path.join(self.out, name)
+                    shutil.rmtree(full) if os.path.isdir(full) and not os.path.islink(full) else os.unlink(full)
+            return
+        fs, path = self._fs(self.out)
+        try:
+            fs.delete_dir_contents(path, missing_dir_ok=True)
+        except OSError as exc:
+            raise storage.StorageError(f"{self.out}: cannot clear it: {one_line(exc)}") from exc
+
+
+# ------------------------------------------------------------------------------------------------ the task
+
+
+class _FileWriter:
+    """One Parquet file of one task: batches buffered into row groups. On local disk it is written under a hidden
+    temp name and renamed; in an object store straight to its key (an object appears whole when its upload
+    completes, and a rename there is a copy: pyarrow's also leaves a directory marker object behind)."""
+
+    def __init__(self, dest: _Out, target: str, schema: Any, compression: str) -> None:
+        import pyarrow.parquet as pq
+
+        self.dest, self.target = dest, target
+        head, _, name = target.rpartition(os.sep)
+        self.tmp = target if dest.remote else f"{head}{os.sep}.{name}.{uuid.uuid4().hex}.tmp"
+        self.sink = dest.open_output(self.tmp)
+        self.writer = pq.ParquetWriter(self.sink, schema, compression=compression)
+        self.pending: list = []
+        self.pending_rows = 0
+        self.rows = 0
+
+    def write(self, batch) -> None:
+        self.pending.append(batch)
+        self.pending_rows += batch.num_rows
+        if self.pending_rows >= ROW_GROUP_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
         import pyarrow as pa
 
-        from kafkalog.spark.worker_gc import freeze_worker_once
+        if self.pending:
+            self.writer.write_table(pa.Table.from_batches(self.pending), row_group_size=max(self.pending_rows, 1))
+            self.rows += self.pending_rows
+            self.pending, self.pending_rows = [], 0
 
-        freeze_worker_once()
-        for batch in batches:
-            for plan in batch.column("plan").to_pylist():
-                paths, counts = [], []
-                for segment in pickle.loads(plan):
-                    path, n = _write_segment(reader, segment, out, partition_by)
-                    paths.append(path)
-                    counts.append(n)
-                yield pa.RecordBatch.from_pydict({"path": pa.array(paths, pa.string()),
-                                                  "rows": pa.array(counts, pa.int64())})  # fmt: skip
+    def close(self) -> ExportedFile:
+        self.flush()
+        self.writer.close()
+        self.sink.close()
+        size = self.dest.publish(self.tmp, self.target)
+        return ExportedFile(self.target, self.rows, size)
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        with contextlib.suppress(Exception):
+            self.sink.close()
+        self.dest.remove(self.tmp)
+
+
+def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str, ...], compression: str) -> dict:
+    """Run one task: the reader's batches of ``group`` into Parquet files; returns the task's result (files,
+    seconds, and ``error`` when a segment is corrupt: deterministic, so reported instead of raised and retried)."""
+    started = time.perf_counter()
+    files: list[ExportedFile] = []
+    writer: _FileWriter | None = None
+    key = None
+    try:
+        for batch in reader.read(group):
+            if not batch.num_rows:
+                continue
+            topic, partition = batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
+            if writer is None or (partition_by and (topic, partition) != key):
+                if writer is not None:
+                    files.append(writer.close())
+                key = (topic, partition)
+                first = int(batch.column(2)[0].as_py())
+                name = f"part-{task:05d}-{first:020d}.parquet"  # a retry writes the same names
+                rel = f"{_dir_of(partition_by, topic, partition)}/{name}" if partition_by else name
+                writer = _FileWriter(dest, dest.path(rel), batch.schema, compression)
+            writer.write(batch)
+        if writer is not None:
+            files.append(writer.close())
+            writer = None
+    except Exception as exc:
+        if writer is not None:
+            writer.abort()
+        status, _ = describe_error(exc)
+        if status != "corrupt":
+            raise  # I/O and the like: Spark retries the task
+        error = {"type": type(exc).__name__, "message": one_line(exc)}
+        return {"task": task, "files": [asdict(f) for f in files], "error": error,
+                "seconds": time.perf_counter() - started}  # fmt: skip
+    return {"task": task, "files": [asdict(f) for f in files], "error": None, "seconds": time.perf_counter() - started}
+
+
+def _task_function(reader, dest: _Out, partition_by: tuple[str, ...], compression: str):
+    def run(element: tuple[int, Any]) -> dict:
+        task, group = element
+        return _export_group(reader, task, group, dest, partition_by, compression)
 
     return run
 
 
-def _write_segment(reader, segment, out: str, partition_by: tuple[str, ...]) -> tuple[str | None, int]:
-    """(file written, records) for one segment; no file for a segment with no records in range."""
-    item = segment.item
-    values = {"topic": item.topic, "partition": item.partition}
-    subdir = "/".join(f"{c}={quote(str(values[c]), safe='')}" for c in partition_by)
-    name = f"{subdir}/{item.base_offset:020d}-{uuid.uuid4().hex[:12]}.parquet" if subdir else \
-        f"{item.topic}-{item.partition}-{item.base_offset:020d}-{uuid.uuid4().hex[:12]}.parquet"  # fmt: skip
-    keep = [f.name for f in reader.out_schema if f.name not in partition_by]
-    writer = None
-    n = 0
-    target = storage.join(out, name)
+# ---------------------------------------------------------------------------------------------- the driver
+
+
+def _reader(roots: Sequence[str], options: Mapping[str, Any], parallelism: int):
+    from kafkalog.spark.datasource import KafkaLogReader
+
+    # numbers as the strings Spark's options are; other objects (an ``RsmConfig`` for ``rsmConfig``) as given
+    opts = {k: str(v) if isinstance(v, (bool, int, float)) else v for k, v in options.items()
+            if k.lower() not in ("path", "paths")}  # fmt: skip
+    return KafkaLogReader({**opts, "paths": json.dumps(list(roots))}, None, parallelism)
+
+
+def _run_job(spark, work: list, fn, on_progress: ProgressCallback | None, description: str) -> list[dict]:
+    """Collect ``fn`` over ``work`` (one Spark task per element, each carrying only its own element); while it
+    runs, report finished tasks to ``on_progress`` from Spark's status tracker."""
+    sc = spark.sparkContext
+    group = f"{_JOB_GROUP}-{uuid.uuid4().hex[:8]}"
+    box: dict[str, Any] = {}
+
+    def job() -> None:
+        sc.setJobGroup(group, description)
+        try:
+            box["rows"] = sc.parallelize(work, len(work)).map(fn).collect()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+
+    thread = threading.Thread(target=job, name="kafkalog-export", daemon=True)
+    thread.start()
+    tracker = sc.statusTracker()
+    last = -1
     try:
-        for batch in reader.read_segment(segment):
-            if not batch.num_rows:
-                continue
-            batch = batch.select(keep)
-            if writer is None:
-                writer = _open_writer(target, batch.schema, reader.storage)
-            writer.write_batch(batch)
-            n += batch.num_rows
-    finally:
-        if writer is not None:
-            writer.close()
-    return (target if writer is not None else None), n
+        while thread.is_alive():
+            thread.join(0.25)
+            if on_progress is not None:
+                done = _tasks_done(tracker, group)
+                if done != last:
+                    on_progress("write", done, len(work))
+                    last = done
+    except BaseException:  # interrupted (Ctrl-C) or the callback failed: stop the job's tasks too
+        sc.cancelJobGroup(group)
+        raise
+    if "error" in box:
+        raise box["error"]
+    if on_progress is not None and last != len(work):
+        on_progress("write", len(work), len(work))
+    return box["rows"]
 
 
-def _open_writer(target: str, schema, options: dict[str, str]):
-    import pyarrow.parquet as pq
+def _tasks_done(tracker, group: str) -> int:
+    done = 0
+    with contextlib.suppress(Exception):  # the tracker answers None for a job or stage it already dropped
+        for job_id in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job_id)
+            for stage_id in info.stageIds if info else ():
+                stage = tracker.getStageInfo(stage_id)
+                done += stage.numCompletedTasks if stage else 0
+    return done
 
-    if storage.is_remote(target):
-        fs, path = storage.resolve(target, options)
-        return pq.ParquetWriter(path, schema, filesystem=fs)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    return pq.ParquetWriter(target, schema)
+
+def _spark_failure(out: str, exc: BaseException) -> storage.StorageError:
+    """A failed job (tasks out of retries) as a one-line storage error: the Python exception's last line."""
+    lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+    reason = next((x for x in reversed(lines) if re.match(r"^[\w.]+(Error|Exception): ", x)), lines[0] if lines else "")
+    return storage.StorageError(f"{out}: export failed: {reason or type(exc).__name__}")
+
+
+def _raise_task_error(error: dict) -> None:
+    cls = getattr(errors, error["type"], None)
+    if not (isinstance(cls, type) and issubclass(cls, KafkaLogError)):
+        cls = KafkaLogError
+    try:
+        exc = cls(error["message"])
+    except TypeError:
+        exc = KafkaLogError(error["message"])
+    raise exc
+
+
+def export_archive(
+    spark,
+    roots: str | os.PathLike | Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    *,
+    partition_by: Iterable[str] | str | None = PARTITION_COLUMNS,
+    mode: str = "error",
+    compression: str = "snappy",
+    on_progress: ProgressCallback | None = None,
+    **options: Any,
+) -> ExportResult:
+    """Export every record under ``roots`` to Parquet files under ``out`` (a local dir or a URL).
+
+    ``options`` are the DataSource's (``isolation``, ``onCorrupt``, ``verifyCrc``, ``includeDirStates``, the range
+    options, ``maxPartitionBytes``, ``minPartitions``, ``arrowBatchRows``) and the storage options
+    (:data:`kafkalog.storage.STORAGE_OPTIONS`), which serve both the roots and ``out``. ``mode``: ``error``
+    (default: refuse an ``out`` that holds files) or ``overwrite`` (empty it first; refused when a root lies
+    inside it). ``compression``: any ``pyarrow.parquet`` codec (``snappy``, ``zstd``, ``gzip``, ``none``, ...).
+
+    Raises :class:`NothingToExportError` when the roots hold no segment with bytes, the library's error (e.g.
+    ``CorruptRecordError`` naming the segment) when a task met corruption, and ``storage.StorageError`` when
+    writing failed; in every failure the files written are removed and there is no ``_SUCCESS``.
+    """
+    started = time.perf_counter()
+    cols = _partition_by(partition_by)
+    if mode not in ("error", "overwrite"):
+        raise InvalidArgumentError(f"mode must be error or overwrite, not {mode!r}")
+    root_list = [os.fspath(roots)] if isinstance(roots, (str, os.PathLike)) else [os.fspath(r) for r in roots]
+    target = _normal_out(out)
+    dest = _Out(target, storage.storage_options(options))
+    if on_progress is not None:
+        on_progress("plan", 0, 0)
+    reader = _reader(root_list, options, max(1, int(spark.sparkContext.defaultParallelism)))
+    groups = reader.partitions()
+    segments = sum(len(getattr(g, "segments", (g,))) for g in groups)  # a group of segments (or a single part)
+    if not groups:
+        raise NothingToExportError(f"{', '.join(root_list)}: no segments to export")
+    if on_progress is not None:
+        on_progress("plan", segments, segments)
+    existing = dest.listing()
+    if existing and mode == "error":
+        raise InvalidArgumentError(f"{target}: already holds files (mode='overwrite' replaces them)")
+    if existing:
+        for root in root_list:
+            if _inside(root if storage.is_remote(root) else storage.local_path(root), target):
+                raise InvalidArgumentError(f"{target}: refusing to overwrite a dir that holds the root {root}")
+        dest.clear()
+    fn = _task_function(reader, dest, cols, compression)
+    description = f"kafkalog export: {segments} segments to {target}"
+    try:
+        rows = _run_job(spark, list(enumerate(groups)), fn, on_progress, description)
+    except Exception as exc:
+        _remove_ours(dest)
+        raise _spark_failure(target, exc) from exc
+    files = [ExportedFile(**f) for r in sorted(rows, key=lambda r: r["task"]) for f in r["files"]]
+    failed = [r["error"] for r in rows if r["error"] is not None]
+    if failed:
+        _remove_ours(dest)
+        _raise_task_error(failed[0])
+    if on_progress is not None:
+        on_progress("commit", 0, 1)
+    result = ExportResult(target, files, segments, len(groups))
+    result.seconds = time.perf_counter() - started
+    storage.write_bytes(dest.path("_SUCCESS"), (json.dumps(result.to_dict(), indent=1) + "\n").encode(), dest.options)
+    if on_progress is not None:
+        on_progress("commit", 1, 1)
+    return result
+
+
+def holds_files(out: str | os.PathLike, options: Mapping[str, Any] | None = None) -> bool:
+    """True when ``out`` holds any file (:func:`export_archive` refuses it unless ``mode="overwrite"``)."""
+    return bool(_Out(_normal_out(out), storage.storage_options(options)).listing())
+
+
+def _remove_ours(dest: _Out) -> None:
+    """Delete the files an export writes (final and temporary names) and its ``_SUCCESS``; nothing else."""
+    for path in dest.listing():
+        name = storage.basename(path)
+        if _OUR_FILE.match(name) or name == "_SUCCESS":
+            dest.remove(path)
+
+
+def read_export(spark, out: str | os.PathLike):
+    """The export at ``out`` as a DataFrame with the DataSource's schema (partition columns typed as the
+    DataSource types them, whatever Spark would infer from the dir names), columns in the DataSource's order."""
+    from kafkalog.spark.datasource import full_schema
+    from kafkalog.spark.scan import COLUMNS
+
+    return spark.read.schema(full_schema()).parquet(_normal_out(out)).select(*COLUMNS)
+
