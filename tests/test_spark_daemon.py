@@ -88,7 +88,7 @@ def test_reused_worker_freezes_its_objects_once() -> None:
 
 _TASKS_FREEZE = textwrap.dedent(
     """
-    import gc, json, sys
+    import gc, json, pickle, sys
     which, root, in_worker = sys.argv[1], sys.argv[2], sys.argv[3] == "worker"
     if in_worker:
         import pyspark.worker  # what PySpark's daemon has imported in a forked worker before any task
@@ -101,8 +101,9 @@ _TASKS_FREEZE = textwrap.dedent(
         if which == "read":
             reader = KafkaLogReader({"paths": json.dumps([root])})
             return sum(b.num_rows for p in reader.partitions() for b in reader.read(p))
-        run = _check_tasks([discover_segments([root])], False, {})
-        return sum(r.num_rows for r in run([pa.RecordBatch.from_pydict({"task": [0]})]))
+        run = _check_tasks(False, {})
+        plan = pa.RecordBatch.from_pydict({"task": [0], "plan": [pickle.dumps(discover_segments([root]))]})
+        return sum(r.num_rows for r in run([plan]))
 
     before = gc.get_freeze_count()
     rows = task()
