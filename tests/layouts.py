@@ -7,6 +7,7 @@ the clean-shutdown marker), so a load takes the clean path.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -38,3 +39,23 @@ def copied_log_dir(root: Path, partitions: int, segments: int,
     write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT, {("t", p): end for p in range(partitions)})
     write_clean_shutdown(d, 0)
     return d
+
+
+def big_segment(root: Path) -> Path:
+    """``root/big-0``'s first segment: 2,048 batches of one ~4 KiB record (8+ MiB), for tests of how much of a
+    segment a point query brings into memory."""
+    with Log.open(root / "big-0", {"segment.bytes": str(64 << 20)}) as log:
+        for i in range(2048):
+            log.append_as_leader([(b"k%d" % i, bytes([i % 251]) * 4200)], timestamp=1_000_000 + i)
+        log.flush()
+    return root / "big-0" / "00000000000000000000.log"
+
+
+def evict_from_page_cache(path: Path) -> None:
+    """Drop ``path``'s pages from the page cache (written back first), so residency shows what a read brings in."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)

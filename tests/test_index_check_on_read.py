@@ -16,6 +16,7 @@ from test_log_golden import _writable_copy
 
 from kafkalog.log import Log, LogConfig
 from kafkalog.manager import LogManager
+from tests.layouts import big_segment, evict_from_page_cache
 
 pytestmark = needs_golden
 
@@ -176,30 +177,19 @@ def test_a_point_query_reads_the_index_and_a_range_not_the_segment(tmp_path: Pat
     batch with the offset it claims), so the point query brings a small part of an 8 MiB segment into the page
     cache (evicted first with POSIX_FADV_DONTNEED); a wrong entry falls back to the whole file and the answer stays
     right."""
-    import os
     import struct
 
     from kafkalog.log.index_check import checked_range
     from kafkalog.records import iter_record_columns
 
-    props = {"segment.bytes": str(64 << 20)}
-    with Log.open(tmp_path / "big-0", props) as log:
-        for i in range(2048):
-            log.append_as_leader([(b"k%d" % i, bytes([i % 251]) * 4200)], timestamp=1_000_000 + i)
-        log.flush()
-    seg = tmp_path / "big-0" / "00000000000000000000.log"
+    seg = big_segment(tmp_path)
     size = seg.stat().st_size
     assert size > 8 << 20
     for p in seg.parent.iterdir():
         p.chmod(0o444)
 
     def evict() -> None:
-        fd = os.open(seg, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        evict_from_page_cache(seg)
 
     def point(target: int) -> tuple[int, int, list[int]]:
         position, start, end = checked_range(str(seg), 0, target, target)

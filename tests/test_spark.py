@@ -456,19 +456,10 @@ def test_a_point_query_brings_little_of_its_segment_into_memory(spark, tmp_path:
     reads one range; measured as page-cache residency (fincore) after evicting the file (POSIX_FADV_DONTNEED)."""
     import subprocess
 
-    from kafkalog.log import Log
+    from tests.layouts import big_segment, evict_from_page_cache
 
-    with Log.open(tmp_path / "big-0", {"segment.bytes": str(64 << 20)}) as log:
-        for i in range(2048):
-            log.append_as_leader([(b"k%d" % i, bytes([i % 251]) * 4200)], timestamp=1_000_000 + i)
-        log.flush()
-    seg = tmp_path / "big-0" / "00000000000000000000.log"
-    fd = os.open(seg, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    seg = big_segment(tmp_path)
+    evict_from_page_cache(seg)
 
     def resident() -> int:
         out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(seg)], check=True,
