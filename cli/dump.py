@@ -22,20 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kafkalog.checkpoint.clean_shutdown import parse_clean_shutdown
-from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
-from kafkalog.checkpoint.meta_properties import read_meta_properties
-from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
-from kafkalog.checkpoint.partition_metadata import read_partition_metadata_file
 from kafkalog.discovery import kafka_files, nothing_found
 from kafkalog.errors import (
-    CorruptCheckpointError,
     CorruptIndexError,
-    CorruptSnapshotError,
     InvalidArgumentError,
     KafkaLogError,
 )
-from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.metadata.snapshot import parse_snapshot_name
 from kafkalog.names import base_offset_prefix, file_kind
 from kafkalog.records import read_batches
@@ -49,7 +41,14 @@ from .dump_events import (
     InvalidBytes,
     RecordEvent,
     Report,
-    optional_long,
+)
+from .dump_files import (
+    dump_clean_shutdown,
+    dump_leader_epochs,
+    dump_meta_properties,
+    dump_offset_checkpoint,
+    dump_partition_metadata,
+    dump_producer_snapshot,
 )
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, classify, error_path, report_error
 from .output import Event, Line, Output, Progress, Simple, make_output
@@ -495,108 +494,18 @@ def _dump_txn_index(path: str, base: str, st: DumpState) -> None:
         index.close()
 
 
-def _dump_producer_snapshot(path: str, base: str, st: DumpState) -> None:
-    try:
-        entries = read_producer_snapshot(path)
-    except CorruptSnapshotError as exc:
-        st.corrupt()
-        st.problem(str(exc), "corrupt_snapshot", file=path, error=str(exc))
-        return
-    for e in entries:
-        txn_first = e.txn_first_offset
-        line = (
-            f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: {e.coordinator_epoch}"
-            f" currentTxnFirstOffset: {optional_long(txn_first)} lastTimestamp: {e.timestamp}"
-        )
-        data: dict[str, Any] = {
-            "producerId": e.producer_id,
-            "producerEpoch": e.producer_epoch,
-            "coordinatorEpoch": e.coordinator_epoch,
-            "currentTxnFirstOffset": txn_first,
-            "lastTimestamp": e.timestamp,
-        }
-        if e.has_batch:  # Kafka prints the batch metadata only when the entry has some
-            line += (
-                f" firstSequence: {e.first_sequence} lastSequence: {e.last_sequence} lastOffset: {e.last_offset}"
-                f" offsetDelta: {e.offset_delta} timestamp: {e.timestamp}"
-            )
-            data.update(
-                firstSequence=e.first_sequence,
-                lastSequence=e.last_sequence,
-                lastOffset=e.last_offset,
-                offsetDelta=e.offset_delta,
-                timestamp=e.timestamp,
-            )
-        st.emit(Simple(line, data, type="producer"))
-
-
-# --- checkpoints and metadata -----------------------------------------------------------------------------------
-
-
-def _checkpoint_guard(path: str, st: DumpState, read: Callable[[], Any]) -> Any | None:
-    try:
-        return read()
-    except CorruptCheckpointError as exc:
-        st.corrupt()
-        st.problem(f"corrupt checkpoint: {exc}", "corrupt_checkpoint", file=path, error=str(exc))
-        return None
-
-
-def _dump_offset_checkpoint(path: str, base: str, st: DumpState) -> None:
-    offsets = _checkpoint_guard(path, st, lambda: read_offset_checkpoint(path))
-    if offsets is None:
-        return
-    for (topic, partition), offset in offsets.items():
-        data = {"topic": topic, "partition": partition, "offset": offset}
-        st.emit(Simple(f"topic: {topic} partition: {partition} offset: {offset}", data, type="checkpoint"))
-
-
-def _dump_leader_epochs(path: str, base: str, st: DumpState) -> None:
-    entries = _checkpoint_guard(path, st, lambda: read_leader_epoch_checkpoint(path))
-    for e in entries or ():
-        data = {"epoch": e.epoch, "startOffset": e.start_offset}
-        st.emit(Simple(f"epoch: {e.epoch} startOffset: {e.start_offset}", data, type="leader_epoch"))
-
-
-def _dump_partition_metadata(path: str, base: str, st: DumpState) -> None:
-    meta = _checkpoint_guard(path, st, lambda: read_partition_metadata_file(path))
-    if meta is not None:
-        data = {"version": meta.version, "topicId": meta.topic_id}
-        st.emit(Simple(f"version: {meta.version} topicId: {meta.topic_id}", data, type="partition_metadata"))
-
-
-def _dump_meta_properties(path: str, base: str, st: DumpState) -> None:
-    meta = _checkpoint_guard(path, st, lambda: read_meta_properties(path))
-    if meta is not None:
-        data = {
-            "version": meta.version,
-            "clusterId": meta.cluster_id,
-            "nodeId": meta.node_id,
-            "directoryId": meta.directory_id,
-        }
-        line = " ".join(f"{k}: {v}" for k, v in data.items() if v is not None)
-        st.emit(Simple(line, data, type="meta_properties"))
-
-
-def _dump_clean_shutdown(path: str, base: str, st: DumpState) -> None:
-    with open(path, "rb") as f:
-        epoch, error = parse_clean_shutdown(f.read(4096))
-    data = {"brokerEpoch": epoch, "error": error}
-    st.emit(Simple(f"brokerEpoch: {epoch}" + (f" error: {error}" if error else ""), data, type="clean_shutdown"))
-
-
 _HANDLERS: dict[str, Callable[[str, str, DumpState], None]] = {
     "log": _dump_log,
     "kraft-snapshot": _dump_kraft_snapshot,
     "index": _dump_index,
     "timeindex": _dump_time_index,
     "txnindex": _dump_txn_index,
-    "snapshot": _dump_producer_snapshot,
-    "offset-checkpoint": _dump_offset_checkpoint,
-    "leader-epoch-checkpoint": _dump_leader_epochs,
-    "partition-metadata": _dump_partition_metadata,
-    "meta-properties": _dump_meta_properties,
-    "clean-shutdown": _dump_clean_shutdown,
+    "snapshot": dump_producer_snapshot,
+    "offset-checkpoint": dump_offset_checkpoint,
+    "leader-epoch-checkpoint": dump_leader_epochs,
+    "partition-metadata": dump_partition_metadata,
+    "meta-properties": dump_meta_properties,
+    "clean-shutdown": dump_clean_shutdown,
 }
 
 
