@@ -130,9 +130,10 @@ class RecordColumns:
         raw = self.arrays[f"{prefix}_views"]
         fields = raw.view(np.int32).reshape(-1, 4).tolist()
         buffers = (self.source if self.source is not None else memoryview(b""), self.arrays[f"{prefix}_data"].data)
+        valid = self.arrays[f"{prefix}_valid"].tolist()
         out: list[bytes | None] = []
         for i, (n, _, idx, off) in enumerate(fields):
-            if not self.arrays[f"{prefix}_valid"][i]:
+            if not valid[i]:
                 out.append(None)
             elif n <= 12:
                 out.append(raw[16 * i + 4 : 16 * i + 4 + n].tobytes())
