@@ -9,7 +9,7 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import GOLDEN
+from conftest import GOLDEN, golden_segment_logs
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -83,7 +83,7 @@ def test_into_honours_max_size_like_decompress(codec) -> None:
 @pytest.mark.skipif(GOLDEN is None, reason="Kafka golden files not found")
 def test_into_equals_decompress_on_golden_batches() -> None:
     seen = 0
-    for path in sorted(GOLDEN.rglob("*.log")):
+    for path in golden_segment_logs():
         for batch in read_batches(path.read_bytes(), validate=False):
             if batch.magic == 2 and batch.compression in INTO:
                 assert _agree(batch.compression, batch.raw[61:])

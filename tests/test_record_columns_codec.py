@@ -11,7 +11,7 @@ import struct
 import cramjam
 import numpy as np
 import pytest
-from conftest import GOLDEN
+from conftest import GOLDEN, golden_segment_logs
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -218,7 +218,7 @@ def test_zstd_bound_in_c_is_pythons(payload: bytes, real: bytes, cut: int) -> No
 @pytest.mark.skipif(GOLDEN is None, reason="Kafka golden files not found")
 def test_golden_compressed_batches_taken_in_c() -> None:
     seen = 0
-    for path in sorted(GOLDEN.rglob("*.log")):
+    for path in golden_segment_logs():
         for batch in read_batches(path.read_bytes(), validate=False):
             if batch.magic == 2 and batch.compression in (LZ4, ZSTD):
                 assert c_takes(batch.raw) == len(batch.raw), path
