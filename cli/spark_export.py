@@ -22,6 +22,7 @@ from kafkalog.spark.export import holds_files
 from .errors import CliState, CommandError
 from .output import Event, Output, Progress, make_output
 from .storage_opts import storage_option
+from .targets import parse_config_items
 
 #: what each step of ``export_archive``'s progress is called on the bar
 _STEPS = {"plan": "planning", "write": "writing Parquet", "commit": "committing"}
@@ -70,16 +71,6 @@ class _StepBar:
                 self.done = done
 
 
-def _options(pairs: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"must be KEY=VALUE: {pair!r}", param_hint="--option")
-        out[key.strip()] = value
-    return out
-
-
 def _check_roots(roots: list[str], options: dict[str, str]) -> None:
     """Fail before Spark starts: a missing root, a listing that fails, or no segment at all (exit 2)."""
     for root in roots:
@@ -122,7 +113,7 @@ def export(
     except ImportError:
         raise CommandError("pyspark is not installed: pip install 'kafkalog[spark]'") from None
     state = state or CliState()
-    options = {**_options(ds_options), **storage_opts}
+    options = {**parse_config_items(ds_options, param_hint="--option"), **storage_opts}
     cols = () if partition_by.strip().lower() == "none" else tuple(c.strip() for c in partition_by.split(",") if c.strip())
     _check_roots(list(roots), storage_opts)
     if not overwrite and holds_files(out, storage_opts):

@@ -18,14 +18,14 @@ LOG_DIR_FILES = ("meta.properties", "recovery-point-offset-checkpoint", "log-sta
                  "replication-offset-checkpoint", ".kafka_cleanshutdown")  # fmt: skip
 
 
-def parse_config_items(items: tuple[str, ...]) -> dict[str, str]:
-    """``KEY=VALUE`` items as a dict (a usage error for an item without ``=``)."""
+def parse_config_items(items: tuple[str, ...], *, param_hint: str = "--config") -> dict[str, str]:
+    """``KEY=VALUE`` items as a dict, keys stripped (a usage error for an item without ``=`` or without a key)."""
     props = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--config")
-        props[key] = value
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=param_hint)
+        props[key.strip()] = value
     return props
 
 
