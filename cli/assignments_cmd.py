@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from kafkalog.checkpoint.meta_properties import read_meta_properties
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import KafkaLogError, NothingToCheckError
 from kafkalog.metadata.image import read_metadata_log
 from kafkalog.names import parse_partition_dir
 
@@ -127,11 +127,13 @@ def _against_metadata(states: list, metadata_log: str, broker_id: int, show_all:
         raise CommandError(f"{metadata_log}: not a directory")
     try:
         image = read_metadata_log(metadata_log)
+        if not image.topics and not image.brokers:
+            raise NothingToCheckError("no metadata records found", path=metadata_log)
         report = check_broker_dirs(states, image, broker_id)
+    except NothingToCheckError:
+        raise
     except (OSError, KafkaLogError) as exc:
         raise CommandError(f"{metadata_log}: {exc}") from exc
-    if not image.topics and not image.brokers:
-        raise CommandError(f"{metadata_log}: no metadata records found")
     if json_mode:
         click.echo(json.dumps({**report.to_json(include_all=show_all), "metadataProblems": image.problems}))
     else:

@@ -14,6 +14,7 @@ from kafkalog_cli.main import main
 
 from kafkalog.checkpoint.meta_properties import MetaProperties, write_meta_properties
 from kafkalog.checkpoint.partition_metadata import write_partition_metadata
+from kafkalog.errors import NothingToCheckError
 from kafkalog.metadata import (
     LOST,
     MIGRATING,
@@ -239,3 +240,20 @@ def test_a_gap_between_the_snapshot_and_the_log_stops_the_replay(meta: Path, tmp
     assert json.loads(r.stdout)["metadataProblems"] == image.problems
     assert "kafkalog: warning: metadata log:" in CliRunner().invoke(
         main, ["dirs", "assignments", str(d), "--metadata-log", str(meta), "--broker-id", "1"]).stderr
+
+
+def test_a_dir_without_a_metadata_log_is_nothing_to_check(tmp_path: Path) -> None:
+    """An empty (or mistyped) --metadata-log dir is not a controller that registered no broker: exit 2 naming the
+    dir and saying no metadata log is there, in text and under --json."""
+    empty = tmp_path / "__cluster_metadata-0"
+    empty.mkdir()
+    with pytest.raises(NothingToCheckError, match="no metadata log segments or snapshots"):
+        read_metadata_log(empty)
+    d = _log_dir(tmp_path / "d", B1_D, ["orders-0"])
+    r = CliRunner().invoke(main, ["dirs", "assignments", str(d), "--metadata-log", str(empty), "--broker-id", "1"])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == (f"kafkalog: error: {empty}: no metadata log segments or snapshots here "
+                                "(not a __cluster_metadata-0 dir?)")
+    r = CliRunner().invoke(main, ["dirs", "assignments", str(d), "--metadata-log", str(empty), "--broker-id", "1",
+                                  "--json"])
+    assert r.exit_code == 2 and json.loads(r.stdout.splitlines()[-1])["path"] == str(empty)

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidRecordError, KafkaLogError, MessageDecodeError
+from ..errors import InvalidRecordError, KafkaLogError, MessageDecodeError, NothingToCheckError
 from ..names import LOST_DIRECTORY_ID, MIGRATING_DIRECTORY_ID, UNASSIGNED_DIRECTORY_ID
 from ..records import read_batches
 from ..records.control import ControlRecordType, parse_control_type
@@ -247,12 +247,17 @@ def replay(image: MetadataImage, path: str, start_offset: int = 0) -> bool:
 
 def read_metadata_log(partition_dir: str | os.PathLike) -> MetadataImage:
     """The image of a ``__cluster_metadata-0`` dir: the latest snapshot that checks out, then every segment's
-    records from the snapshot's end offset on. I/O errors propagate; unreadable content is in ``problems``."""
+    records from the snapshot's end offset on. I/O errors propagate; unreadable content is in ``problems``; a dir
+    with neither snapshots nor segments is ``NothingToCheckError`` (an empty image would read as "no brokers")."""
     from ..verify.kraft_snapshot import check_kraft_snapshot
 
     root = os.fspath(partition_dir)
     image = MetadataImage()
-    for sid, path in reversed(list_snapshots(root)):
+    snapshots, segments = list_snapshots(root), list_segments(root)
+    if not snapshots and not segments:
+        raise NothingToCheckError("no metadata log segments or snapshots here (not a __cluster_metadata-0 dir?)",
+                                  path=root)
+    for sid, path in reversed(snapshots):
         check = check_kraft_snapshot(path)
         if check.ok:
             replay(image, path)
@@ -261,7 +266,6 @@ def read_metadata_log(partition_dir: str | os.PathLike) -> MetadataImage:
             break
         image.problems.extend(f"{path}: {p} (snapshot skipped)" for p in check.problems)
     start = image.end_offset
-    segments = list_segments(root)
     for i, (base, path) in enumerate(segments):
         next_base = segments[i + 1][0] if i + 1 < len(segments) else None
         if next_base is not None and next_base <= start:
