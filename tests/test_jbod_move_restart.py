@@ -252,3 +252,41 @@ def test_startup_leaves_ambiguous_duplicate_futures_on_disk(tmp_path: Path, capl
             assert f1.exists() and f2.exists()
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and str(f1) in errors[0] and str(f2) in errors[0], errors
+
+
+def _fds_under(path: Path) -> list[str]:
+    """This process's open descriptors on files under ``path``."""
+    out = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            out.append(target)
+    return out
+
+
+def test_a_future_whose_first_flush_fails_releases_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy is opened as a future log, then its flush hits EIO: the target dir goes offline and the opened log's
+    segment files and index mappings are released (nothing else holds them: it was never registered)."""
+    import errno
+
+    from kafkalog.log.log import Log
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    with LogManager([a, b], log_config=CFG) as m:
+        _fill(m, 300)
+        real = Log.flush
+
+        def flush(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - a failing disk under the future
+            if str(self.dir).endswith("-future"):
+                raise OSError(errno.EIO, "Input/output error", str(self.dir))
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(Log, "flush", flush)
+        p = m.alter_replica_log_dir("t", 0, str(b), wait=True)
+        assert p.state == "failed", p
+        assert str(b) in m.offline_log_dirs and m.log_dir_of("t", 0) == str(a)
+        assert _fds_under(b) == []
+        assert len(_keys(m)) == 300

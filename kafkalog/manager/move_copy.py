@@ -358,17 +358,16 @@ class MoveCopier:
         """Open the copy as the partition's future log and register it (returns True once registered); from then
         on it is a future like any other (resumable, dropped by ``abort``)."""
         cfg = future_config(self._host.config_for(mv.key[0]))
+        log = None
         try:
-            if has_segments:
-                log = self._host.open_log(fpath, cfg, log_start_offset=log_start, recovery_point=active_base,
-                               clean_shutdown=True)
-                if log.log_end_offset <= active_base and log.active_segment.base_offset < active_base:
-                    log.roll(active_base)
-            else:
-                log = self._host.open_log(fpath, cfg, log_start_offset=active_base, recovery_point=active_base,
-                               clean_shutdown=True)
+            log = self._host.open_log(fpath, cfg, log_start_offset=log_start if has_segments else active_base,
+                                      recovery_point=active_base, clean_shutdown=True)
+            if has_segments and log.log_end_offset <= active_base and log.active_segment.base_offset < active_base:
+                log.roll(active_base)
             log.flush()
         except (OSError, KafkaStorageError) as exc:
+            if log is not None:  # opened, then the roll or flush failed: nothing else holds its handles
+                log.close_handlers()
             cause = io_cause(exc)
             if cause is not None:
                 self.fail(mv.target, cause, "target")
