@@ -224,3 +224,28 @@ def test_loop_strict_checks_answer_as_the_vectorised_ones(tmp_path: Path) -> Non
         assert loop == vec, (case, tss, toffs, lasts, max_ts)
         seen.add(vec.split(") ", 1)[-1][:20])
     assert len(seen) >= 8  # both checks passed and most of their failure branches were reached
+
+
+def test_size_based_retention_that_deletes_nothing_builds_nothing(tmp_path: Path) -> None:
+    """``retention.bytes`` above the log's size: the retention pass adds up the segments' sizes from a stat of
+    each lazily added ``.log`` and builds no segment; the size it finds is the built segments' sum."""
+    end = _write_log(tmp_path / "t-0", 5)
+    files = sum(p.stat().st_size for p in (tmp_path / "t-0").glob("*.log"))
+    cfg = {**CFG, "retention.ms": "-1"}
+    log = Log.open(tmp_path / "t-0", {**cfg, "retention.bytes": str(files + 1)}, clean_shutdown=True,
+                   recovery_point=end)
+    try:
+        segs = log.segments
+        assert log.size == files and log.delete_old_segments() == 0
+        assert [s.base_offset for s in segs.made()] == [0, 72]  # the oldest, asked about, and the active one
+        assert sum(s.size for s in segs.values()) == files  # now built: the same sum
+    finally:
+        log.close()
+    first = (tmp_path / "t-0" / "00000000000000000000.log").stat().st_size
+    log = Log.open(tmp_path / "t-0", {**cfg, "retention.bytes": str(files - first)}, clean_shutdown=True,
+                   recovery_point=end)
+    try:  # over by the oldest segment's size: only it goes, and only it and the next are built to decide so
+        assert log.delete_old_segments() == 1 and log.log_start_offset == 18
+        assert [s.base_offset for s in log.segments.made()] == [18, 72]
+    finally:
+        log.close()

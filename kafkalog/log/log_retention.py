@@ -109,7 +109,7 @@ class LogRetention:
     def _delete_retention_size_breached(self) -> int:
         limit = self._config.retention_bytes
         if limit < 0:
-            return 0  # before the size: it stats (and builds) every segment
+            return 0  # before the size: it stats every segment
         size = self.size
         if size < limit:
             return 0

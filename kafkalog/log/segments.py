@@ -12,10 +12,12 @@ partition whose old segments nobody reads never builds them; ``base_offsets``, `
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from kafkalog.names import file_name
 from kafkalog.segment import LogSegment
 
 
@@ -199,7 +201,15 @@ class LogSegments:
             return [s for s in (segments[o] for o in self._offsets) if s is not None]
 
     def size_in_bytes(self) -> int:
-        return sum(seg.size for seg in self.values())
+        """Bytes of every segment's ``.log``: a lazily added segment is stat'ed, not built (size-based retention
+        asks on every pass, and building all of a partition's segments for a sum would undo the lazy load)."""
+        with self._lock:
+            items = [(base, self._segments[base]) for base in self._offsets]
+            where = self._dir
+        total = 0
+        for base, seg in items:
+            total += seg.size if seg is not None else os.stat(file_name(where, base, ".log")).st_size  # type: ignore[arg-type]
+        return total
 
     # --- bulk lifecycle ------------------------------------------------------------------------------------------
 
