@@ -26,7 +26,7 @@ from kafkalog.records import (
     read_batches,
     scan_batches,
 )
-from kafkalog.records.batch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
+from kafkalog.records.batch_patch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
 from kafkalog.records.control import ControlRecordType
 from kafkalog.records.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 

@@ -14,7 +14,7 @@ from kafkalog.log.producer_state import AppendOrigin, CompletedTxn
 from kafkalog.log.storage_hooks import storage_op
 from kafkalog.names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name
 from kafkalog.records import CompressionType, Record, RecordBatch, TimestampType, build_batch, read_batches
-from kafkalog.records.batch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
+from kafkalog.records.batch_patch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
 from kafkalog.segment import LogSegment
 
 
