@@ -212,6 +212,17 @@ def _aggregates(df) -> tuple[int, int]:
     return int(row.n), int(row.v or 0)
 
 
+def _in_turns(frames: dict, rounds: int) -> tuple[dict[str, float], dict[str, int]]:
+    """({name: best seconds of :func:`_aggregates`}, {name: tasks}) of warmed-up DataFrames run in turns."""
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, df in frames.items():
+            t = time.perf_counter()
+            _aggregates(df)
+            best[name] = min(best.get(name, 1e9), time.perf_counter() - t)
+    return best, {name: df.rdd.getNumPartitions() for name, df in frames.items()}
+
+
 #: the DataSource reads the scan section times: (label, user-specified schema or None, options, aggregate)
 SCAN_READS = [
     ("full schema", None, {}, "count+sum"),
@@ -463,13 +474,7 @@ def big_remote_section(workdir: Path, rounds: int, mib: int) -> None:
                       for name, opts in reads.items()}  # fmt: skip
             results = {name: _aggregates(df) for name, df in frames.items()}  # warm-up
             assert results["whole"] == results["split"], results
-            best: dict[str, float] = {}
-            for _ in range(rounds):
-                for name, df in frames.items():
-                    t = time.perf_counter()
-                    _aggregates(df)
-                    best[name] = min(best.get(name, 1e9), time.perf_counter() - t)
-            tasks = {name: df.rdd.getNumPartitions() for name, df in frames.items()}
+            best, tasks = _in_turns(frames, rounds)
         finally:
             spark.stop()
     finally:
@@ -601,15 +606,9 @@ def tiny_section(workdir: Path, rounds: int, n_segments: int = 1000) -> None:
     try:
         frames = {name: spark.read.format("kafkalog").schema("offset long, value binary").load(str(workdir / name))
                   for name in ("tiny-0", "one-0")}  # fmt: skip
-        best: dict[str, float] = {}
         for df in frames.values():
             _aggregates(df)  # warm-up: the planner worker, the JVM's first query
-        for _ in range(rounds):
-            for name, df in frames.items():
-                t = time.perf_counter()
-                _aggregates(df)
-                best[name] = min(best.get(name, 1e9), time.perf_counter() - t)
-        tasks = {name: df.rdd.getNumPartitions() for name, df in frames.items()}
+        best, tasks = _in_turns(frames, rounds)
     finally:
         spark.stop()
     print(f"tiny segments, local[2], {n_segments * 30} records; load {_load():.2f}")

@@ -1,6 +1,7 @@
 """The ``kafkalog`` Spark DataSource: ``spark.read.format("kafkalog").load(root)`` reads archived partition logs.
 
-Input partitions are runs of consecutive segments (planned on the driver from names and sizes only; at most
+Input partitions are runs of consecutive segments (planned on the driver from names and sizes; a segment over
+``maxPartitionBytes`` becomes byte ranges cut at checked ``.index`` entries, :mod:`kafkalog.spark.split`; at most
 ``maxPartitionBytes``, default 128 MiB, and small scans spread over at least ``minPartitions`` tasks, by default the
 session's parallelism when :func:`register` registered the source, else 8: :func:`pack_segments`).
 
@@ -74,8 +75,8 @@ from kafkalog.index import TransactionIndex
 from kafkalog.log.index_check import checked_range, rolled_max_timestamp
 from kafkalog.spark import channel
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
-from kafkalog.spark.split import split_big_segments
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
+from kafkalog.spark.split import split_big_segments
 from kafkalog.spark.worker_gc import freeze_worker_once
 from kafkalog.tiered import AivenSegment, as_rsm_config, is_aiven_item, materialize
 
