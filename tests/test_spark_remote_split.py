@@ -157,6 +157,16 @@ def test_a_wrong_remote_index_entry_means_the_segment_is_read_whole(spark, s3, w
     assert _rows(df) == want
 
 
+def test_several_big_remote_segments_are_planned_together(s3, archive: Path) -> None:
+    """Two big segments (planned in the driver's thread pool): the good one split as alone, the bad one whole."""
+    parts = _planned(f"s3://{BUCKET}/archive", maxPartitionBytes=str(MAX), **s3.options)
+    by_dir: dict[str, list] = {}
+    for p in parts:
+        by_dir.setdefault(p.item.partition_dir.split("/archive/")[1], []).append((p.start, p.stop))
+    alone = _planned(f"s3://{BUCKET}/archive/good", maxPartitionBytes=str(MAX), **s3.options)
+    assert by_dir == {"bad/big-0": [(0, None)], "good/big-0": [(p.start, p.stop) for p in alone]}
+
+
 def test_range_options_on_a_split_remote_segment(spark, s3, archive: Path, want, tmp_path: Path) -> None:
     from kafkalog.spark.datasource import read_scan_metrics
 
