@@ -1,7 +1,8 @@
 """Benchmark the Spark validation job and the DataSource against the single-process library loop.
 
     python benchmarks/bench_spark.py [--partitions 200] [--segments 5] [--segment-kib 1024] [--rounds 3] [--dir DIR]
-        [--sections classic,scan,remote,cluster,export,tiny] [--scan-partitions 10] [--values repeated|random]
+        [--sections classic,scan,remote,bigremote,cluster,export,tiny] [--scan-partitions 10] [--big-mib 64]
+        [--values repeated|random]
 
 Generates an archive (``partitions`` x ``segments`` segments written through ``LogSegment.append`` with
 ``build_batch`` batches, so indexes are Kafka's), then in one run: validates it with the library loop in this
@@ -28,6 +29,9 @@ dirs of the same archive, best of ``--rounds``:
   ``mapInArrow`` and hands the JVM rows, never columnar batches) costs before any reader does any work.
 * ``remote``: the validation job and the DataSource full scan on ``local[2]`` reading the archive from moto's S3
   server on 127.0.0.1 against the same partition dirs on local disk.
+* ``bigremote``: one ``--big-mib`` segment (random values) in moto's S3 server, a DataFrame full scan on
+  ``local[2]`` read whole (one task, the default ``maxPartitionBytes``) against split in two byte ranges
+  (``maxPartitionBytes`` half the segment and 1 MiB), in turns, with the driver's planning time of each.
 * ``cluster``: the same two jobs on a standalone cluster (master + 2 one-core workers from the pyspark package,
   127.0.0.1) against ``local[2]``.
 * ``export``: on ``local[2]``, ``export_archive`` (tasks write Parquet with pyarrow) against the DataSource then
@@ -206,6 +210,17 @@ def _best(fn, rounds: int) -> tuple[float, object]:
 def _aggregates(df) -> tuple[int, int]:
     row = df.selectExpr("count(*) AS n", "sum(length(value)) AS v").collect()[0]
     return int(row.n), int(row.v or 0)
+
+
+def _in_turns(frames: dict, rounds: int) -> tuple[dict[str, float], dict[str, int]]:
+    """({name: best seconds of :func:`_aggregates`}, {name: tasks}) of warmed-up DataFrames run in turns."""
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, df in frames.items():
+            t = time.perf_counter()
+            _aggregates(df)
+            best[name] = min(best.get(name, 1e9), time.perf_counter() - t)
+    return best, {name: df.rdd.getNumPartitions() for name, df in frames.items()}
 
 
 #: the DataSource reads the scan section times: (label, user-specified schema or None, options, aggregate)
@@ -433,6 +448,44 @@ def remote_section(root: str, scan_roots: list[str], rounds: int) -> None:
           f"rows/s ({rd:.2f}s): S3 / local {ld / rd:.2f}")
 
 
+def big_remote_section(workdir: Path, rounds: int, mib: int) -> None:
+    """One big segment from moto's S3 server on local[2]: read whole (one task) against split in two byte ranges
+    (``maxPartitionBytes`` half its size and 1 MiB), count + sum(length(value)) in turns, best of ``rounds`` after a
+    warm-up each; and the driver's planning time of each (the split one fetches the ``.index`` and a batch)."""
+    from kafkalog.spark import get_session, register
+    from kafkalog.spark.datasource import KafkaLogReader
+    from tests.s3server import MotoServer, upload_tree
+
+    shutil.rmtree(workdir, ignore_errors=True)
+    size, _ = generate(workdir, 1, 1, mib << 20, "random")
+    server = MotoServer().start()
+    try:
+        upload_tree(server.client(), workdir / "logdir", "bench", "big")
+        url = "s3://bench/big/bench-0"
+        reads = {"whole": {}, "split": {"maxPartitionBytes": str(size // 2 + (1 << 20))}}  # two ranges
+        plan: dict[str, float] = {}
+        for name, opts in reads.items():
+            reader = KafkaLogReader({"path": url, **server.options, **opts})
+            plan[name], _ = _best(reader.partitions, rounds)
+        spark = get_session("local[2]", "bench-bigremote")
+        register(spark)
+        try:
+            frames = {name: spark.read.format("kafkalog").options(**server.options, **opts).load(url)
+                      for name, opts in reads.items()}  # fmt: skip
+            results = {name: _aggregates(df) for name, df in frames.items()}  # warm-up
+            assert results["whole"] == results["split"], results
+            best, tasks = _in_turns(frames, rounds)
+        finally:
+            spark.stop()
+    finally:
+        server.stop()
+    print(f"big remote segment, {size / 1e6:.1f} MB from moto, local[2], {results['whole'][0]} records; "
+          f"load {_load():.2f}")
+    for name in reads:
+        print(f"  {name}: {best[name]:.2f}s ({tasks[name]} tasks), planning {plan[name] * 1000:.0f} ms")
+    print(f"  split / whole: {best['whole'] / best['split']:.2f}x faster")
+
+
 def cluster_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
     """The same two jobs on a 2-worker standalone cluster vs local[2]."""
     from kafkalog.spark import get_session
@@ -553,15 +606,9 @@ def tiny_section(workdir: Path, rounds: int, n_segments: int = 1000) -> None:
     try:
         frames = {name: spark.read.format("kafkalog").schema("offset long, value binary").load(str(workdir / name))
                   for name in ("tiny-0", "one-0")}  # fmt: skip
-        best: dict[str, float] = {}
         for df in frames.values():
             _aggregates(df)  # warm-up: the planner worker, the JVM's first query
-        for _ in range(rounds):
-            for name, df in frames.items():
-                t = time.perf_counter()
-                _aggregates(df)
-                best[name] = min(best.get(name, 1e9), time.perf_counter() - t)
-        tasks = {name: df.rdd.getNumPartitions() for name, df in frames.items()}
+        best, tasks = _in_turns(frames, rounds)
     finally:
         spark.stop()
     print(f"tiny segments, local[2], {n_segments * 30} records; load {_load():.2f}")
@@ -576,7 +623,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--segment-kib", type=int, default=1024)
     ap.add_argument("--scan-partitions", type=int, default=10, help="partition dirs the DataSource scan reads")
     ap.add_argument("--rounds", type=int, default=3, help="timed validation jobs per master (best is reported)")
-    ap.add_argument("--sections", default="classic", help="comma list of classic, scan, remote, cluster, export, tiny")
+    ap.add_argument("--sections", default="classic",
+                    help="comma list of classic, scan, remote, bigremote, cluster, export, tiny")
+    ap.add_argument("--big-mib", type=int, default=64, help="the bigremote section's segment size")
     ap.add_argument("--values", choices=("repeated", "random"), default="repeated",
                     help="record values: 64 distinct ones (default) or 180 random bytes each")
     ap.add_argument(
@@ -608,6 +657,8 @@ def main(argv: list[str] | None = None) -> int:
             scan_section(scan_roots, base / "parquet", args.rounds)
         if "remote" in sections:
             remote_section(root, scan_roots, args.rounds)
+        if "bigremote" in sections:
+            big_remote_section(base / "bigremote", args.rounds, args.big_mib)
         if "cluster" in sections:
             cluster_section(scan_roots, base / "cluster", args.rounds)
         if "export" in sections:

@@ -196,7 +196,7 @@ def test_tiered_objects_sit_in_the_storage_layer() -> None:
              "kafkalog.manager", "kafkalog.segment", "kafkalog_cli")  # fmt: skip
     for mod in tiered:
         assert {t for t in _reaches(graph, mod) if t.startswith(above)} == set(), mod
-    for user in ("kafkalog.verify.segment", "kafkalog.remote", "kafkalog.spark.datasource"):
+    for user in ("kafkalog.verify.segment", "kafkalog.remote", "kafkalog.spark.datasource", "kafkalog.spark.split"):
         assert "kafkalog.tiered.aiven" in _reaches(graph, user), user
     assert not any(t.startswith("kafkalog.tiered") for t in _reaches(graph, "kafkalog.records.reader"))
 

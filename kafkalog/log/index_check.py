@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 
 import numpy as np
 
@@ -164,13 +165,25 @@ def _ordered_entries(stem: str, base_offset: int, size: int) -> np.ndarray | Non
 def _batch_at(f, position: int, size: int):
     """The whole CRC-valid batch starting at ``position`` of the open ``.log`` ``f`` (read with one ``pread``
     of its bytes, nothing else), or None."""
-    head = os.pread(f.fileno(), LOG_OVERHEAD, position)
+    return _batch_read(_pread(f), position, size)
+
+
+def _pread(f) -> Callable[[int, int], bytes]:
+    """``read_at(position, length)`` over the open file ``f``."""
+    fd = f.fileno()
+    return lambda position, length: os.pread(fd, length, position)
+
+
+def _batch_read(read_at: Callable[[int, int], bytes], position: int, size: int):
+    """The whole CRC-valid batch starting at ``position`` of a ``.log`` of ``size`` bytes read through
+    ``read_at(position, length)``: its header (for the length), then its bytes; None if it is not one."""
+    head = read_at(position, LOG_OVERHEAD)
     if len(head) < LOG_OVERHEAD:
         return None
     length = int.from_bytes(head[8:12], "big", signed=True)
     if length <= 0 or position + LOG_OVERHEAD + length > size:
         return None
-    data = os.pread(f.fileno(), LOG_OVERHEAD + length, position)
+    data = read_at(position, LOG_OVERHEAD + length)
     reader = read_batches(data, validate=True)
     for batch in reader:
         return batch
@@ -210,11 +223,16 @@ def _batch_size(f, position: int) -> int:
 _TIME_PROBE_BATCHES = 1024
 
 
-def batch_cuts(log_path: str, base_offset: int, size: int, max_bytes: int) -> list[int]:
+def batch_cuts(log_path: str, base_offset: int, size: int, max_bytes: int,
+               read_at: Callable[[int, int], bytes] | None = None) -> list[int]:  # fmt: skip
     """Positions that split a big segment into byte ranges of at most about ``max_bytes`` (more where index
     entries are further apart), each the start of a batch: taken from the ``.index`` entries, every one used
     checked like a lookup's (a whole CRC-valid batch there with the last offset the entry claims). ``[]`` when the
-    index is missing, fails a check, or has no entry to cut at: the segment is then read whole."""
+    index is missing, fails a check, or has no entry to cut at: the segment is then read whole.
+
+    The ``.index`` is the one beside ``log_path``; the ``.log`` is read there too, unless ``read_at(position,
+    length) -> bytes`` reads it elsewhere (an object in remote storage whose ``.index`` alone was fetched beside
+    ``log_path``): a cut then costs two small reads, the batch's header and the batch."""
     stem = log_path[: -len(".log")]
     if size <= max_bytes or _size(stem + ".index") <= 0:
         return []
@@ -233,9 +251,10 @@ def batch_cuts(log_path: str, base_offset: int, size: int, max_bytes: int) -> li
                     break
             cuts.append(i)
             last = int(pos[i])
-        with open(log_path, "rb") as f:
+        with open(log_path, "rb") if read_at is None else contextlib.nullcontext() as f:
+            read = read_at if f is None else _pread(f)
             for i in cuts:
-                batch = _batch_at(f, int(pos[i]), size)
+                batch = _batch_read(read, int(pos[i]), size)
                 if batch is None or batch.last_offset != int(off[i]):
                     return []
         return [int(pos[i]) for i in cuts]

@@ -1,6 +1,7 @@
 """The ``kafkalog`` Spark DataSource: ``spark.read.format("kafkalog").load(root)`` reads archived partition logs.
 
-Input partitions are runs of consecutive segments (planned on the driver from names and sizes only; at most
+Input partitions are runs of consecutive segments (planned on the driver from names and sizes; a segment over
+``maxPartitionBytes`` becomes byte ranges cut at checked ``.index`` entries, :mod:`kafkalog.spark.split`; at most
 ``maxPartitionBytes``, default 128 MiB, and small scans spread over at least ``minPartitions`` tasks, by default the
 session's parallelism when :func:`register` registered the source, else 8: :func:`pack_segments`).
 
@@ -71,10 +72,11 @@ from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
-from kafkalog.log.index_check import batch_cuts, checked_range, rolled_max_timestamp
+from kafkalog.log.index_check import checked_range, rolled_max_timestamp
 from kafkalog.spark import channel
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
+from kafkalog.spark.split import split_big_segments
 from kafkalog.spark.worker_gc import freeze_worker_once
 from kafkalog.tiered import AivenSegment, as_rsm_config, is_aiven_item, materialize
 
@@ -131,7 +133,7 @@ class SegmentPartition(InputPartition):
     item: SegmentItem
     next_base_offset: int  # exclusive upper bound of offsets in this segment (next segment's base), or _NO_UPPER
     aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (producer_id, first, last) overlapping us
-    start: int = 0  # a big segment's byte range [start, stop), cut at batch starts (:func:`batch_cuts`) ...
+    start: int = 0  # a big segment's byte range [start, stop), cut at batch starts (:mod:`kafkalog.spark.split`) ...
     stop: int | None = None  # ... None: the whole segment
 
     def __post_init__(self) -> None:
@@ -297,11 +299,8 @@ class KafkaLogReader(DataSourceReader):
                     if top is not None and top < b.ts_lo:  # every record of the rolled segment is older
                         continue
                 mine = [a for a in aborted if a[1] < nxt and a[2] >= item.base_offset]
-                cuts = batch_cuts(item.path, item.base_offset, item.size_bytes, self.max_partition_bytes) \
-                    if plain_local else []  # fmt: skip
-                bounds = [0, *cuts, item.size_bytes]
-                for start, stop in zip(bounds, bounds[1:], strict=False):
-                    out.append(SegmentPartition(item, nxt, mine, start, stop if cuts else None))
+                out.append(SegmentPartition(item, nxt, mine))
+        out = split_big_segments(out, self.max_partition_bytes, self.storage, self.rsm)  # byte ranges of big ones
         return pack_segments(out, self.max_partition_bytes, self.min_partitions)
 
     def read(self, partition: SegmentGroup):
@@ -452,12 +451,16 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     lo, hi = b.offset_lo, b.offset_hi
     upper = None if hi >= _NO_UPPER else hi
     size = item.size_bytes
-    if storage.is_remote(item.path) or is_aiven_item(item):  # the indexes alone, then one range of the .log
+    remote = storage.is_remote(item.path) or is_aiven_item(item)
+    if remote and part.stop is not None and lo <= item.base_offset and upper is None and b.ts_lo == _MIN_LONG:
+        # a byte range of a split segment with no bound to seek to: its ends are batch starts, no index needed
+        position, start_offset, end = part.start, item.base_offset, part.stop
+        size = end
+    elif remote:  # the indexes alone, then one range of the .log
         with _indexes_of(item, reader.storage, reader.rsm) as local:
             size = local.size_bytes  # an Aiven object's original segment size
             position, start_offset, end = checked_range(local.path, item.base_offset, lo, upper, ts_lo=b.ts_lo,
                                                         log_size=size)  # fmt: skip
-        m.log_bytes_fetched = max(0, end - position)
     else:  # the indexes answer only after their strict checks against the .log (KIP-263 on first use)
         position, start_offset, end = checked_range(item.path, item.base_offset, lo, upper, ts_lo=b.ts_lo)
     end = min(end, size) if end > position else size
@@ -465,6 +468,8 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
         position, end = max(position, part.start), min(end, part.stop)
         if position >= end:
             return
+    if remote:
+        m.log_bytes_fetched = max(0, end - position)
     m.start_position = position
     aborted = part.aborted if reader.isolation == "read_committed" else None
     seek = start_offset if start_offset > item.base_offset else -(1 << 63)
