@@ -95,7 +95,7 @@ class HostNetwork:
         self._do(["ip", "link", "del", self.bridge], "ip", "link", "add", self.bridge, "type", "bridge")
         self._do(None, "ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
         self._do(None, "ip", "link", "set", self.bridge, "up")
-        for ns, veth, address in zip(self.namespaces, self._veths, self.addresses):
+        for ns, veth, address in zip(self.namespaces, self._veths, self.addresses, strict=True):
             self._do(["ip", "netns", "del", ns], "ip", "netns", "add", ns)
             self._do(["ip", "link", "del", veth], "ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0",
                      "netns", ns)  # fmt: skip

@@ -129,12 +129,11 @@ class StandaloneCluster:
             PYSPARK_PYTHON=self.worker_python, SPARK_LOG_DIR=str(self.workdir / "logs"), **env_extra,
         )  # fmt: skip
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - kept open for the process's life
-        self.procs.append(
-            subprocess.Popen(
-                [*(prefix or []), os.path.join(spark_home, "bin", "spark-class"), *args], env=env, stdout=log, stderr=log,
-                cwd=self.workdir, start_new_session=True,
-            )  # fmt: skip
-        )
+        proc = subprocess.Popen(
+            [*(prefix or []), os.path.join(spark_home, "bin", "spark-class"), *args], env=env, stdout=log, stderr=log,
+            cwd=self.workdir, start_new_session=True,
+        )  # fmt: skip
+        self.procs.append(proc)
 
     def start(self, timeout: float = 120.0) -> StandaloneCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -133,33 +132,19 @@ def _nothing_written_executor_side(cluster: NetnsCluster) -> None:
     assert cluster.private_files() == {i: [] for i in range(cluster.n_workers)}
 
 
-def test_cli_validate_writes_the_reports_on_the_driver(cluster, archive, local_reference) -> None:
-    """``kafkalog spark validate ROOT --master spark://... --out DIR`` in a child process (its own driver, set up
-    by ``spark-defaults.conf`` as a cluster's user would): the reports are in DIR on the driver's host, equal to
-    the local[2] run's, and no worker has any of them."""
-    root, _ = archive
-    out = cluster.private_dir / "cli-report"
-    before = {a["id"] for a in cluster.applications()}
-    cmd = [sys.executable, "-c", "from kafkalog_cli.main import main; main()", "spark", "validate", str(root),
-           "--master", cluster.url, "--out", str(out)]  # fmt: skip
-    proc = subprocess.run(cmd, env=cluster.driver_env(cluster.workdir / "cli-conf"), capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
-    assert proc.returncode == 1, proc.stderr[-3000:]  # the broken CRC: corruption found
-    assert _read_report(out) == local_reference["report"]
-    assert f"CORRUPT {root / DAMAGED / '00000000000000000000.log'}" in proc.stdout
-    _executors_on_both_hosts(cluster, _new_app(cluster, before, "kafkalog-validate"))
-    _nothing_written_executor_side(cluster)
-
-
+@pytest.mark.slow  # a driver in a child process; the CLI test below covers the reports on the module's session
 def test_spark_submit_writes_the_reports_on_the_driver(cluster, archive, local_reference) -> None:
-    """The documented ``spark-submit`` of ``kafkalog.spark.submit`` against the same master."""
+    """The documented ``spark-submit`` of ``kafkalog.spark.submit`` (its own driver, set up by
+    ``spark-defaults.conf`` as a cluster's user would): the reports are in ``--out`` on the driver's host, equal to
+    the local[2] run's, and no worker has any of them. First in the module: the module's session takes every
+    core once it starts."""
     root, _ = archive
     out = cluster.private_dir / "submit-report"
     before = {a["id"] for a in cluster.applications()}
     proc = subprocess.run(cluster.submit_command([str(root), "--out", str(out)]),
                           env=cluster.driver_env(cluster.workdir / "submit-conf"), capture_output=True, text=True,
                           timeout=300)  # fmt: skip
-    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.returncode == 1, proc.stderr[-3000:]  # the broken CRC: corruption found
     assert _read_report(out) == local_reference["report"]
     _executors_on_both_hosts(cluster, _new_app(cluster, before, "kafkalog-validate"))
     _nothing_written_executor_side(cluster)
@@ -194,17 +179,39 @@ def _tasks_per_host(spark) -> dict[str, int]:
     return out
 
 
+def test_cli_validate_writes_the_reports_on_the_driver(cluster, cluster_spark, archive, local_reference) -> None:
+    """``kafkalog spark validate ROOT --master spark://... --out DIR`` (in this process: the command runs on the
+    active cluster session): the reports are in DIR on the driver's host, equal to the local[2] run's, the
+    segments were checked by executors on both hosts, and no worker has any of the files."""
+    from click.testing import CliRunner
+    from kafkalog_cli.main import main
+
+    root, _ = archive
+    out = cluster.private_dir / "cli-report"
+    before = _tasks_per_host(cluster_spark)
+    result = CliRunner().invoke(main, ["spark", "validate", str(root), "--master", cluster.url, "--out", str(out)])
+    assert result.exit_code == 1, result.output  # the broken CRC: corruption found
+    assert f"CORRUPT {root / DAMAGED / '00000000000000000000.log'}" in result.output
+    assert _read_report(out) == local_reference["report"]
+    after = _tasks_per_host(cluster_spark)
+    assert set(after) == set(cluster.network.addresses), after
+    assert all(after[h] > before.get(h, 0) for h in after), (before, after)
+    _nothing_written_executor_side(cluster)
+
+
 def test_datasource_metrics_land_on_the_driver(cluster, cluster_spark, archive, local_reference) -> None:
     """``metricsDir`` on a driver-side path with ``onCorrupt=skip``: the executors on both hosts send their lines
     to the driver, which writes them there; rows and lines equal local[2]'s, the skipped batch is counted."""
     _, bad = archive
     metrics = cluster.private_dir / "metrics"
+    before = _tasks_per_host(cluster_spark)
     got = _scan(cluster_spark, archive[0], metrics)
     assert got == local_reference["scan"]
     damaged = [m for m in got["metrics"] if f"/{DAMAGED}/" in m["segment"]]
     assert [(m["skipped_regions"], m["skipped_bytes"]) for m in damaged] == [(1, bad["sizeInBytes"])]
-    tasks = _tasks_per_host(cluster_spark)
-    assert set(tasks) == set(cluster.network.addresses) and all(tasks.values()), tasks
+    after = _tasks_per_host(cluster_spark)
+    assert set(after) == set(cluster.network.addresses), after
+    assert all(after[h] > before.get(h, 0) for h in after), (before, after)  # both hosts ran scan tasks
     app_id = cluster_spark.sparkContext.applicationId
     assert app_id in {a["id"] for a in cluster.applications()}
     _executors_on_both_hosts(cluster, app_id)
