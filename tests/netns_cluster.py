@@ -145,14 +145,6 @@ class NetnsCluster(StandaloneCluster):
         return ["ip", "netns", "exec", self.network.namespaces[i], "unshare", "--mount", "--propagation", "private",
                 "--", "sh", "-c", _MOUNT_THEN_EXEC, "sh", str(self.private_dir)]  # fmt: skip
 
-    def start(self, timeout: float = 120.0) -> NetnsCluster:
-        try:
-            super().start(timeout)
-        except BaseException:
-            self.network.destroy()
-            raise
-        return self
-
     def worker_pid(self, i: int) -> int:
         return self.procs[1 + i].pid  # procs[0] is the master
 

@@ -136,6 +136,12 @@ class StandaloneCluster:
         self.procs.append(proc)
 
     def start(self, timeout: float = 120.0) -> StandaloneCluster:
+        self.launch(timeout)
+        return self.wait_ready(timeout)
+
+    def launch(self, timeout: float = 120.0) -> None:
+        """Start the master, and the workers once it listens; :meth:`wait_ready` waits for them to register (other
+        work can run meanwhile)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._spawn(["org.apache.spark.deploy.master.Master", "--host", self.host, "--port", str(self.port),
                      "--webui-port", str(self.ui_port)], "master", self.host)  # fmt: skip
@@ -150,6 +156,11 @@ class StandaloneCluster:
                          "--memory", self.memory, "--webui-port", str(self.worker_ui_ports[i]),
                          "--work-dir", str(wdir), self.url], f"worker-{i}", self.worker_host(i), self.worker_prefix(i),
                         SPARK_LOCAL_DIRS=str(wdir / "local"))  # fmt: skip
+
+    def wait_ready(self, timeout: float = 120.0) -> StandaloneCluster:
+        """Wait until every worker has registered with the master; stop everything and raise (with the logs' tails)
+        when one does not."""
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if any(p.poll() is not None for p in self.procs):
                 break

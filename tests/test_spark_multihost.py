@@ -78,7 +78,28 @@ def _scan(spark, root: Path, metrics: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def local_reference(archive, tmp_path_factory) -> dict:
+def launched(tmp_path_factory):
+    """The cluster, its JVMs starting (:func:`cluster` waits for them)."""
+    reason = namespace_support()
+    if reason:
+        pytest.skip(f"no separate hosts: {reason}")
+    workdir = tmp_path_factory.mktemp("netns-cluster")
+    private = tmp_path_factory.mktemp("driver-out")  # the driver's outputs; a private tmpfs on each worker
+    python = clean_venv(workdir / "worker-venv")
+    try:
+        c = NetnsCluster(workdir, python, private)
+    except NamespaceError as exc:
+        pytest.skip(f"no separate hosts: {exc}")
+    try:
+        c.launch()
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def local_reference(launched, archive, tmp_path_factory) -> dict:
+    """The validation reports and the scan on local[2], computed while the cluster's JVMs start."""
     from kafkalog.spark import run_validation
 
     root, _ = archive
@@ -92,22 +113,8 @@ def local_reference(archive, tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    reason = namespace_support()
-    if reason:
-        pytest.skip(f"no separate hosts: {reason}")
-    workdir = tmp_path_factory.mktemp("netns-cluster")
-    private = tmp_path_factory.mktemp("driver-out")  # the driver's outputs; a private tmpfs on each worker
-    python = clean_venv(workdir / "worker-venv")
-    try:
-        c = NetnsCluster(workdir, python, private)
-    except NamespaceError as exc:
-        pytest.skip(f"no separate hosts: {exc}")
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
+def cluster(launched, local_reference) -> NetnsCluster:
+    return launched.wait_ready()
 
 
 def _new_app(cluster: NetnsCluster, before: set[str], name: str) -> str:
