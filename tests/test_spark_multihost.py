@@ -198,12 +198,12 @@ def test_cli_validate_writes_the_reports_on_the_driver(cluster, cluster_spark, a
     before = _tasks_per_host(cluster_spark)
     result = CliRunner().invoke(main, ["spark", "validate", str(root), "--master", cluster.url, "--out", str(out)])
     assert result.exit_code == 1, result.output  # the broken CRC: corruption found
+    _nothing_written_executor_side(cluster)
     assert f"CORRUPT {root / DAMAGED / '00000000000000000000.log'}" in result.output
     assert _read_report(out) == local_reference["report"]
     after = _tasks_per_host(cluster_spark)
     assert set(after) == set(cluster.network.addresses), after
     assert all(after[h] > before.get(h, 0) for h in after), (before, after)
-    _nothing_written_executor_side(cluster)
 
 
 def test_datasource_metrics_land_on_the_driver(cluster, cluster_spark, archive, local_reference) -> None:
@@ -213,6 +213,7 @@ def test_datasource_metrics_land_on_the_driver(cluster, cluster_spark, archive, 
     metrics = cluster.private_dir / "metrics"
     before = _tasks_per_host(cluster_spark)
     got = _scan(cluster_spark, archive[0], metrics)
+    _nothing_written_executor_side(cluster)
     assert got == local_reference["scan"]
     damaged = [m for m in got["metrics"] if f"/{DAMAGED}/" in m["segment"]]
     assert [(m["skipped_regions"], m["skipped_bytes"]) for m in damaged] == [(1, bad["sizeInBytes"])]
@@ -222,7 +223,6 @@ def test_datasource_metrics_land_on_the_driver(cluster, cluster_spark, archive, 
     app_id = cluster_spark.sparkContext.applicationId
     assert app_id in {a["id"] for a in cluster.applications()}
     _executors_on_both_hosts(cluster, app_id)
-    _nothing_written_executor_side(cluster)
 
 
 def test_an_executor_write_lands_in_its_host_private_mount(cluster, cluster_spark) -> None:
