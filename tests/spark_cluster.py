@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -90,45 +91,75 @@ def fresh_session(master: str, app_name: str, **kwargs):
 
 
 class StandaloneCluster:
-    """Master + ``workers`` workers; ``url`` is the master URL. Stop with :meth:`stop`."""
+    """Master + ``workers`` workers; ``url`` is the master URL. Stop with :meth:`stop`.
 
-    def __init__(self, workdir: Path, worker_python: str, workers: int = 2, memory: str = "640m") -> None:
+    Every process listens on ``host`` (127.0.0.1 by default). Subclasses place workers elsewhere through
+    :meth:`worker_host` and :meth:`worker_prefix` (``tests/netns_cluster.py``: one network and mount namespace per
+    worker). Each worker gets its own work dir (``worker-N``) and ``SPARK_LOCAL_DIRS`` (``worker-N/local``).
+    """
+
+    def __init__(self, workdir: Path, worker_python: str, workers: int = 2, memory: str = "640m",
+                 host: str = "127.0.0.1") -> None:  # fmt: skip
         self.workdir = workdir
         self.worker_python = worker_python
         self.n_workers = workers
         self.memory = memory
+        self.host = host
         self.port = free_port()
         self.ui_port = free_port()
-        self.url = f"spark://127.0.0.1:{self.port}"
+        self.worker_ui_ports = [free_port() for _ in range(workers)]
+        self.url = f"spark://{host}:{self.port}"
         self.procs: list[subprocess.Popen] = []
 
-    def _spawn(self, args: list[str], name: str) -> None:
+    def worker_host(self, i: int) -> str:
+        """The address worker ``i`` (and its executors) listens on."""
+        return self.host
+
+    def worker_prefix(self, i: int) -> list[str]:
+        """A command that runs worker ``i``'s ``spark-class`` command (given as its arguments); none here."""
+        return []
+
+    def _spawn(self, args: list[str], name: str, host: str, prefix: list[str] | None = None, **env_extra: str) -> None:
         import pyspark
 
         spark_home = os.path.dirname(pyspark.__file__)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env.update(
-            JAVA_HOME=java_home(), SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1",
-            PYSPARK_PYTHON=self.worker_python, SPARK_LOG_DIR=str(self.workdir / "logs"),
+            JAVA_HOME=java_home(), SPARK_HOME=spark_home, SPARK_LOCAL_IP=host,
+            PYSPARK_PYTHON=self.worker_python, SPARK_LOG_DIR=str(self.workdir / "logs"), **env_extra,
         )  # fmt: skip
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - kept open for the process's life
-        self.procs.append(
-            subprocess.Popen(
-                [os.path.join(spark_home, "bin", "spark-class"), *args], env=env, stdout=log, stderr=log,
-                cwd=self.workdir, start_new_session=True,
-            )  # fmt: skip
-        )
+        proc = subprocess.Popen(
+            [*(prefix or []), os.path.join(spark_home, "bin", "spark-class"), *args], env=env, stdout=log, stderr=log,
+            cwd=self.workdir, start_new_session=True,
+        )  # fmt: skip
+        self.procs.append(proc)
 
     def start(self, timeout: float = 120.0) -> StandaloneCluster:
+        self.launch(timeout)
+        return self.wait_ready(timeout)
+
+    def launch(self, timeout: float = 120.0) -> None:
+        """Start the master, and the workers once it listens; :meth:`wait_ready` waits for them to register (other
+        work can run meanwhile)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self._spawn(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
-                     "--webui-port", str(self.ui_port)], "master")  # fmt: skip
+        self._spawn(["org.apache.spark.deploy.master.Master", "--host", self.host, "--port", str(self.port),
+                     "--webui-port", str(self.ui_port)], "master", self.host)  # fmt: skip
+        deadline = time.monotonic() + timeout
+        # workers started before the master listens retry only 5-15 s later: start them once it does
+        while not self._master_listens() and self.procs[0].poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
         for i in range(self.n_workers):
             wdir = self.workdir / f"worker-{i}"
-            wdir.mkdir(exist_ok=True)
-            self._spawn(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-                         "--memory", self.memory, "--webui-port", str(free_port()), "--work-dir", str(wdir),
-                         self.url], f"worker-{i}")  # fmt: skip
+            (wdir / "local").mkdir(parents=True, exist_ok=True)
+            self._spawn(["org.apache.spark.deploy.worker.Worker", "--host", self.worker_host(i), "--cores", "1",
+                         "--memory", self.memory, "--webui-port", str(self.worker_ui_ports[i]),
+                         "--work-dir", str(wdir), self.url], f"worker-{i}", self.worker_host(i), self.worker_prefix(i),
+                        SPARK_LOCAL_DIRS=str(wdir / "local"))  # fmt: skip
+
+    def wait_ready(self, timeout: float = 120.0) -> StandaloneCluster:
+        """Wait until every worker has registered with the master; stop everything and raise (with the logs' tails)
+        when one does not."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if any(p.poll() is not None for p in self.procs):
@@ -140,18 +171,33 @@ class StandaloneCluster:
         self.stop()
         raise RuntimeError(f"standalone cluster did not come up:\n{logs}")
 
+    def _master_listens(self) -> bool:
+        try:
+            socket.create_connection((self.host, self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def status(self) -> dict:
+        """The master's JSON status (``http://HOST:UI_PORT/json/``: ``workers``, ``activeapps``, ...)."""
+        with urllib.request.urlopen(f"http://{self.host}:{self.ui_port}/json/", timeout=5) as r:
+            return json.load(r)
+
+    def worker_status(self, i: int) -> dict:
+        """Worker ``i``'s JSON status (``executors``, ``finishedexecutors``: each with its ``appid``)."""
+        with urllib.request.urlopen(f"http://{self.worker_host(i)}:{self.worker_ui_ports[i]}/json/", timeout=5) as r:
+            return json.load(r)
+
     def alive_workers(self) -> int:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
-                return int(json.load(r).get("aliveworkers", 0))
+            return int(self.status().get("aliveworkers", 0))
         except (OSError, ValueError):
             return 0
 
     def applications(self) -> list[dict]:
         """Every application the master knows, running or finished (its JSON status: ``id``, ``name``,
         ``state``, ...)."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
-            status = json.load(r)
+        status = self.status()
         return [*status.get("activeapps", []), *status.get("completedapps", [])]
 
     def executor_dirs(self, app_id: str) -> list[Path]:
@@ -159,16 +205,36 @@ class StandaloneCluster:
         return sorted(p for i in range(self.n_workers) for p in (self.workdir / f"worker-{i}" / app_id).glob("*"))
 
     def session_conf(self) -> dict[str, str]:
-        """What a driver in this process needs: loopback addresses, the workers' Python, small executors."""
+        """What a driver in this process needs: the cluster's address, the workers' Python, small executors."""
         return {
-            "spark.driver.host": "127.0.0.1",
-            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.driver.host": self.host,
+            "spark.driver.bindAddress": self.host,
             "spark.pyspark.python": self.worker_python,
             "spark.pyspark.driver.python": sys.executable,
             "spark.executor.memory": "512m",
             "spark.executor.cores": "1",
             "spark.cores.max": str(self.n_workers),
         }
+
+    def driver_env(self, conf_dir: Path) -> dict[str, str]:
+        """The environment of a driver in a child process (``spark-submit``, ``kafkalog spark validate``): Java,
+        the workers' Python, and :meth:`session_conf` as ``spark-defaults.conf`` in ``conf_dir``
+        (``SPARK_CONF_DIR``), the way a cluster's users configure their drivers."""
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in self.session_conf().items()))
+        return {**os.environ, "JAVA_HOME": java_home(), "PYSPARK_PYTHON": self.worker_python,
+                "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": self.host,
+                "SPARK_CONF_DIR": str(conf_dir)}  # fmt: skip
+
+    def submit_command(self, args: list[str]) -> list[str]:
+        """``spark-submit`` of the documented validation job (``kafkalog.spark.submit``) on this master."""
+        import pyspark
+
+        from kafkalog.spark.session import package_zip
+        from kafkalog.spark.submit import entry_point
+
+        spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+        return [spark_submit, "--master", self.url, "--py-files", package_zip(), entry_point(), *args]
 
     def stop(self) -> None:
         for p in reversed(self.procs):  # workers first (they end their executors), then the master

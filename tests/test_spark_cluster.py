@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GOLDEN, needs_golden
-from tests.spark_cluster import StandaloneCluster, clean_venv, fresh_session, java_home
+from tests.spark_cluster import StandaloneCluster, clean_venv, fresh_session
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -80,25 +80,12 @@ def test_spark_submit_runs_the_validation_entry_point(cluster, tmp_path: Path) -
     """The documented command: ``spark-submit --master URL --py-files kafkalog.zip $(python -m kafkalog.spark.submit)
     ROOT --out DIR``, here in a child process against the running cluster. First in the module: the application
     needs the workers' cores, which the module's own session holds once it starts."""
-    import os
     import subprocess
-    import sys
-
-    import pyspark
-
-    from kafkalog.spark.session import package_zip
-    from kafkalog.spark.submit import entry_point
 
     out = tmp_path / "report"
     before = {a["id"] for a in cluster.applications()}
-    env = {**os.environ, "JAVA_HOME": java_home(), "PYSPARK_PYTHON": cluster.worker_python,
-           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}  # fmt: skip
-    cmd = [
-        os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit"), "--master", cluster.url,
-        "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.executor.memory=512m",
-        "--py-files", package_zip(), entry_point(), str(GOLDEN / "unclean" / "input"), "--out", str(out),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    cmd = cluster.submit_command([str(GOLDEN / "unclean" / "input"), "--out", str(out)])
+    proc = subprocess.run(cmd, env=cluster.driver_env(tmp_path / "conf"), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]  # Kafka's damaged copies: corruption found
     summary = (out / "summary.txt").read_text()
     assert "unclean-corrupt-crc-0" in summary and "corrupt" in summary
