@@ -23,6 +23,7 @@
 
 #include "_columns_crc.h"
 #include "_columns_mem.h"
+#include "_columns_arrow.h"
 #include "_columns_wire.h"
 #include "_columns_codec.h"
 
@@ -677,6 +678,7 @@ static PyMethodDef module_methods[] = {
     CRC_METHODS
     CODEC_METHODS
     MEM_METHODS
+    ARROW_METHODS
     {NULL, NULL, 0, NULL},
 };
 
