@@ -9,16 +9,20 @@ typedef struct {
 } Col;
 
 /* ---- memory: finished columns are Blocks (buffer-protocol owners of the malloc'd bytes); a freed Block's
- * memory goes to a small pool that the next builder's large columns take first. Fresh memory costs the kernel's
- * page zeroing on first touch, which for 1 KiB values was a fifth of the decode (perf); chunked decoding (the
- * DataSource, iter_record_columns) frees a chunk's columns while the next ones are built. */
-#define POOL_SLOTS 32
+ * memory goes to a small pool that the next builder's large columns (and to_arrow's buffers) take first. Fresh
+ * memory costs the kernel's page zeroing on first touch, which for 1 KiB values was a fifth of the decode (perf);
+ * chunked decoding (the DataSource, iter_record_columns) frees a chunk's columns while the next ones are built,
+ * and a whole-source read followed by to_arrow() frees the previous call's columns and table.
+ * The pool holds at most POOL_MAX_BYTES of *resident* memory: a malloc'd block counts its capacity, a mapping
+ * only the huge pages up to its length (col_trim gives back the rest when its Block is made), so the large
+ * reservations of a whole-source read cost address space, not pool room. */
+#define POOL_SLOTS 64
 #define POOL_MIN_BLOCK (64 << 10)
-#define POOL_MAX_BYTES ((Py_ssize_t)192 << 20)
+#define POOL_MAX_BYTES ((Py_ssize_t)256 << 20)
 
 static struct {
     char *p;
-    Py_ssize_t cap;
+    Py_ssize_t cap, held; /* held: the resident bytes counted against POOL_MAX_BYTES */
 } pool[POOL_SLOTS];
 static Py_ssize_t pool_bytes;
 /* column allocations of POOL_MIN_BLOCK or more: served by the pool, or fresh memory (for the tests: mem_stats) */
@@ -29,9 +33,11 @@ static unsigned long long mem_reused, mem_fresh;
  * header shares a page with the start of the data, so advising the data splits the mapping, glibc's mremap then
  * fails (EFAULT) and every doubling copies the column into fresh 4 KiB pages. */
 #if defined(__linux__) && defined(MREMAP_MAYMOVE) && defined(MADV_HUGEPAGE)
+#define BIG_MAPPED 1
 #define BIG_COL ((Py_ssize_t)4 << 20)
 #define BIG_ALIGN ((Py_ssize_t)2 << 20)
 #else
+#define BIG_MAPPED 0
 #define BIG_COL PY_SSIZE_T_MAX
 #endif
 
@@ -70,19 +76,53 @@ static char *big_grow(Col *c, Py_ssize_t *ncap) {
 #endif
 }
 
-static void mem_release(char *p, Py_ssize_t cap) {
+/* memory of `cap` bytes of which `held` may be resident: to the pool when it fits, else freed */
+static void mem_release_held(char *p, Py_ssize_t cap, Py_ssize_t held) {
     if (!p) return;
-    if (cap >= POOL_MIN_BLOCK && pool_bytes + cap <= POOL_MAX_BYTES) {
+    if (cap >= POOL_MIN_BLOCK && pool_bytes + held <= POOL_MAX_BYTES) {
         for (int i = 0; i < POOL_SLOTS; i++) {
             if (!pool[i].p) {
                 pool[i].p = p;
                 pool[i].cap = cap;
-                pool_bytes += cap;
+                pool[i].held = held;
+                pool_bytes += held;
                 return;
             }
         }
     }
     mem_free(p, cap);
+}
+
+/* memory whose resident part is not known (all of it may have been written) */
+static void mem_release(char *p, Py_ssize_t cap) { mem_release_held(p, cap, cap); }
+
+/* the resident bytes of a column's memory once col_trim has run: a mapping's huge pages up to len */
+static Py_ssize_t col_held(char *p, Py_ssize_t len, Py_ssize_t cap) {
+#if BIG_MAPPED
+    if (p && cap >= BIG_COL) {
+        Py_ssize_t keep = (len + BIG_ALIGN - 1) & ~(BIG_ALIGN - 1);
+        return keep < cap ? keep : cap;
+    }
+#endif
+    return cap;
+}
+
+/* A mapping's pages past its length (huge-page aligned) given back: a reservation that was never written costs
+ * nothing to drop, and pages that an earlier user of a pooled mapping or a declined batch wrote there would
+ * otherwise stay resident unaccounted. */
+static void col_trim(char *p, Py_ssize_t len, Py_ssize_t cap) {
+#if BIG_MAPPED
+    Py_ssize_t keep = col_held(p, len, cap);
+    if (p && cap >= BIG_COL && keep < cap) (void)madvise(p + keep, (size_t)(cap - keep), MADV_DONTNEED);
+#else
+    (void)p, (void)len, (void)cap;
+#endif
+}
+
+/* a column's memory back to the pool (its unwritten tail dropped first), or freed */
+static void col_release(char *p, Py_ssize_t len, Py_ssize_t cap) {
+    col_trim(p, len, cap);
+    mem_release_held(p, cap, col_held(p, len, cap));
 }
 
 /* the smallest pooled block of at least `want` bytes that is at most 4x that or, for a request of 1 MiB or more,
@@ -99,7 +139,7 @@ static char *pool_take(Py_ssize_t want, Py_ssize_t *cap) {
     if (best < 0) return NULL;
     char *p = pool[best].p;
     *cap = pool[best].cap;
-    pool_bytes -= *cap;
+    pool_bytes -= pool[best].held;
     pool[best].p = NULL;
     return p;
 }
@@ -114,12 +154,15 @@ static int col_grow(Col *c, Py_ssize_t extra) {
         }
         ncap *= 2;
     }
+    /* a mapping grows by mremap (page tables move, bytes do not): a quarter more, not double, so that a
+     * reservation of the whole source is not twice its size and fits the pool once freed */
+    if (ncap >= BIG_COL && want >= BIG_COL) ncap = want > c->cap + c->cap / 4 ? want : c->cap + c->cap / 4;
     if (want >= POOL_MIN_BLOCK / 2) {
         Py_ssize_t pcap;
         char *pooled = pool_take(want, &pcap);
         if (pooled) {
             if (c->len) memcpy(pooled, c->p, (size_t)c->len);
-            mem_release(c->p, c->cap);
+            col_release(c->p, c->len, c->cap);
             c->p = pooled;
             c->cap = pcap;
             mem_reused++;
@@ -187,7 +230,7 @@ static int Block_getbuffer(Block *blk, Py_buffer *view, int flags) {
 }
 
 static void Block_dealloc(Block *blk) {
-    mem_release(blk->p, blk->cap);
+    mem_release_held(blk->p, blk->cap, col_held(blk->p, blk->len, blk->cap)); /* trimmed when made */
     Py_TYPE(blk)->tp_free((PyObject *)blk);
 }
 
@@ -210,6 +253,7 @@ static PyTypeObject BlockType = {
 static PyObject *col_to_block(Col *c) {
     Block *blk = PyObject_New(Block, &BlockType);
     if (!blk) return NULL;
+    col_trim(c->p, c->len, c->cap);
     blk->p = c->p;
     blk->len = c->len;
     blk->cap = c->cap;
