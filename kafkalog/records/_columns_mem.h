@@ -213,7 +213,14 @@ static PyObject *py_mem_stats(PyObject *self, PyObject *args) {
     return Py_BuildValue("(KKi)", mem_reused, mem_fresh, n);
 }
 
+/* for the tests: mem_pool() -> (resident bytes the pool holds, its cap) */
+static PyObject *py_mem_pool(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+    return Py_BuildValue("(nn)", pool_bytes, POOL_MAX_BYTES);
+}
+
 #define MEM_METHODS \
+    {"mem_pool", py_mem_pool, METH_NOARGS, "mem_pool() -> (held, cap): the resident bytes the block pool holds now " \
+     "(a mapping counts its huge pages up to its length) and the most it may hold"}, \
     {"mem_stats", py_mem_stats, METH_VARARGS, \
      "mem_stats(drain=False) -> (reused, fresh, pooled): column allocations of >= 64 KiB served by the block pool " \
      "and by fresh memory so far, and the blocks pooled now (drain: free those first)"},
