@@ -75,7 +75,9 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
     if (count < 0 || count > end / 7) goto decline; /* a record takes at least 7 bytes */
     static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
     for (int k = 0; k < 7; k++)
-        if (col_reserve(&b->c[per_record[k]], count * (k < 5 ? 8 : 1)) < 0) goto fail;
+        if ((!views || (per_record[k] != C_KOFF && per_record[k] != C_VOFF)) && /* views write no offsets */
+            col_reserve(&b->c[per_record[k]], count * (k < 5 ? 8 : 1)) < 0)
+            goto fail;
     if (views && (col_reserve(&b->c[C_KVIEW], count * 16) < 0 || col_reserve(&b->c[C_VVIEW], count * 16) < 0))
         goto fail;
     /* views copy only what does not lie in the source below 2 GiB (view offsets are 32-bit) */
@@ -491,7 +493,9 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
     {
         static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
         for (int k = 0; want > 0 && k < 7; k++)
-            if (col_reserve(&b->c[per_record[k]], want * (k < 5 ? 8 : 1)) < 0) goto error;
+            if ((!b->views || (per_record[k] != C_KOFF && per_record[k] != C_VOFF)) &&
+                col_reserve(&b->c[per_record[k]], want * (k < 5 ? 8 : 1)) < 0)
+                goto error;
         if (b->views && want > 0 &&
             (col_reserve(&b->c[C_KVIEW], want * 16) < 0 || col_reserve(&b->c[C_VVIEW], want * 16) < 0))
             goto error;
