@@ -155,7 +155,10 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
 fail:
     rc = -1;
 decline:
-    for (int i = 0; i < N_RECORD_COLS; i++) b->c[i].len = saved[i];
+    for (int i = 0; i < N_RECORD_COLS; i++) {
+        b->c[i].len = saved[i];
+        b->c[i].touched = b->c[i].cap; /* what the batch wrote past len stays resident: count all of it */
+    }
     return rc;
 }
 
@@ -597,8 +600,8 @@ static PyObject *walk_chain(PyObject *self, PyObject *args) {
     PyBuffer_Release(&view);
     starts = PyBytes_FromStringAndSize(s.p ? s.p : "", s.len);
     crcs = PyBytes_FromStringAndSize(c.p ? c.p : "", c.len);
-    col_release(s.p, s.len, s.cap);
-    col_release(c.p, c.len, c.cap);
+    col_release(s.p, s.len, s.cap, s.touched);
+    col_release(c.p, c.len, c.cap, c.touched);
     if (!starts || !crcs) {
         Py_XDECREF(starts);
         Py_XDECREF(crcs);
@@ -607,8 +610,8 @@ static PyObject *walk_chain(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NNn)", starts, crcs, pos);
 error:
     PyBuffer_Release(&view);
-    col_release(s.p, s.len, s.cap);
-    col_release(c.p, c.len, c.cap);
+    col_release(s.p, s.len, s.cap, s.touched);
+    col_release(c.p, c.len, c.cap, c.touched);
     return NULL;
 }
 
@@ -626,9 +629,9 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
     Py_CLEAR(b->error);
     b->views = views;
     for (int i = 0; i < NCOL; i++) {
-        col_release(b->c[i].p, b->c[i].len, b->c[i].cap);
+        col_release(b->c[i].p, b->c[i].len, b->c[i].cap, b->c[i].touched);
         b->c[i].p = NULL;
-        b->c[i].len = b->c[i].cap = 0;
+        b->c[i].len = b->c[i].cap = b->c[i].touched = 0;
         if (col_grow(&b->c[i], 64) < 0) return -1; /* never NULL: an empty column still has a buffer */
     }
     mem_release(b->scratch.p, b->scratch.cap);
@@ -645,7 +648,7 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
 
 static void Builder_dealloc(Builder *b) {
     Py_CLEAR(b->error);
-    for (int i = 0; i < NCOL; i++) col_release(b->c[i].p, b->c[i].len, b->c[i].cap);
+    for (int i = 0; i < NCOL; i++) col_release(b->c[i].p, b->c[i].len, b->c[i].cap, b->c[i].touched);
     mem_release(b->scratch.p, b->scratch.cap);
     Py_TYPE(b)->tp_free((PyObject *)b);
 }

@@ -12,7 +12,7 @@ static PyObject *new_block(Py_ssize_t n) {
     if (col_grow(&c, n < 64 ? 64 : n) < 0) return NULL;
     c.len = n;
     PyObject *blk = col_to_block(&c);
-    if (!blk) col_release(c.p, c.len, c.cap);
+    if (!blk) col_release(c.p, c.len, c.cap, c.touched);
     return blk;
 }
 

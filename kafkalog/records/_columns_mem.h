@@ -6,6 +6,7 @@
 typedef struct {
     char *p; /* malloc'd, or mapped when BIG_COL or larger (or taken from the block pool); handed to a Block by finish() */
     Py_ssize_t len, cap;
+    Py_ssize_t touched; /* a mapping's bytes from p that may be resident past len (an earlier user's, a declined batch's) */
 } Col;
 
 /* ---- memory: finished columns are Blocks (buffer-protocol owners of the malloc'd bytes); a freed Block's
@@ -13,9 +14,10 @@ typedef struct {
  * memory costs the kernel's page zeroing on first touch, which for 1 KiB values was a fifth of the decode (perf);
  * chunked decoding (the DataSource, iter_record_columns) frees a chunk's columns while the next ones are built,
  * and a whole-source read followed by to_arrow() frees the previous call's columns and table.
- * The pool holds at most POOL_MAX_BYTES of *resident* memory: a malloc'd block counts its capacity, a mapping
- * only the huge pages up to its length (col_trim gives back the rest when its Block is made), so the large
- * reservations of a whole-source read cost address space, not pool room. */
+ * The pool holds at most POOL_MAX_BYTES of *resident* memory: a malloc'd block counts its capacity, a mapping the
+ * huge pages up to the larger of its length and what earlier users wrote (`touched`), so the large reservations
+ * of a whole-source read cost address space, not pool room. A mapping that does not fit so has its pages past
+ * its length given back (col_trim) first; one that fits keeps them, for the next chunk to write into. */
 #define POOL_SLOTS 64
 #define POOL_MIN_BLOCK (64 << 10)
 #define POOL_MAX_BYTES ((Py_ssize_t)256 << 20)
@@ -96,40 +98,49 @@ static void mem_release_held(char *p, Py_ssize_t cap, Py_ssize_t held) {
 /* memory whose resident part is not known (all of it may have been written) */
 static void mem_release(char *p, Py_ssize_t cap) { mem_release_held(p, cap, cap); }
 
-/* the resident bytes of a column's memory once col_trim has run: a mapping's huge pages up to len */
-static Py_ssize_t col_held(char *p, Py_ssize_t len, Py_ssize_t cap) {
+/* the bytes of a column's memory that may be resident: a mapping's huge pages up to the larger of len (and the
+ * up to 128 bytes past it that copy_field's block copies write) and touched; all of a malloc'd block */
+static Py_ssize_t col_held(char *p, Py_ssize_t len, Py_ssize_t cap, Py_ssize_t touched) {
 #if BIG_MAPPED
     if (p && cap >= BIG_COL) {
-        Py_ssize_t keep = (len + BIG_ALIGN - 1) & ~(BIG_ALIGN - 1);
+        Py_ssize_t keep = (len + 128 + BIG_ALIGN - 1) & ~(BIG_ALIGN - 1);
+        if (keep < touched) keep = touched;
         return keep < cap ? keep : cap;
     }
+#else
+    (void)p, (void)len, (void)touched;
 #endif
     return cap;
 }
 
 /* A mapping's pages past its length (huge-page aligned) given back: a reservation that was never written costs
- * nothing to drop, and pages that an earlier user of a pooled mapping or a declined batch wrote there would
- * otherwise stay resident unaccounted. */
+ * nothing to drop, and pages that an earlier user of a pooled mapping or a declined batch wrote there are
+ * dropped with it, so col_held is then exact. */
 static void col_trim(char *p, Py_ssize_t len, Py_ssize_t cap) {
 #if BIG_MAPPED
-    Py_ssize_t keep = col_held(p, len, cap);
+    Py_ssize_t keep = col_held(p, len, cap, 0);
     if (p && cap >= BIG_COL && keep < cap) (void)madvise(p + keep, (size_t)(cap - keep), MADV_DONTNEED);
 #else
     (void)p, (void)len, (void)cap;
 #endif
 }
 
-/* a column's memory back to the pool (its unwritten tail dropped first), or freed */
-static void col_release(char *p, Py_ssize_t len, Py_ssize_t cap) {
-    col_trim(p, len, cap);
-    mem_release_held(p, cap, col_held(p, len, cap));
+/* a column's memory (len bytes written by its last user) back to the pool, or freed */
+static void col_release(char *p, Py_ssize_t len, Py_ssize_t cap, Py_ssize_t touched) {
+    if (!p) return;
+    Py_ssize_t held = col_held(p, len, cap, touched);
+    if (pool_bytes + held > POOL_MAX_BYTES && held > col_held(p, len, cap, 0)) {
+        col_trim(p, len, cap);
+        held = col_held(p, len, cap, 0);
+    }
+    mem_release_held(p, cap, held);
 }
 
 /* the smallest pooled block of at least `want` bytes that is at most 4x that or, for a request of 1 MiB or more,
  * a mapping of any size: a mapping's untouched pages cost only address space, and its touched ones are
  * resident whether they wait here or serve the column (a chunk's reservation follows the bytes left to read, so
  * the last chunks of a source ask for less than the blocks the first ones freed), or NULL */
-static char *pool_take(Py_ssize_t want, Py_ssize_t *cap) {
+static char *pool_take(Py_ssize_t want, Py_ssize_t *cap, Py_ssize_t *held) {
     int best = -1;
     for (int i = 0; i < POOL_SLOTS; i++)
         if (pool[i].p && pool[i].cap >= want &&
@@ -139,6 +150,7 @@ static char *pool_take(Py_ssize_t want, Py_ssize_t *cap) {
     if (best < 0) return NULL;
     char *p = pool[best].p;
     *cap = pool[best].cap;
+    *held = pool[best].held;
     pool_bytes -= pool[best].held;
     pool[best].p = NULL;
     return p;
@@ -158,13 +170,14 @@ static int col_grow(Col *c, Py_ssize_t extra) {
      * reservation of the whole source is not twice its size and fits the pool once freed */
     if (ncap >= BIG_COL && want >= BIG_COL) ncap = want > c->cap + c->cap / 4 ? want : c->cap + c->cap / 4;
     if (want >= POOL_MIN_BLOCK / 2) {
-        Py_ssize_t pcap;
-        char *pooled = pool_take(want, &pcap);
+        Py_ssize_t pcap, pheld;
+        char *pooled = pool_take(want, &pcap, &pheld);
         if (pooled) {
             if (c->len) memcpy(pooled, c->p, (size_t)c->len);
-            col_release(c->p, c->len, c->cap);
+            col_release(c->p, c->len, c->cap, c->touched);
             c->p = pooled;
             c->cap = pcap;
+            c->touched = pheld;
             mem_reused++;
             return 0;
         }
@@ -175,6 +188,7 @@ static int col_grow(Col *c, Py_ssize_t extra) {
         PyErr_NoMemory();
         return -1;
     }
+    if (c->cap < BIG_COL) c->touched = 0; /* a new mapping (mremap keeps the pages, and touched, of the old one) */
     c->p = np_;
     c->cap = ncap;
     return 0;
@@ -229,7 +243,7 @@ static PyObject *py_mem_pool(PyObject *self, PyObject *Py_UNUSED(ignored)) {
 typedef struct {
     PyObject_HEAD
     char *p;
-    Py_ssize_t len, cap;
+    Py_ssize_t len, cap, touched; /* as in Col */
 } Block;
 
 static int Block_getbuffer(Block *blk, Py_buffer *view, int flags) {
@@ -237,7 +251,7 @@ static int Block_getbuffer(Block *blk, Py_buffer *view, int flags) {
 }
 
 static void Block_dealloc(Block *blk) {
-    mem_release_held(blk->p, blk->cap, col_held(blk->p, blk->len, blk->cap)); /* trimmed when made */
+    col_release(blk->p, blk->len, blk->cap, blk->touched);
     Py_TYPE(blk)->tp_free((PyObject *)blk);
 }
 
@@ -260,12 +274,12 @@ static PyTypeObject BlockType = {
 static PyObject *col_to_block(Col *c) {
     Block *blk = PyObject_New(Block, &BlockType);
     if (!blk) return NULL;
-    col_trim(c->p, c->len, c->cap);
     blk->p = c->p;
     blk->len = c->len;
     blk->cap = c->cap;
+    blk->touched = c->touched;
     c->p = NULL;
-    c->len = c->cap = 0;
+    c->len = c->cap = c->touched = 0;
     return (PyObject *)blk;
 }
 
