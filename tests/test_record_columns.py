@@ -442,3 +442,64 @@ def test_header_keys_ascii_runs_then_any_byte_decode_alike(tail: bytes) -> None:
             for impl in IMPLS:
                 same(outcome(data, impl, verify_crc=False), ref)
             same_columns(data, verify_crc=False)
+
+
+_BATCH = st.fixed_dictionaries({
+    "n": st.integers(1, 40), "producer_id": st.integers(-1, (1 << 63) - 1), "producer_epoch": st.integers(-1, 32767),
+    "base_sequence": st.integers(-1, (1 << 31) - 100), "partition_leader_epoch": st.integers(-1, (1 << 31) - 1),
+    "is_transactional": st.booleans(), "log_append": st.booleans(), "legacy": st.sampled_from([None, 0, 1]),
+})  # fmt: skip
+
+
+def _mixed_source(batches: list[dict]) -> bytes:
+    out, offset = [], 0
+    for i, b in enumerate(batches):
+        recs = [(b"k%d" % j, b"v" * (j % 20), [("h", b"x")] if j % 3 == 0 else []) for j in range(b["n"])]
+        if b["legacy"] is not None:
+            if recs:
+                out.append(build_legacy_batch([r[:2] for r in recs], magic=b["legacy"], base_offset=offset))
+        else:
+            out.append(build_batch(
+                recs, base_offset=offset, timestamp=1000 + i, producer_id=b["producer_id"],
+                producer_epoch=b["producer_epoch"], base_sequence=b["base_sequence"],
+                partition_leader_epoch=b["partition_leader_epoch"], is_transactional=b["is_transactional"],
+                timestamp_type=TimestampType.LOG_APPEND_TIME if b["log_append"] else TimestampType.CREATE_TIME,
+                log_append_time=5000 if b["log_append"] else None))  # fmt: skip
+        offset += max(b["n"], 1)
+    return b"".join(out)
+
+
+@pytest.mark.skipif(_compiled is None, reason="the compiled decoder is not built")
+@settings(max_examples=EXAMPLES // 4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_BATCH, max_size=8), st.booleans())
+def test_to_arrow_compiled_buffers_equal_numpy(monkeypatch: pytest.MonkeyPatch, batches: list[dict],
+                                               binary_view: bool) -> None:  # fmt: skip
+    """The per-record batch fields, timestamp type names and int32 offsets that _columns_arrow.h writes equal what
+    numpy makes without the extension, batch sizes (empty ones included) and every field varying."""
+    from kafkalog.records import columns
+
+    cols = read_record_columns(_mixed_source(batches), binary_view=binary_view)
+    table = cols.to_arrow()
+    table.validate(full=True)
+    with monkeypatch.context() as m:
+        m.setattr(columns, "_compiled", None)
+        assert table.equals(cols.to_arrow())
+
+
+@pytest.mark.skipif(_compiled is None, reason="the compiled decoder is not built")
+def test_to_arrow_helpers_refuse_inconsistent_arrays() -> None:
+    starts = np.array([0, 5, 3], dtype=np.int64)
+    with pytest.raises(ValueError, match="batch_start"):
+        _compiled.repeat_batches(starts, 10, np.zeros(3, np.int64), 8)
+    with pytest.raises(ValueError, match="batch_start"):
+        _compiled.repeat_batches(np.array([0, 5], np.int64), 4, np.zeros(2, np.int64), 8)  # past the records
+    with pytest.raises(ValueError, match="batch_start"):
+        _compiled.repeat_batches(np.array([1], np.int64), 4, np.zeros(1, np.int64), 8)
+    with pytest.raises(ValueError, match="one value"):
+        _compiled.repeat_batches(np.array([0], np.int64), 4, np.zeros(1, np.int64), 3)
+    with pytest.raises(ValueError, match="one value"):
+        _compiled.repeat_batches(np.array([0], np.int64), 4, np.zeros(2, np.int64), 8)
+    with pytest.raises(ValueError, match="without a name"):
+        _compiled.repeat_names(np.array([0], np.int64), 4, np.array([5], np.int8), (b"a", b"b"))
+    with pytest.raises(ValueError, match="int64"):
+        _compiled.narrow_offsets(b"1234")

@@ -9,7 +9,7 @@ import gc
 import numpy as np
 import pytest
 
-from kafkalog.records import CompressionType, build_batch, iter_record_columns
+from kafkalog.records import CompressionType, build_batch, iter_record_columns, read_record_columns
 from kafkalog.records.native import compiled
 
 pytestmark = pytest.mark.skipif(compiled is None, reason="kafkalog.records._columns was not built")
@@ -51,3 +51,46 @@ def test_mem_stats_drain_empties_the_pool() -> None:
         pass
     assert compiled.mem_stats()[2] > 0
     assert compiled.mem_stats(True)[2] == 0
+
+
+def _values_source(records: int) -> bytes:
+    """Uncompressed batches of 100 records with ~100 B values (a whole-source read of it makes mapped columns)."""
+    recs = [(b"key-%05d" % i, bytes([i]) * 100, [("h", b"x")] if i % 4 == 0 else []) for i in range(100)]
+    return b"".join(build_batch(recs, base_offset=o, timestamp=1) for o in range(0, records, 100))
+
+
+@pytest.mark.parametrize("binary_view", [False, True])
+def test_whole_source_read_and_table_reuse_the_pool(binary_view: bool) -> None:
+    data = _values_source(60_000)  # ~7.5 MiB: the value column is a mapping, the per-record ones are not
+    gc.collect()
+    compiled.mem_stats(True)
+    first = read_record_columns(data, binary_view=binary_view).to_arrow()
+    expected = first.to_pylist()[::997]
+    del first
+    held, cap = compiled.mem_pool()
+    assert 0 < held <= cap
+    reused0, fresh0, _ = compiled.mem_stats()
+    again = read_record_columns(data, binary_view=binary_view).to_arrow()
+    reused1, fresh1, _ = compiled.mem_stats()
+    assert fresh1 == fresh0  # the columns and the table's buffers all came from what the first call freed
+    assert reused1 - reused0 >= 10
+    assert again.to_pylist()[::997] == expected  # reused memory holds this call's bytes only
+    del again
+    compiled.mem_stats(True)
+    assert compiled.mem_pool()[0] == 0  # drained: the memory went back to the system
+
+
+def test_pool_holds_at_most_its_cap() -> None:
+    gc.collect()
+    compiled.mem_stats(True)
+    cap = compiled.mem_pool()[1]
+    size = cap // 3 + (1 << 20)  # three of these are more than the pool may keep
+    starts = np.zeros(1, dtype=np.int64)
+    blocks = [compiled.repeat_batches(starts, size, bytes([i]), 1) for i in range(3)]
+    assert [bytes(memoryview(b)[-3:]) for b in blocks] == [bytes([i]) * 3 for i in range(3)]
+    del blocks
+    held = compiled.mem_pool()[0]
+    assert 0 < held <= cap
+    assert compiled.mem_stats()[2] == 2  # two fit, the third was unmapped
+    compiled.mem_stats(True)
+    assert compiled.mem_pool()[0] == 0

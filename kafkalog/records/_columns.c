@@ -23,6 +23,7 @@
 
 #include "_columns_crc.h"
 #include "_columns_mem.h"
+#include "_columns_arrow.h"
 #include "_columns_wire.h"
 #include "_columns_codec.h"
 
@@ -74,7 +75,9 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
     if (count < 0 || count > end / 7) goto decline; /* a record takes at least 7 bytes */
     static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
     for (int k = 0; k < 7; k++)
-        if (col_reserve(&b->c[per_record[k]], count * (k < 5 ? 8 : 1)) < 0) goto fail;
+        if ((!views || (per_record[k] != C_KOFF && per_record[k] != C_VOFF)) && /* views write no offsets */
+            col_reserve(&b->c[per_record[k]], count * (k < 5 ? 8 : 1)) < 0)
+            goto fail;
     if (views && (col_reserve(&b->c[C_KVIEW], count * 16) < 0 || col_reserve(&b->c[C_VVIEW], count * 16) < 0))
         goto fail;
     /* views copy only what does not lie in the source below 2 GiB (view offsets are 32-bit) */
@@ -152,7 +155,10 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
 fail:
     rc = -1;
 decline:
-    for (int i = 0; i < N_RECORD_COLS; i++) b->c[i].len = saved[i];
+    for (int i = 0; i < N_RECORD_COLS; i++) {
+        b->c[i].len = saved[i];
+        b->c[i].touched = b->c[i].cap; /* what the batch wrote past len stays resident: count all of it */
+    }
     return rc;
 }
 
@@ -472,15 +478,27 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
     if (hint < 0) hint = end - pos;
     if (max_bytes < hint) hint = (Py_ssize_t)max_bytes + (1 << 20);
     if (!b->views && (col_reserve(&b->c[C_VDATA], hint) < 0 || col_reserve(&b->c[C_KDATA], hint / 4) < 0)) goto error;
-    /* A bounded chunk's per-record columns at their final size up front (the record budget, at most 1M records):
-     * grown batch by batch they were copied by realloc at each doubling. */
+    /* The per-record columns at their final size up front: a bounded chunk's record budget (at most 1M records),
+     * or the records the batch headers of a whole source announce. Grown batch by batch they were copied at each
+     * doubling. */
+    Py_ssize_t want, batches = 0;
     if (max_records < ((long long)1 << 40)) {
-        Py_ssize_t want = (Py_ssize_t)(max_records - b->n_records);
+        want = (Py_ssize_t)(max_records - b->n_records);
         if (want > (1 << 20)) want = 1 << 20;
         want += want / 8; /* the run stops after the batch that reaches the budget: room for that batch's excess */
+    } else if (b->n_records == 0) { /* the first run only: later ones (after a batch Python took) grow as needed */
+        want = chain_counts(p, pos, end, &batches);
+    } else {
+        want = 0;
+    }
+    for (int k = C_BSTART; k < NCOL; k++) /* 8 bytes or fewer a batch */
+        if (batches > 64 && col_reserve(&b->c[k], batches * 8) < 0) goto error;
+    {
         static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
         for (int k = 0; want > 0 && k < 7; k++)
-            if (col_reserve(&b->c[per_record[k]], want * (k < 5 ? 8 : 1)) < 0) goto error;
+            if ((!b->views || (per_record[k] != C_KOFF && per_record[k] != C_VOFF)) &&
+                col_reserve(&b->c[per_record[k]], want * (k < 5 ? 8 : 1)) < 0)
+                goto error;
         if (b->views && want > 0 &&
             (col_reserve(&b->c[C_KVIEW], want * 16) < 0 || col_reserve(&b->c[C_VVIEW], want * 16) < 0))
             goto error;
@@ -582,8 +600,8 @@ static PyObject *walk_chain(PyObject *self, PyObject *args) {
     PyBuffer_Release(&view);
     starts = PyBytes_FromStringAndSize(s.p ? s.p : "", s.len);
     crcs = PyBytes_FromStringAndSize(c.p ? c.p : "", c.len);
-    mem_release(s.p, s.cap);
-    mem_release(c.p, c.cap);
+    col_release(s.p, s.len, s.cap, s.touched);
+    col_release(c.p, c.len, c.cap, c.touched);
     if (!starts || !crcs) {
         Py_XDECREF(starts);
         Py_XDECREF(crcs);
@@ -592,8 +610,8 @@ static PyObject *walk_chain(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NNn)", starts, crcs, pos);
 error:
     PyBuffer_Release(&view);
-    mem_release(s.p, s.cap);
-    mem_release(c.p, c.cap);
+    col_release(s.p, s.len, s.cap, s.touched);
+    col_release(c.p, c.len, c.cap, c.touched);
     return NULL;
 }
 
@@ -611,9 +629,9 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
     Py_CLEAR(b->error);
     b->views = views;
     for (int i = 0; i < NCOL; i++) {
-        mem_release(b->c[i].p, b->c[i].cap);
+        col_release(b->c[i].p, b->c[i].len, b->c[i].cap, b->c[i].touched);
         b->c[i].p = NULL;
-        b->c[i].len = b->c[i].cap = 0;
+        b->c[i].len = b->c[i].cap = b->c[i].touched = 0;
         if (col_grow(&b->c[i], 64) < 0) return -1; /* never NULL: an empty column still has a buffer */
     }
     mem_release(b->scratch.p, b->scratch.cap);
@@ -630,7 +648,7 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
 
 static void Builder_dealloc(Builder *b) {
     Py_CLEAR(b->error);
-    for (int i = 0; i < NCOL; i++) mem_release(b->c[i].p, b->c[i].cap);
+    for (int i = 0; i < NCOL; i++) col_release(b->c[i].p, b->c[i].len, b->c[i].cap, b->c[i].touched);
     mem_release(b->scratch.p, b->scratch.cap);
     Py_TYPE(b)->tp_free((PyObject *)b);
 }
@@ -677,6 +695,7 @@ static PyMethodDef module_methods[] = {
     CRC_METHODS
     CODEC_METHODS
     MEM_METHODS
+    ARROW_METHODS
     {NULL, NULL, 0, NULL},
 };
 

@@ -196,4 +196,23 @@ static inline int take_view(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim,
     return 0;
 }
 
+/* The records and batches of the magic 2 batches that chain from pos (headers only: lengths, magic, counts), for
+ * run() to reserve a whole source's columns once instead of growing them by copies. A hint, never trusted:
+ * it stops at the first header that does not chain, and counts at most a record per 7 bytes of a batch (the
+ * least a record takes uncompressed), so a forged count cannot make it reserve more than the bytes allow. */
+static Py_ssize_t chain_counts(const uint8_t *p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t *batches) {
+    Py_ssize_t records = 0, nb = 0;
+    while (end - pos >= 61) {
+        const uint8_t *h = p + pos;
+        int32_t size = (int32_t)be32(h + 8), count = (int32_t)be32(h + 57);
+        if (h[16] != 2 || size < 49 || (Py_ssize_t)size > end - pos - 12 || count < 0) break;
+        Py_ssize_t most = (Py_ssize_t)(size - 49) / 7;
+        records += count < most ? count : most;
+        nb++;
+        pos += 12 + (Py_ssize_t)size;
+    }
+    *batches = nb;
+    return records;
+}
+
 #endif

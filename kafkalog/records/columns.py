@@ -175,6 +175,9 @@ class RecordColumns:
     def _timestamp_type_arrow(self, pa):
         types = self.arrays["timestamp_type"]
         n = len(self)
+        if _compiled is not None:
+            offsets, data = _compiled.repeat_names(self.arrays["batch_start"], n, types, tuple(_TS_NAMES_BYTES))
+            return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
         if len(types) and bool((types == types[0]).all()):  # one type throughout: no per-batch pieces to join
             name = _TS_NAMES_BYTES[int(types[0]) + 1]
             offsets = np.arange(0, (n + 1) * len(name), len(name), dtype=np.int32)
@@ -202,7 +205,7 @@ class RecordColumns:
             raise InvalidArgumentError(f"unknown record columns {unknown}; known: {list(_ARROW_COLUMNS)}")
         a = self.arrays
         n = len(self)
-        counts = np.diff(np.append(a["batch_start"], n))
+        counts = None if _compiled is not None else np.diff(np.append(a["batch_start"], n))
         cols = {}
         for name in names:
             if name in ("offset", "timestamp"):
@@ -216,8 +219,8 @@ class RecordColumns:
             elif name == "headers":
                 cols[name] = self._headers_arrow(pa)
             else:
-                per_batch = a[name].astype(bool) if name in ("is_transactional", "is_control") else a[name]
-                cols[name] = pa.array(np.repeat(per_batch, counts))
+                flag = name in ("is_transactional", "is_control")
+                cols[name] = _per_record(pa, a[name], a["batch_start"], n, counts, flag)
         if not cols:
             return pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
         return pa.table(cols)
@@ -228,7 +231,23 @@ class RecordColumns:
         hkeys = _arrow_binary(pa, m, a["header_key_offsets"], None, a["header_key_data"], pa.string())
         hvals = _arrow_binary(pa, m, a["header_value_offsets"], a["header_value_valid"], a["header_value_data"])
         struct = pa.StructArray.from_arrays([hkeys, hvals], names=["key", "value"])
-        return pa.ListArray.from_arrays(pa.array(a["header_offsets"].astype(np.int32)), struct)
+        return pa.ListArray.from_arrays(pa.Array.from_buffers(pa.int32(), len(a["header_offsets"]),
+                                                              [None, pa.py_buffer(_int32(a["header_offsets"]))]),
+                                        struct)  # fmt: skip
+
+
+def _int32(offsets: np.ndarray):
+    """int64 offsets as an int32 buffer (the caller has checked that they fit)."""
+    return _compiled.narrow_offsets(offsets) if _compiled is not None else offsets.astype(np.int32)
+
+
+def _per_record(pa, per_batch: np.ndarray, starts: np.ndarray, n: int, counts: np.ndarray | None, flag: bool):
+    """A batch field repeated over each batch's records (``flag``: a uint8 per batch, a ``bool`` column)."""
+    if _compiled is None:
+        return pa.array(np.repeat(per_batch.astype(bool) if flag else per_batch, counts))
+    buf = _compiled.repeat_batches(starts, n, per_batch, 0 if flag else per_batch.itemsize)
+    typ = pa.bool_() if flag else pa.from_numpy_dtype(per_batch.dtype)
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(buf)])
 
 
 def _per_batch_strings(pa, names: list[bytes], counts: list[int]):
@@ -262,7 +281,7 @@ def _arrow_binary(pa, n: int, offsets: np.ndarray, valid: np.ndarray | None, dat
         typ = pa.large_binary() if large else pa.binary()
     elif large:
         typ = pa.large_string()
-    off = offsets if large else offsets.astype(np.int32)
+    off = offsets if large else _int32(offsets)
     validity, nulls = _validity(pa, n, valid)
     return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(off), pa.py_buffer(data)], null_count=nulls)
 
