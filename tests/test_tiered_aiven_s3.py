@@ -99,3 +99,24 @@ def test_datasource_and_validation_job_read_the_bucket(spark, s3, rsm_file: Path
     # and the validation job reports every encrypted segment unreadable
     bare = validate_archive(spark, root, options=s3.options).collect()
     assert {r.status for r in bare} == {"unreadable"} and all("rsm-config" in r.error for r in bare)
+
+
+def test_timestamps_resolve_to_offsets_from_the_bucket(s3, rsm_file: Path) -> None:
+    """Kafka's ListOffsets rule over the encrypted tiered segments (``kafkalog.log.timestamp_offsets``): largest
+    timestamps out of each segment's ``.indexes``, the search over restored chunks; the earliest offset whose
+    timestamp is >= each probe, as the records say."""
+    from kafkalog.discovery import discover_segments
+    from kafkalog.log.timestamp_offsets import PartitionTimes
+    from kafkalog.records import read_record_columns
+
+    recs = []
+    for seg in golden_segments():
+        t = read_record_columns(seg.log).to_arrow(["offset", "timestamp"])
+        recs += list(zip(t["offset"].to_pylist(), t["timestamp"].to_pylist(), strict=True))
+    rsm = load_rsm_config(rsm_file)
+    items = discover_segments(f"s3://{BUCKET}/{PREFIX.rstrip('/')}", options=s3.options, key_prefix=rsm.key_prefix)
+    assert len(items) == 5
+    times = PartitionTimes(items, s3.options, rsm)
+    stamps = sorted({ts for _, ts in recs})
+    for t in [stamps[0] - 1, *stamps[:: max(1, len(stamps) // 12)], stamps[-1], stamps[-1] + 1]:
+        assert times.offset_for(t) == min((o for o, ts in recs if ts >= t), default=None), t
