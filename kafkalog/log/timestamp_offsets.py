@@ -132,7 +132,7 @@ def index_max_timestamp(item: Any, next_base: int, options: dict[str, str] | Non
         return checked_max_timestamp(item.path, item.base_offset, next_base)
     if is_aiven_item(item):
         with _local_indexes(item, options, rsm) as (local, _):
-            return checked_max_timestamp_unverified(local.sibling(".timeindex"), item.base_offset, next_base)
+            return _timeindex_file_top(local.sibling(".timeindex"), item.base_offset, next_base)
     size = item.timeindex_size
     if size < _ENTRY.size or size % _ENTRY.size:
         return None
@@ -140,7 +140,7 @@ def index_max_timestamp(item: Any, next_base: int, options: dict[str, str] | Non
     return _last_entry_top(data, item.base_offset, next_base)
 
 
-def checked_max_timestamp_unverified(path: str, base_offset: int, next_base: int) -> int | None:
+def _timeindex_file_top(path: str, base_offset: int, next_base: int) -> int | None:
     """The last entry of a time index file without its ``.log`` (Kafka's sanity checks: whole entries, offset in
     the segment)."""
     try:

@@ -330,7 +330,7 @@ class KafkaLogReader(DataSourceReader):
         b = self.bounds
         if b.ts_start is None and b.ts_end is None or len(partitions) < 2:
             return [b.for_partition(items, self.storage, self.rsm) for items in partitions]
-        with ThreadPoolExecutor(min(8, len(partitions))) as pool:
+        with ThreadPoolExecutor(min(4, len(partitions))) as pool:
             return list(pool.map(lambda items: b.for_partition(items, self.storage, self.rsm), partitions))
 
     def read(self, partition: SegmentGroup):
