@@ -91,6 +91,13 @@ def test_datasource_and_validation_job_read_the_bucket(spark, s3, rsm_file: Path
          .option("metricsDir", str(m2)).option("startingOffsets", "95").load(root).count())  # fmt: skip
     assert n == 10
     assert read_scan_metrics(str(m2))["log_bytes_fetched"] < sum(len(s.log) for s in golden_segments()[-1:])
+    # timestamps resolve to offsets on the driver, out of the segments' .indexes and restored chunks
+    lo_ts, hi_ts = want[30][1], want[80][1]
+    lo = min(o for o, ts, _, _ in want if ts >= lo_ts)
+    hi = min(o for o, ts, _, _ in want if ts >= hi_ts)
+    ranged = (spark.read.format("kafkalog").options(**s3.options).option("rsmConfig", str(rsm_file))
+              .options(startingTimestamp=str(lo_ts), endingTimestamp=str(hi_ts)).load(root))  # fmt: skip
+    assert sorted(r.offset for r in ranged.select("offset").collect()) == list(range(lo, hi))
     report = validate_archive(spark, root, options=s3.options, rsm=str(rsm_file)).collect()
     assert len(report) == 5 and {r.status for r in report} == {"ok"} and {r.index_status for r in report} == {"ok"}
     # without the configuration: the query fails at planning naming the object, never zero rows

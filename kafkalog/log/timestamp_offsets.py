@@ -227,9 +227,13 @@ class PartitionTimes:
                 self._tops[i] = largest_timestamp(self.items[i], self._next_base(i), self.options, self.rsm)
         return self._tops[i]
 
-    def offset_for(self, timestamp: int) -> int | None:
-        """The earliest offset whose timestamp is >= ``timestamp`` (Kafka's ListOffsets); None when none is."""
+    def offset_for(self, timestamp: int, not_below: int | None = None) -> int | None:
+        """The earliest offset whose timestamp is >= ``timestamp`` (Kafka's ListOffsets); None when none is.
+        ``not_below``: an offset known to be at or below the answer (an earlier timestamp's answer): the segments
+        wholly below it are not looked at."""
         for i, item in enumerate(self.items):
+            if not_below is not None and self._next_base(i) <= not_below:
+                continue
             if i + 1 < len(self.items):
                 top = self.top(i)
                 if top is not None and top < timestamp:

@@ -138,14 +138,16 @@ class Bounds:
         if self.ts_start is None and self.ts_end is None or self.empty():
             return replace(self, ts_start=None, ts_end=None)
         times = PartitionTimes(items, options, rsm)
-        lo, hi = self.offset_lo, self.offset_hi
+        lo, hi, start = self.offset_lo, self.offset_hi, None
         if self.ts_start is not None:
             start = times.offset_for(self.ts_start)
             if start is None:
                 return Bounds(0, -1)
             lo = max(lo, start)
         if self.ts_end is not None and lo <= hi:
-            end = times.offset_for(self.ts_end)
+            # a later timestamp's offset is never below an earlier one's: the end's search starts at the start's
+            floor = start if self.ts_start is not None and self.ts_end >= self.ts_start else None
+            end = times.offset_for(self.ts_end, floor)
             if end is not None:
                 hi = min(hi, end - 1)
         return Bounds(lo, hi)
