@@ -142,3 +142,5 @@ def test_a_damaged_batch_answers_the_offset_before_it(tmp_path: Path) -> None:
     assert offset_for_timestamp(items, T0 + 9_500) == 20  # batch 9 ends below it: the damage could hold it
     assert offset_for_timestamp(items, T0 + 2_000) == _expected(stamps, T0 + 2_000) == 4
     assert offset_for_timestamp(items, T0 + 15_000) == 30  # past the damage, found with the time index
+    # as an end bound the damage is kept inside the range: the answer is looked for in later segments (none here)
+    assert PartitionTimes(items).offset_for(T0 + 10_000, past_damage=True) is None

@@ -18,8 +18,9 @@ Each step reads as little as it can, and no index entry is trusted unchecked:
   position that is not a whole CRC-valid batch of the segment is searched again from the start), reading the
   ``.log`` in bounded ranged chunks, not the whole object; nothing found there (an index that overstated the
   largest timestamp) moves on to the next segment.
-* a damaged batch met by the search answers the offset right after the last whole batch before it: the earliest
-  offset the damage could hold (a reader starting there meets the damage and reports it).
+* a damaged batch met by the search before the answer could hold it: a start bound is the offset right after the
+  last whole batch before it, an end bound is searched for in the following segments (``past_damage``), so a
+  reader of the range meets the damage and reports it rather than the range leaving it out.
 * remote segments' largest timestamps are fetched on a small thread pool, a window at a time, in segment order.
 
 Unlike Kafka's broker, a segment without any timestamp (magic 0) is not given its file's mtime as its largest
@@ -62,13 +63,11 @@ class BatchWalk:
         self.read, self.start, self.size = read, start, size
         self.damaged = False
         self.next_offset = base_offset
-        self.bytes_read = 0
 
     def __iter__(self) -> Iterator[Any]:
         pos, chunk = self.start, FIRST_CHUNK
         while pos < self.size:
             data = self.read(pos, min(self.size, pos + chunk))
-            self.bytes_read += len(data)
             reader = read_batches(data, validate=True)
             for batch in reader:
                 self.next_offset = batch.last_offset + 1
@@ -174,10 +173,11 @@ def largest_timestamp(item: Any, next_base: int, options: dict[str, str] | None 
     return top if top is not None else header_max_timestamp(item, options, rsm)
 
 
-def search_segment(item: Any, timestamp: int, options: dict[str, str] | None = None, rsm: Any = None) -> int | None:
-    """Kafka's ``findOffsetByTimestamp`` in one segment: the first offset whose timestamp >= ``timestamp``; the
-    offset after the last whole batch before a damaged one when the search meets damage first; None when no
-    record of the segment is that late."""
+def search_segment(item: Any, timestamp: int, options: dict[str, str] | None = None,
+                   rsm: Any = None) -> tuple[int | None, bool]:  # fmt: skip
+    """Kafka's ``findOffsetByTimestamp`` in one segment: (the first offset whose timestamp >= ``timestamp``, or
+    None when no record of the segment is that late; False) or, when the search meets a damaged batch first, (the
+    offset after the last whole batch before it, True)."""
     with _local_indexes(item, options, rsm) as (local, size):
         position, _, _ = checked_range(local.path, item.base_offset, item.base_offset, ts_lo=timestamp,
                                        log_size=None if local is item else size)  # fmt: skip
@@ -187,8 +187,8 @@ def search_segment(item: Any, timestamp: int, options: dict[str, str] | None = N
         walk = _walk(item, 0, size, options, rsm)
         found = search_for_timestamp(_first_checked(walk, item.base_offset), timestamp, item.base_offset)
     if found is not None:
-        return found.offset
-    return walk.next_offset if walk.damaged else None
+        return found.offset, False
+    return (walk.next_offset, True) if walk.damaged else (None, False)
 
 
 def _first_checked(walk: BatchWalk, base_offset: int) -> Iterable[Any]:
@@ -227,10 +227,14 @@ class PartitionTimes:
                 self._tops[i] = largest_timestamp(self.items[i], self._next_base(i), self.options, self.rsm)
         return self._tops[i]
 
-    def offset_for(self, timestamp: int, not_below: int | None = None) -> int | None:
+    def offset_for(self, timestamp: int, not_below: int | None = None, *, past_damage: bool = False) -> int | None:
         """The earliest offset whose timestamp is >= ``timestamp`` (Kafka's ListOffsets); None when none is.
+
         ``not_below``: an offset known to be at or below the answer (an earlier timestamp's answer): the segments
-        wholly below it are not looked at."""
+        wholly below it are not looked at. A damaged batch met before the answer could hold it: by default the
+        answer is then the offset after the last whole batch before the damage (the earliest it can be: a start
+        bound that includes the damage); ``past_damage`` goes on with the next segment instead (the latest it can
+        be: an end bound that includes the damaged segment). Either way a reader of the range meets the damage."""
         for i, item in enumerate(self.items):
             if not_below is not None and self._next_base(i) <= not_below:
                 continue
@@ -238,8 +242,8 @@ class PartitionTimes:
                 top = self.top(i)
                 if top is not None and top < timestamp:
                     continue
-            found = search_segment(item, timestamp, self.options, self.rsm)
-            if found is not None:
+            found, damaged = search_segment(item, timestamp, self.options, self.rsm)
+            if found is not None and not (damaged and past_damage):
                 return found
         return None
 

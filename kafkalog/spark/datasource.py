@@ -147,7 +147,7 @@ class Bounds:
         if self.ts_end is not None and lo <= hi:
             # a later timestamp's offset is never below an earlier one's: the end's search starts at the start's
             floor = start if self.ts_start is not None and self.ts_end >= self.ts_start else None
-            end = times.offset_for(self.ts_end, floor)
+            end = times.offset_for(self.ts_end, floor, past_damage=True)
             if end is not None:
                 hi = min(hi, end - 1)
         return Bounds(lo, hi)
