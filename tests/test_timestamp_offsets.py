@@ -16,6 +16,7 @@ from kafkalog.discovery import discover_segments
 from kafkalog.log import Log, LogConfig
 from kafkalog.log.timestamp_offsets import PartitionTimes, largest_timestamp, offset_for_timestamp
 from tests.conftest import GOLDEN, needs_golden
+from tests.oracle import needs_oracle, run_oracle
 
 T0 = 1_700_000_000_000
 
@@ -65,6 +66,46 @@ def test_resolved_offsets_equal_kafkas_list_offsets_on_golden_dirs(src: Path, tm
     if all(t >= 0 for _, t in recs):
         for t in probes:
             assert ours[t] == min((o for o, ts in recs if ts >= t), default=None), t
+
+
+GENERATED = ["gen-gzip-0", "gen-idempotent-0", "gen-index-dense-0", "gen-logappendtime-0", "gen-lz4-0", "gen-none-0",
+             "gen-segments-0", "gen-snappy-0", "gen-txn-0", "gen-zstd-0"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    """A log dir written by Kafka's own code (``kafka-oracle generate``): out-of-order CreateTimes, rolls, every
+    codec, transactions, LogAppendTime."""
+    out = tmp_path_factory.mktemp("oracle") / "logdir"
+    run_oracle("generate", out)
+    return out
+
+
+@needs_oracle
+@pytest.mark.parametrize("case", GENERATED)
+def test_resolved_offsets_equal_kafkas_on_dirs_kafka_generated(generated: Path, case: str) -> None:
+    """Kafka-written partitions with many out-of-order timestamps: the same offsets as ``Log.offset_for_timestamp``
+    and as the definition (the earliest offset whose timestamp is >= t, over the records Kafka wrote)."""
+    from kafkalog.records import read_batches
+
+    d = generated / case
+    assert d.is_dir(), sorted(p.name for p in generated.iterdir())
+    for f in d.iterdir():
+        os.utime(f, (0, 0))
+    recs = [(r.offset, r.timestamp) for f in sorted(d.glob("*.log")) for b in read_batches(str(f))
+            for r in b.records()]  # fmt: skip
+    assert recs
+    stamps = sorted({t for _, t in recs})
+    probes = sorted({stamps[0] - 1, *stamps[:: max(1, len(stamps) // 60)], stamps[-1], stamps[-1] + 1})
+    log = Log.open(d, LogConfig.from_properties({}), clean_shutdown=True)
+    try:
+        kafka = {t: getattr(log.offset_for_timestamp(t), "offset", None) for t in probes}
+    finally:
+        log.close()
+    times = PartitionTimes(discover_segments(str(d)))
+    ours = {t: times.offset_for(t) for t in probes}
+    assert ours == kafka
+    assert ours == {t: min((o for o, ts in recs if ts >= t), default=None) for t in probes}
 
 
 def _write(root: Path, stamps: list[list[int]], props: dict | None = None) -> Path:
