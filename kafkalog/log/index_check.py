@@ -286,9 +286,12 @@ def rolled_max_timestamp(log_path: str, base_offset: int, next_base_offset: int)
 
 
 def checked_max_timestamp(log_path: str, base_offset: int, next_base_offset: int) -> int | None:
-    """:func:`rolled_max_timestamp` once the entry it comes from is checked against the ``.log`` as a lookup's
-    entries are (:func:`_time_entry_ok`: the batch holding its offset is whole, CRC-valid and has that max
-    timestamp, found from a checked ``.index`` entry); None when anything fails (the caller reads batch headers)."""
+    """A rolled segment's largest timestamp from its ``.timeindex``: the last entry, checked against the ``.log``
+    as a lookup's entries are (:func:`_time_entry_ok`: the batch holding its offset is whole, CRC-valid and has that
+    max timestamp, found from a checked ``.index`` entry), then, as Kafka's ``LogSegment.readLargestTimestamp``,
+    the larger of it and every batch after that entry (a time index cut short at an entry boundary passes every
+    other check). Reads the segment's tail from that entry on; None when anything fails (the caller reads batch
+    headers)."""
     top = rolled_max_timestamp(log_path, base_offset, next_base_offset)
     if top is None:
         return None
@@ -311,10 +314,20 @@ def checked_max_timestamp(log_path: str, base_offset: int, next_base_offset: int
                 batch = _batch_at(f, int(entries["position"][i]), size)
                 return batch is not None and batch.last_offset == int(entries["offset"][i])
 
-            ok = _time_entry_ok(f, entries, int(last.timestamp), int(last.offset), size, entry_ok)
+            if not _time_entry_ok(f, entries, int(last.timestamp), int(last.offset), size, entry_ok):
+                return None
+        i = int(np.searchsorted(entries["offset"], int(last.offset), side="right")) - 1 if len(entries) else -1
+        reader = read_batches(log_path, position=int(entries["position"][i]) if i >= 0 else 0, validate=True,
+                              populate=False)  # fmt: skip
+        try:
+            for batch in reader:
+                top = max(top, batch.max_timestamp)
+            whole = reader.error is None
+        finally:
+            reader.close()
     except (KafkaLogError, OSError):
         return None
-    return top if ok else None
+    return top if whole else None
 
 
 def _size(path: str) -> int:

@@ -9,8 +9,8 @@ earliest offset whose timestamp is >= T; None when no record is that late.
 Each step reads as little as it can, and no index entry is trusted unchecked:
 
 * a rolled segment's largest timestamp is its ``.timeindex``'s last entry (Kafka appends the segment's max when it
-  rolls): on local disk checked against the ``.log`` (:func:`kafkalog.log.index_check.checked_max_timestamp`); of
-  a remote object, the last 12 bytes with one ranged read (Kafka's sanity checks only: size, offset in the
+  rolls): on local disk checked against the ``.log`` and raised by any batch after it, as Kafka's
+  ``readLargestTimestamp`` does (:func:`kafkalog.log.index_check.checked_max_timestamp`); of a remote object, the last 12 bytes with one ranged read (Kafka's sanity checks only: size, offset in the
   segment); of an Aiven tiered segment, the time index out of its ``.indexes``. When that is unusable the batch
   headers of the ``.log`` give it (CRC-checked, records not decoded). The last segment needs none: nothing follows.
 * the segment found is searched from the position its indexes give (on local disk checked against the ``.log``
