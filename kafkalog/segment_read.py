@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError
@@ -55,6 +56,20 @@ def _successor_first(batch: RecordBatch | None) -> float:
         return served_span(batch)[0]
     except CorruptRecordError:
         return math.inf
+
+
+def search_for_timestamp(batches: Iterable[RecordBatch], timestamp: int, starting_offset: int) -> TimestampAndOffset | None:
+    """Kafka's ``FileRecords.searchForTimestamp``, the last step of ``LogSegment.findOffsetByTimestamp``: in
+    ``batches`` (file order, from the position the indexes gave), the first batch whose max timestamp is >=
+    ``timestamp``, then its first record with timestamp >= ``timestamp`` and offset >= ``starting_offset``; on to
+    the next such batch when it has none. Only the batches that can hold the answer are decoded."""
+    for batch in batches:
+        if batch.max_timestamp >= timestamp:
+            for rec in batch.records():
+                if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                    epoch = batch.partition_leader_epoch if batch.magic >= 2 else None
+                    return TimestampAndOffset(rec.timestamp, rec.offset, epoch if epoch is None or epoch >= 0 else None)
+    return None
 
 
 class SegmentReads:
@@ -173,13 +188,7 @@ class SegmentReads:
         ts_entry = self._time_index.lookup(timestamp)
         position = self._offset_index.lookup(max(ts_entry[1], start_off))[1]
         it, _ = self.scan(position)
-        for batch in it:
-            if batch.max_timestamp >= timestamp:
-                for rec in batch.records():
-                    if rec.timestamp >= timestamp and rec.offset >= start_off:
-                        epoch = batch.partition_leader_epoch if batch.magic >= 2 else None
-                        return TimestampAndOffset(rec.timestamp, rec.offset, epoch if epoch is None or epoch >= 0 else None)
-        return None
+        return search_for_timestamp(it, timestamp, start_off)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (reads from the last offset-index entry onward). An index nobody has

@@ -302,3 +302,11 @@ def test_the_record_and_log_layers_do_not_import_the_metadata_package() -> None:
     for mod in lower:
         assert not {t for t in _reaches(graph, mod) if t.startswith("kafkalog.metadata")}, mod
     assert "kafkalog.manager.log_manager" not in _reaches(graph, "kafkalog.metadata.image")
+
+
+def test_timestamp_resolution_lives_in_the_library() -> None:
+    """The DataSource only calls Kafka's ListOffsets rule (``kafkalog.log.timestamp_offsets``), which knows
+    nothing of Spark."""
+    graph, _ = _graph()
+    assert "kafkalog.log.timestamp_offsets" in graph["kafkalog.spark.datasource"]
+    assert not any(t.startswith("kafkalog.spark") for t in _reaches(graph, "kafkalog.log.timestamp_offsets"))

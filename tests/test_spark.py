@@ -264,20 +264,24 @@ def test_datasource_range_options_read_fewer_batches(spark, tmp_path: Path) -> N
     assert 0 < p["batches_read"] < f["batches_read"] / 3  # the .index seek and the upper bound's stop
     assert p["bytes_read"] < f["bytes_read"] / 3
 
-    # timestamps: [startingTimestamp, endingTimestamp) per record, the lower bound sought with the time index
+    # timestamps resolve to offsets (Kafka's ListOffsets: the earliest offset whose timestamp is >= T) and the
+    # partition is read over [start, end) by offset: golden-none-0's out-of-order timestamps come back by offset
     records = _manifest_records("golden-none-0")
     ts = sorted(r[1] for r in records)
     lo, hi = ts[len(ts) // 4], ts[3 * len(ts) // 4]
+
+    def first_at(recs: list[tuple], t: int) -> int:
+        return min(r[0] for r in recs if r[1] >= t)
+
     tdf = spark.read.format("kafkalog").options(startingTimestamp=str(lo), endingTimestamp=str(hi))
-    want = sorted(r for r in records if lo <= r[1] < hi)
+    want = sorted(r for r in records if first_at(records, lo) <= r[0] < first_at(records, hi))
     assert want and sorted(_rows_as_manifest(tdf.load(str(GOLDEN / "logdir" / "golden-none-0")).collect())) == want
-    # a timestamp lower bound drops rolled segments whose time index ends below it (their last entry is the
-    # segment's max timestamp), then seeks in the first one it keeps
+    # a timestamp lower bound drops the segments before the one holding its offset and seeks in that one
     srecs = _manifest_records("golden-segments-0")
     tlo = sorted(r[1] for r in srecs)[len(srecs) * 4 // 5]
     tmetrics = str(tmp_path / "ts")
     tseg = spark.read.format("kafkalog").options(startingTimestamp=str(tlo), metricsDir=tmetrics).load(seg)
-    assert sorted(_rows_as_manifest(tseg.collect())) == sorted(r for r in srecs if r[1] >= tlo)
+    assert sorted(_rows_as_manifest(tseg.collect())) == sorted(r for r in srecs if r[0] >= first_at(srecs, tlo))
     assert 0 < read_scan_metrics(tmetrics)["segments"] < f["segments"] / 2
     # a whole archive: every partition gets the same offset range
     both = spark.read.format("kafkalog").options(startingOffsets="5", endingOffsets="7").load(root)

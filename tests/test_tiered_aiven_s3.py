@@ -91,6 +91,13 @@ def test_datasource_and_validation_job_read_the_bucket(spark, s3, rsm_file: Path
          .option("metricsDir", str(m2)).option("startingOffsets", "95").load(root).count())  # fmt: skip
     assert n == 10
     assert read_scan_metrics(str(m2))["log_bytes_fetched"] < sum(len(s.log) for s in golden_segments()[-1:])
+    # timestamps resolve to offsets on the driver, out of the segments' .indexes and restored chunks
+    lo_ts, hi_ts = want[30][1], want[80][1]
+    lo = min(o for o, ts, _, _ in want if ts >= lo_ts)
+    hi = min(o for o, ts, _, _ in want if ts >= hi_ts)
+    ranged = (spark.read.format("kafkalog").options(**s3.options).option("rsmConfig", str(rsm_file))
+              .options(startingTimestamp=str(lo_ts), endingTimestamp=str(hi_ts)).load(root))  # fmt: skip
+    assert sorted(r.offset for r in ranged.select("offset").collect()) == list(range(lo, hi))
     report = validate_archive(spark, root, options=s3.options, rsm=str(rsm_file)).collect()
     assert len(report) == 5 and {r.status for r in report} == {"ok"} and {r.index_status for r in report} == {"ok"}
     # without the configuration: the query fails at planning naming the object, never zero rows
@@ -99,3 +106,24 @@ def test_datasource_and_validation_job_read_the_bucket(spark, s3, rsm_file: Path
     # and the validation job reports every encrypted segment unreadable
     bare = validate_archive(spark, root, options=s3.options).collect()
     assert {r.status for r in bare} == {"unreadable"} and all("rsm-config" in r.error for r in bare)
+
+
+def test_timestamps_resolve_to_offsets_from_the_bucket(s3, rsm_file: Path) -> None:
+    """Kafka's ListOffsets rule over the encrypted tiered segments (``kafkalog.log.timestamp_offsets``): largest
+    timestamps out of each segment's ``.indexes``, the search over restored chunks; the earliest offset whose
+    timestamp is >= each probe, as the records say."""
+    from kafkalog.discovery import discover_segments
+    from kafkalog.log.timestamp_offsets import PartitionTimes
+    from kafkalog.records import read_record_columns
+
+    recs = []
+    for seg in golden_segments():
+        t = read_record_columns(seg.log).to_arrow(["offset", "timestamp"])
+        recs += list(zip(t["offset"].to_pylist(), t["timestamp"].to_pylist(), strict=True))
+    rsm = load_rsm_config(rsm_file)
+    items = discover_segments(f"s3://{BUCKET}/{PREFIX.rstrip('/')}", options=s3.options, key_prefix=rsm.key_prefix)
+    assert len(items) == 5
+    times = PartitionTimes(items, s3.options, rsm)
+    stamps = sorted({ts for _, ts in recs})
+    for t in [stamps[0] - 1, *stamps[:: max(1, len(stamps) // 12)], stamps[-1], stamps[-1] + 1]:
+        assert times.offset_for(t) == min((o for o, ts in recs if ts >= t), default=None), t

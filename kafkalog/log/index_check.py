@@ -27,8 +27,8 @@ from kafkalog.oserrors import OSErrorClass, classify
 from kafkalog.records.batch import LOG_OVERHEAD
 from kafkalog.records.reader import read_batches
 
-__all__ = ["batch_cuts", "check_segment", "checked_range", "checked_start_position", "is_corruption",
-           "rolled_max_timestamp"]
+__all__ = ["batch_cuts", "check_segment", "checked_max_timestamp", "checked_range", "checked_start_position",
+           "is_corruption", "rolled_max_timestamp"]
 
 
 def is_corruption(exc: BaseException) -> bool:
@@ -283,6 +283,51 @@ def rolled_max_timestamp(log_path: str, base_offset: int, next_base_offset: int)
     if not base_offset <= last.offset < next_base_offset:
         return None
     return int(last.timestamp)
+
+
+def checked_max_timestamp(log_path: str, base_offset: int, next_base_offset: int) -> int | None:
+    """A rolled segment's largest timestamp from its ``.timeindex``: the last entry, checked against the ``.log``
+    as a lookup's entries are (:func:`_time_entry_ok`: the batch holding its offset is whole, CRC-valid and has that
+    max timestamp, found from a checked ``.index`` entry), then, as Kafka's ``LogSegment.readLargestTimestamp``,
+    the larger of it and every batch after that entry (a time index cut short at an entry boundary passes every
+    other check). Reads the segment's tail from that entry on; None when anything fails (the caller reads batch
+    headers)."""
+    top = rolled_max_timestamp(log_path, base_offset, next_base_offset)
+    if top is None:
+        return None
+    stem = log_path[: -len(".log")]
+    try:
+        size = _size(log_path)
+        tidx = TimeIndex(stem + ".timeindex", base_offset, writable=False)
+        try:
+            last = tidx.entry(tidx.entry_count - 1)
+        finally:
+            tidx.close()
+        entries = np.empty(0, dtype=[("offset", np.int64), ("position", np.int64)])
+        if _size(stem + ".index") > 0:
+            entries = _ordered_entries(stem, base_offset, size)
+            if entries is None:
+                return None
+        with open(log_path, "rb") as f:
+
+            def entry_ok(i: int) -> bool:
+                batch = _batch_at(f, int(entries["position"][i]), size)
+                return batch is not None and batch.last_offset == int(entries["offset"][i])
+
+            if not _time_entry_ok(f, entries, int(last.timestamp), int(last.offset), size, entry_ok):
+                return None
+        i = int(np.searchsorted(entries["offset"], int(last.offset), side="right")) - 1 if len(entries) else -1
+        reader = read_batches(log_path, position=int(entries["position"][i]) if i >= 0 else 0, validate=True,
+                              populate=False)  # fmt: skip
+        try:
+            for batch in reader:
+                top = max(top, batch.max_timestamp)
+            whole = reader.error is None
+        finally:
+            reader.close()
+    except (KafkaLogError, OSError):
+        return None
+    return top if whole else None
 
 
 def _size(path: str) -> int:

@@ -11,19 +11,23 @@ a subset of SCHEMA's columns (any order, any case, our types; checked by :func:`
 columns are built and sent to the JVM. The range options and ``isolation`` work the same with any schema.
 
 Ranges are options, not pushed filters: ``startingOffsets``/``endingOffsets`` and ``startingTimestamp``/
-``endingTimestamp``, integers applied to every partition, the ending ones exclusive (as in Spark's Kafka source).
-Spark 4.x keeps a Python DataSource's pushdown result on the ``PythonDataSourceV2`` that every scan of a DataFrame
-shares, so a reader holding pushed filters would answer later, unfiltered queries of the same DataFrame with the
-filtered rows; options belong to the DataFrame and cannot leak. The reader has no ``pushFilters`` (Spark applies
-every ``filter`` itself, whatever ``spark.sql.python.filterPushdown.enabled`` says); the ranges:
+``endingTimestamp``, integers applied to every partition, the ending ones exclusive, with the meaning of Spark's
+Kafka source. Spark 4.x keeps a Python DataSource's pushdown result on the ``PythonDataSourceV2`` that every scan of
+a DataFrame shares, so a reader holding pushed filters would answer later, unfiltered queries of the same DataFrame
+with the filtered rows; options belong to the DataFrame and cannot leak. The reader has no ``pushFilters`` (Spark
+applies every ``filter`` itself, whatever ``spark.sql.python.filterPushdown.enabled`` says). The ranges:
 
-* drop whole segments at planning time (a segment holds offsets from its base offset up to the next segment's base
-  offset);
-* inside a segment, a lower offset bound is turned into a start position with the ``.index`` lookup and a lower
-  timestamp bound with the ``.timeindex`` then ``.index`` lookups (Kafka's ``ListOffsets`` path), so the batches
-  before it are never touched; an upper offset bound stops the scan;
-* are applied exactly to each record (``startingTimestamp <= timestamp < endingTimestamp`` per record, where
-  Spark's Kafka source turns timestamps into offsets).
+* timestamps become offsets, per partition, on the driver at planning time, with Kafka's ListOffsets rule
+  (:mod:`kafkalog.log.timestamp_offsets`): each is the earliest offset whose record timestamp is >= it. The
+  partition is then read over offsets [start, end): no offset for ``startingTimestamp`` means the partition
+  contributes nothing (Spark's ``startingOffsetsByTimestampStrategy=latest``), none for ``endingTimestamp`` means
+  to the end; with ``startingOffsets``/``endingOffsets`` too, the ranges intersect. Records are not filtered by
+  timestamp: a record whose timestamp is out of order (later before earlier) is returned by its offset, as
+  Spark's Kafka source returns it; ``.filter("timestamp < ...")`` gives an exact per-record filter;
+* segments are planned only when they hold offsets of the range (a segment holds offsets from its base offset up
+  to the next segment's base offset): the ones before the start and after the end never become tasks;
+* inside a segment the start offset becomes a start position with the ``.index`` lookup, and the end offset stops
+  the scan at the index entry past it, so the batches outside are never touched.
 
 Roots may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``): the driver lists them through
 :mod:`kafkalog.storage`; each task fetches what it reads itself: the segment's index files (for the seek), then only
@@ -63,6 +67,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -72,7 +77,8 @@ from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
-from kafkalog.log.index_check import checked_range, rolled_max_timestamp
+from kafkalog.log.index_check import checked_range
+from kafkalog.log.timestamp_offsets import PartitionTimes
 from kafkalog.spark import channel
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
@@ -90,17 +96,18 @@ RANGE_OPTIONS = ("startingOffsets", "endingOffsets", "startingTimestamp", "endin
 
 @dataclass(frozen=True)
 class Bounds:
-    """The offset and timestamp range a scan reads (from the range options; inclusive here, the ``ending*`` options
-    are exclusive); applied at planning (segments), at seek (indexes) and per record."""
+    """The range options: an offset range (inclusive here; ``endingOffsets`` is exclusive) and the timestamps
+    that resolve to offsets per partition (:meth:`for_partition`), as in Spark's Kafka source."""
 
-    offset_lo: int = -(1 << 63)
+    offset_lo: int = _MIN_LONG
     offset_hi: int = _NO_UPPER  # inclusive
-    ts_lo: int = -(1 << 63)
-    ts_hi: int = _NO_UPPER  # inclusive
+    ts_start: int | None = None  # startingTimestamp: from the earliest offset whose timestamp is >= it
+    ts_end: int | None = None  # endingTimestamp: up to (excluding) the earliest offset whose timestamp is >= it
 
     @classmethod
     def from_options(cls, opts: dict[str, str]) -> Bounds:
-        """The bounds the range options (lower-cased keys) give; ``InvalidArgumentError`` for a non-integer."""
+        """The bounds the range options (lower-cased keys) give; ``InvalidArgumentError`` for a non-integer or a
+        negative timestamp (Kafka's ``offsetsForTimes`` refuses those too)."""
         values = {}
         for key in RANGE_OPTIONS:
             raw = opts.get(key.lower())
@@ -111,19 +118,39 @@ class Bounds:
             except ValueError:
                 raise InvalidArgumentError(f"kafkalog option {key} must be an integer (applied to every partition), "
                                            f"not {raw!r}") from None  # fmt: skip
-        b = cls()
+            if key.endswith("Timestamp") and values[key] < 0:
+                raise InvalidArgumentError(f"kafkalog option {key} must be a timestamp >= 0 (ms), not {raw!r}")
+        b = cls(ts_start=values.get("startingTimestamp"), ts_end=values.get("endingTimestamp"))
         if "startingOffsets" in values:
             b = replace(b, offset_lo=values["startingOffsets"])
         if "endingOffsets" in values:
             b = replace(b, offset_hi=values["endingOffsets"] - 1)
-        if "startingTimestamp" in values:
-            b = replace(b, ts_lo=values["startingTimestamp"])
-        if "endingTimestamp" in values:
-            b = replace(b, ts_hi=values["endingTimestamp"] - 1)
         return b
 
     def empty(self) -> bool:
-        return self.offset_lo > self.offset_hi or self.ts_lo > self.ts_hi
+        return self.offset_lo > self.offset_hi
+
+    def for_partition(self, items: list[SegmentItem], options: dict[str, str], rsm=None) -> Bounds:
+        """The offset bounds of one partition (its segments in offset order): the timestamps resolved with Kafka's
+        ListOffsets rule (:class:`kafkalog.log.timestamp_offsets.PartitionTimes`) and intersected with the offset
+        options. No offset at or after ``startingTimestamp``: the partition is empty (Spark's
+        ``startingOffsetsByTimestampStrategy=latest``); none at or after ``endingTimestamp``: to the end."""
+        if self.ts_start is None and self.ts_end is None or self.empty():
+            return replace(self, ts_start=None, ts_end=None)
+        times = PartitionTimes(items, options, rsm)
+        lo, hi, start = self.offset_lo, self.offset_hi, None
+        if self.ts_start is not None:
+            start = times.offset_for(self.ts_start)
+            if start is None:
+                return Bounds(0, -1)
+            lo = max(lo, start)
+        if self.ts_end is not None and lo <= hi:
+            # a later timestamp's offset is never below an earlier one's: the end's search starts at the start's
+            floor = start if self.ts_start is not None and self.ts_end >= self.ts_start else None
+            end = times.offset_for(self.ts_end, floor, past_damage=True)
+            if end is not None:
+                hi = min(hi, end - 1)
+        return Bounds(lo, hi)
 
 
 @dataclass
@@ -135,6 +162,7 @@ class SegmentPartition(InputPartition):
     aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (producer_id, first, last) overlapping us
     start: int = 0  # a big segment's byte range [start, stop), cut at batch starts (:mod:`kafkalog.spark.split`) ...
     stop: int | None = None  # ... None: the whole segment
+    bounds: Bounds = field(default_factory=Bounds)  # the partition's offset range (timestamps resolved)
 
     def __post_init__(self) -> None:
         self.value = self.item.path if self.stop is None else f"{self.item.path}[{self.start}:{self.stop}]"
@@ -278,8 +306,6 @@ class KafkaLogReader(DataSourceReader):
         self.bounds = Bounds.from_options(opts)
 
     def partitions(self) -> list[SegmentGroup]:
-        b = self.bounds
-        lo, hi = b.offset_lo, b.offset_hi
         by_dir: dict[str, list[SegmentItem]] = {}
         prefix = self.rsm.key_prefix if self.rsm is not None else ""
         for item in discover_segments(self.roots, options=self.storage, key_prefix=prefix):
@@ -287,21 +313,27 @@ class KafkaLogReader(DataSourceReader):
                 by_dir.setdefault(item.partition_dir, []).append(item)
         _check_rsm_config(by_dir, self.storage, self.rsm)
         out: list[SegmentPartition] = []
-        for items in by_dir.values():
+        for items, b in zip(by_dir.values(), self._partition_bounds(list(by_dir.values())), strict=True):
+            if b.empty():
+                continue
             aborted = _aborted_txns(items, self.storage, self.rsm) if self.isolation == "read_committed" else []
             for i, item in enumerate(items):
                 nxt = items[i + 1].base_offset if i + 1 < len(items) else _NO_UPPER
-                if b.empty() or item.base_offset > hi or nxt <= lo or item.size_bytes <= 0:
+                if item.base_offset > b.offset_hi or nxt <= b.offset_lo or item.size_bytes <= 0:
                     continue
-                plain_local = not storage.is_remote(item.path) and not is_aiven_item(item)  # a .log beside its indexes
-                if b.ts_lo > _MIN_LONG and i + 1 < len(items) and plain_local:
-                    top = rolled_max_timestamp(item.path, item.base_offset, nxt)
-                    if top is not None and top < b.ts_lo:  # every record of the rolled segment is older
-                        continue
                 mine = [a for a in aborted if a[1] < nxt and a[2] >= item.base_offset]
-                out.append(SegmentPartition(item, nxt, mine))
+                out.append(SegmentPartition(item, nxt, mine, bounds=b))
         out = split_big_segments(out, self.max_partition_bytes, self.storage, self.rsm)  # byte ranges of big ones
         return pack_segments(out, self.max_partition_bytes, self.min_partitions)
+
+    def _partition_bounds(self, partitions: list[list[SegmentItem]]) -> list[Bounds]:
+        """Each partition's offset bounds (:meth:`Bounds.for_partition`), resolved on the driver; partitions with
+        remote segments are resolved a few at a time (each a handful of ranged reads)."""
+        b = self.bounds
+        if b.ts_start is None and b.ts_end is None or len(partitions) < 2:
+            return [b.for_partition(items, self.storage, self.rsm) for items in partitions]
+        with ThreadPoolExecutor(min(4, len(partitions))) as pool:
+            return list(pool.map(lambda items: b.for_partition(items, self.storage, self.rsm), partitions))
 
     def read(self, partition: SegmentGroup):
         freeze_worker_once()
@@ -447,22 +479,21 @@ def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str],
 def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics):
     """Arrow record batches of one segment: seek with the indexes, fetch the byte range (remote), decode columns
     (:func:`kafkalog.spark.scan.scan_range`)."""
-    item, b = part.item, reader.bounds
+    item, b = part.item, part.bounds
     lo, hi = b.offset_lo, b.offset_hi
     upper = None if hi >= _NO_UPPER else hi
     size = item.size_bytes
     remote = storage.is_remote(item.path) or is_aiven_item(item)
-    if remote and part.stop is not None and lo <= item.base_offset and upper is None and b.ts_lo == _MIN_LONG:
+    if remote and part.stop is not None and lo <= item.base_offset and upper is None:
         # a byte range of a split segment with no bound to seek to: its ends are batch starts, no index needed
         position, start_offset, end = part.start, item.base_offset, part.stop
         size = end
     elif remote:  # the indexes alone, then one range of the .log
         with _indexes_of(item, reader.storage, reader.rsm) as local:
             size = local.size_bytes  # an Aiven object's original segment size
-            position, start_offset, end = checked_range(local.path, item.base_offset, lo, upper, ts_lo=b.ts_lo,
-                                                        log_size=size)  # fmt: skip
+            position, start_offset, end = checked_range(local.path, item.base_offset, lo, upper, log_size=size)
     else:  # the indexes answer only after their strict checks against the .log (KIP-263 on first use)
-        position, start_offset, end = checked_range(item.path, item.base_offset, lo, upper, ts_lo=b.ts_lo)
+        position, start_offset, end = checked_range(item.path, item.base_offset, lo, upper)
     end = min(end, size) if end > position else size
     if part.stop is not None:  # one byte range of a split segment: both ends are batch starts
         position, end = max(position, part.start), min(end, part.stop)
@@ -473,7 +504,7 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     m.start_position = position
     aborted = part.aborted if reader.isolation == "read_committed" else None
     seek = start_offset if start_offset > item.base_offset else -(1 << 63)
-    spec = ScanSpec(item.topic, item.partition, seek, lo, hi, b.ts_lo, b.ts_hi, aborted,
+    spec = ScanSpec(item.topic, item.partition, seek, lo, hi, aborted,
                     reader.verify_crc, reader.on_corrupt == "skip", reader.arrow_batch_rows, reader.columns,
                     reader.out_schema)  # fmt: skip
     shift = position

@@ -1,7 +1,7 @@
 """One segment's records as Arrow record batches for the ``kafkalog`` DataSource: columns, not Python objects.
 
 The records are decoded by :func:`kafkalog.records.iter_record_columns` (the compiled column builder when built) in
-bounded chunks; the range options and the isolation level become one numpy mask per chunk, and the DataSource's
+bounded chunks; the offset range and the isolation level become one numpy mask per chunk, and the DataSource's
 columns are the chunk's Arrow columns (key/value/header bytes wrapped, not copied) plus the constant topic and
 partition. Nothing here creates an object per record.
 """
@@ -79,8 +79,6 @@ class ScanSpec:
     start_offset: int  # batches whose records all lie below it are skipped (index seek target)
     offset_lo: int
     offset_hi: int  # inclusive
-    ts_lo: int
-    ts_hi: int  # inclusive
     aborted: list[tuple[int, int, int]] | None  # read_committed: (producer id, first, last); None: uncommitted
     verify_crc: bool = True
     skip_corrupt: bool = False  # onCorrupt=skip: read on past bad batches (else raise CorruptRecordError)
@@ -110,7 +108,7 @@ def arrow_schema():
 def _mask(chunk, spec: ScanSpec, after: int = _MIN) -> tuple[np.ndarray | None, int]:
     """(which records of ``chunk`` the scan returns, None for all; how many whole batches were dropped because
     their offsets are not all above ``after``: the last offset read before a skipped corrupt region)."""
-    off, ts = chunk.offset, chunk.timestamp
+    off = chunk.offset
     n = len(off)
     starts = chunk.batch_start
     counts = np.diff(np.append(starts, n))
@@ -131,13 +129,12 @@ def _mask(chunk, spec: ScanSpec, after: int = _MIN) -> tuple[np.ndarray | None, 
         batch_max[nonempty] = np.maximum.reduceat(off, starts[nonempty])
         keep &= np.repeat(batch_max >= spec.start_offset, counts)
         filtered = True
-    for values, lo, hi in ((off, spec.offset_lo, spec.offset_hi), (ts, spec.ts_lo, spec.ts_hi)):
-        if lo > _MIN:
-            keep &= values >= lo
-            filtered = True
-        if hi < _MAX:
-            keep &= values <= hi
-            filtered = True
+    if spec.offset_lo > _MIN:
+        keep &= off >= spec.offset_lo
+        filtered = True
+    if spec.offset_hi < _MAX:
+        keep &= off <= spec.offset_hi
+        filtered = True
     if spec.aborted is not None:
         dropped = chunk.is_control.astype(bool)
         if spec.aborted:
