@@ -26,6 +26,8 @@ from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.remote import verify_partition_at, verify_segment_at
+from kafkalog.spark.daemon import quiet_stock_daemon
+from kafkalog.spark.timings import PhaseTimer
 from kafkalog.spark.worker_gc import freeze_worker_once
 from kafkalog.storage import parse_storage_options, storage_options
 from kafkalog.tiered import as_rsm_config
@@ -104,6 +106,7 @@ def _check_tasks(index_check: bool, options: dict[str, str], deep: bool = False,
 
     def run(batches):
         freeze_worker_once()
+        quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
         for batch in batches:
             for plan in batch.column("plan").to_pylist():
                 reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep, rsm=rsm)
@@ -223,6 +226,7 @@ def run_validation(
     deep: bool = False,
     json_mode: bool = False,
     rsm: Any = None,
+    timings: bool = False,
 ) -> int:
     """Validate ``roots``, write ``out/segments.<fmt>``, ``out/partitions.<fmt>`` and ``out/summary.txt``,
     print the summary (``json_mode``: as one ``{"type": "summary"}`` object, errors as ``{"type": "error"}``);
@@ -230,8 +234,10 @@ def run_validation(
 
     ``out`` may be a local dir (Spark writes the reports) or a URL (``s3://...``: written with pyarrow through
     :mod:`kafkalog.storage`); ``report_format`` is ``parquet`` or ``json`` (JSON lines). The Spark UI shows the
-    job group ``kafkalog-validate`` and one description per step.
+    job group ``kafkalog-validate`` and one description per step. ``timings``: also print where the wall time went
+    (:class:`kafkalog.spark.timings.PhaseTimer`; on stderr, or as ``"timings"`` in the JSON summary).
     """
+    timer = PhaseTimer(since_process_start=True)
     if isinstance(roots, str):
         roots = [roots]
     if report_format not in ("parquet", "json"):
@@ -245,30 +251,34 @@ def run_validation(
                                   key_prefix=rsm.key_prefix if rsm is not None else "")  # fmt: skip
     except (KafkaLogError, OSError) as exc:
         return print_error(exc, json_mode=json_mode)
+    timer.lap("plan")  # the driver lists the segments, once
     from pyspark.sql import SparkSession
 
+    from kafkalog.spark.java import ensure_java
     from kafkalog.spark.session import get_session
 
+    timer.lap("import_pyspark")
+    ensure_java()
+    timer.lap("java")
     had_session = SparkSession.getActiveSession() is not None
     spark = get_session(master, "kafkalog-validate")  # None: spark-submit's --master, spark-defaults, or local[*]
+    timer.lap("session")
     sc = spark.sparkContext
     try:
         sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
         sc.setJobDescription(f"kafkalog validate: check {len(items)} segments")
         seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm).cache()
         seg_rows = seg_df.collect()
+        timer.lap("check_job")  # the session's first job: it also starts the Python worker daemon and workers
         sc.setJobDescription("kafkalog validate: partition continuity")
         part_df = partition_continuity(seg_df, options=opts).cache()
         part_rows = part_df.collect()
+        timer.lap("continuity_job")
         sc.setJobDescription("kafkalog validate: write reports")
         text = summarize(seg_rows, part_rows)
         _write_reports(out, report_format, seg_df, part_df, seg_rows, part_rows, opts)
         storage.write_bytes(storage.join(out, "summary.txt"), text.encode("utf-8"), opts)
-        if json_mode:
-            sys.stdout.write(json.dumps({"type": "summary", **summary_fields(seg_rows, part_rows), "out": out}) + "\n")
-        else:
-            sys.stdout.write(text)
-        return exit_code(seg_rows, part_rows)
+        timer.lap("reports")
     except OSError as exc:
         return print_error(exc, json_mode=json_mode)
     finally:
@@ -276,6 +286,16 @@ def run_validation(
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # PySpark has no clearJobGroup
         if not had_session:
             spark.stop()
+            timer.lap("stop")
+    if json_mode:
+        extra = {"timings": timer.as_dict()} if timings else {}
+        sys.stdout.write(json.dumps({"type": "summary", **summary_fields(seg_rows, part_rows), "out": out,
+                                     **extra}) + "\n")  # fmt: skip
+    else:
+        sys.stdout.write(text)
+        if timings:
+            sys.stderr.write("timings (seconds):\n" + timer.render())
+    return exit_code(seg_rows, part_rows)
 
 
 def _write_reports(out: str, fmt: str, seg_df, part_df, seg_rows: list, part_rows: list, opts: dict[str, str]) -> None:
@@ -316,7 +336,7 @@ def _encode_rows(df, rows: list, fmt: str) -> bytes:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m kafkalog.spark.validate ROOT... --out DIR [--master URL] [--no-index-check] [--deep]
-    [--format parquet|json] [--storage-option KEY=VALUE ...]`` (also the ``spark-submit`` entry point)."""
+    [--format parquet|json] [--storage-option KEY=VALUE ...] [--timings]`` (also the ``spark-submit`` entry point)."""
     parser = argparse.ArgumentParser(prog="kafkalog spark validate", description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="log dir, partition dir, segment or tree of them")
     parser.add_argument("--out", required=True, help="dir or URL for segments/partitions reports and summary.txt")
@@ -328,6 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="storage option for remote URLs (endpoint_url, region, access_key, ...)")  # fmt: skip
     parser.add_argument("--rsm-config", default=None, metavar="FILE",
                         help="the broker's RemoteStorageManager configuration (Aiven tiered objects)")  # fmt: skip
+    parser.add_argument("--timings", action="store_true", help="print where the wall time went, phase by phase")
     try:
         args = parser.parse_args(argv)
         opts = parse_storage_options(args.storage_option)
@@ -337,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_error(exc)
     return run_validation(
         args.roots, args.out, args.master, index_check=not args.no_index_check, options=opts,
-        report_format=args.format, deep=args.deep, rsm=args.rsm_config,
+        report_format=args.format, deep=args.deep, rsm=args.rsm_config, timings=args.timings,
     )  # fmt: skip
 
 
