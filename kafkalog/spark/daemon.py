@@ -19,15 +19,14 @@ a Python DataSource (``pyspark.sql.worker.create_data_source``, ``plan_data_sour
 ``pyspark.daemon`` (``SparkEnv.createPythonWorker`` without a daemon module), and a cluster's task workers start
 theirs before kafkalog is on their path. Those print the same traceback when their idle worker's socket is closed.
 kafkalog code that runs in such a worker (the DataSource's constructor and ``reader()`` in the planner, the tasks)
-calls :func:`quiet_stock_daemon`, which routes that worker's later tasks through the same quiet wrapper.
+calls :func:`quiet_stock_daemon`, which silences that worker's exit on a closed socket the same way.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
-from collections.abc import Callable
+import traceback
 from typing import Any
 
 import pyspark.daemon as _stock
@@ -35,12 +34,15 @@ import pyspark.daemon as _stock
 from kafkalog.spark.worker_gc import freeze_once
 
 _stock_worker = _stock.worker
+#: what a worker's flush raises when the JVM has already closed its socket
+_CLOSED = (BrokenPipeError, ConnectionResetError)
 
 
-def _run_quietly(stock: Callable[[Any, bool], int], sock: Any, authenticated: bool) -> int:
+def worker(sock: Any, authenticated: bool) -> int:
+    """PySpark's ``daemon.worker``; a socket the JVM has already closed ends the forked worker process quietly."""
     try:
-        code = stock(sock, authenticated)
-    except (BrokenPipeError, ConnectionResetError):
+        code = _stock_worker(sock, authenticated)
+    except _CLOSED:
         # os._exit, as the stock daemon ends a worker: returning would free the worker's buffered socket files,
         # whose finalizers would try the failed flush again and print "Exception ignored" instead.
         os._exit(1)
@@ -48,26 +50,34 @@ def _run_quietly(stock: Callable[[Any, bool], int], sock: Any, authenticated: bo
     return code
 
 
-def worker(sock: Any, authenticated: bool) -> int:
-    """PySpark's ``daemon.worker``; a socket the JVM has already closed ends the forked worker process quietly."""
-    return _run_quietly(_stock_worker, sock, authenticated)
+class _QuietTraceback:
+    """The ``traceback`` module for a forked worker's last words: a socket the JVM already closed prints nothing."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(traceback, name)
+
+    @staticmethod
+    def print_exc(*args: Any, **kwargs: Any) -> None:
+        if not isinstance(sys.exc_info()[1], _CLOSED):
+            traceback.print_exc(*args, **kwargs)
 
 
 def quiet_stock_daemon() -> bool:
     """In a worker forked by PySpark's own daemon (``python -m pyspark.daemon``, so its module is ``__main__``),
-    run the worker's later tasks through :func:`worker`'s quiet wrapper; True when it did. Elsewhere (a driver, a
+    make the traceback of a socket the JVM already closed silent; True when it did. Elsewhere (a driver, a
     script, a worker of :mod:`kafkalog.spark.daemon`) it does nothing.
 
-    The daemon's forked child calls the ``worker`` of its module's globals for every task it serves, so rebinding
-    it there takes effect from the next task on: the idle wait whose closed socket printed the traceback."""
+    The failed flush happens after the task's own code returned, in the daemon's ``worker`` (the task that runs
+    this, when the JVM closed the socket first; or a later one), and reaches the forked child's
+    ``except BaseException: traceback.print_exc(); os._exit(1)``, which looks ``traceback`` up in the daemon
+    module's globals: rebinding it there silences exactly that exit, in this worker process only."""
     main_module = sys.modules.get("__main__")
     spec = getattr(main_module, "__spec__", None)
-    stock = getattr(main_module, "worker", None)
-    if getattr(spec, "name", None) != "pyspark.daemon" or not callable(stock) or getattr(stock, "quiet", False):
+    if getattr(spec, "name", None) != "pyspark.daemon" or not callable(getattr(main_module, "manager", None)):
         return False
-    quiet = functools.partial(_run_quietly, stock)
-    quiet.quiet = True  # type: ignore[attr-defined]  # partial objects take attributes
-    main_module.worker = quiet  # type: ignore[union-attr]
+    if isinstance(getattr(main_module, "traceback", None), _QuietTraceback):
+        return False
+    main_module.traceback = _QuietTraceback()  # type: ignore[union-attr]
     return True
 
 
