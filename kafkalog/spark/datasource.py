@@ -73,9 +73,9 @@ from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, Invali
 from kafkalog.index import TransactionIndex
 from kafkalog.log.index_check import batch_cuts, checked_range, rolled_max_timestamp
 from kafkalog.spark import channel
+from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
-from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.worker_gc import freeze_worker_once
 from kafkalog.tiered import AivenSegment, as_rsm_config, is_aiven_item, materialize
 

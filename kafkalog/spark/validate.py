@@ -32,10 +32,12 @@ from kafkalog.spark.worker_gc import freeze_worker_once
 from kafkalog.storage import parse_storage_options, storage_options
 from kafkalog.tiered import as_rsm_config
 from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, print_error, summarize, summary_fields
+from kafkalog.verify.findings import row_value
 
 __all__ = [
     "PARTITION_SCHEMA",
     "SEGMENT_SCHEMA",
+    "continuity_rows",
     "group_for_tasks",
     "main",
     "partition_continuity",
@@ -205,6 +207,44 @@ def partition_continuity(df, *, options: dict[str, str] | None = None):
     return df.select(*cols).groupBy("partition_dir").applyInPandas(_continuity(storage_options(options)), PARTITION_SCHEMA)
 
 
+#: partition dirs up to which ``run_validation`` checks continuity on the driver, over the rows it collected: a
+#: small archive's checks take less than the Spark job they replace (a shuffle, then a pandas worker per core)
+DRIVER_CONTINUITY_MAX_DIRS = 256
+_CONTINUITY_COLUMNS = ("partition_dir", "topic", "partition", "base_offset", "first_offset", "last_offset", "status",
+                       "index_status")  # fmt: skip
+
+
+def _continuity_on_driver(items: Sequence[SegmentItem]) -> bool:
+    """Local partition dirs, not too many of them: their checks read a few small files each, which the driver sees
+    (it listed them). Remote dirs fetch their checkpoints over the network, so many of them go to the executors."""
+    dirs = {i.partition_dir for i in items}
+    return len(dirs) <= DRIVER_CONTINUITY_MAX_DIRS and not any(storage.is_remote(d) for d in dirs)
+
+
+def continuity_rows(seg_rows: Sequence, *, options: dict[str, str] | None = None) -> list[dict]:
+    """:func:`partition_continuity` on the driver: one row per partition dir (a dict of PARTITION_SCHEMA's
+    columns, in partition dir order) from segment rows already collected, through the same
+    :func:`kafkalog.remote.verify_partition_at`."""
+    by_dir: dict[str, list[dict]] = {}
+    for r in seg_rows:
+        row = {c: row_value(r, c) for c in _CONTINUITY_COLUMNS}
+        by_dir.setdefault(row["partition_dir"], []).append(row)
+    out = []
+    for pdir in sorted(by_dir):
+        rep = verify_partition_at(by_dir[pdir], storage_options(options)).to_dict()
+        rep["gaps"] = [{"from_offset": a, "to_offset": b} for a, b in rep["gaps"]]
+        rep["overlaps"] = [{"segment_base_offset": a, "previous_last_offset": b} for a, b in rep["overlaps"]]
+        out.append(rep)
+    return out
+
+
+def _ddl_schema(ddl: str):
+    """A DDL string as the Spark ``StructType`` a DataFrame with that schema has (parsed by the session's JVM)."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    return _parse_datatype_string(ddl)
+
+
 def _continuity(options: dict[str, str]):
     def run(pdf):
         import pandas as pd
@@ -267,16 +307,24 @@ def run_validation(
     try:
         sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
         sc.setJobDescription(f"kafkalog validate: check {len(items)} segments")
-        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm).cache()
+        on_driver = _continuity_on_driver(items)
+        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm)
+        if not on_driver:
+            seg_df = seg_df.cache()  # the continuity job reads the rows again
         seg_rows = seg_df.collect()
         timer.lap("check_job")  # the session's first job: it also starts the Python worker daemon and workers
         sc.setJobDescription("kafkalog validate: partition continuity")
-        part_df = partition_continuity(seg_df, options=opts).cache()
-        part_rows = part_df.collect()
-        timer.lap("continuity_job")
+        if on_driver:
+            part_rows = continuity_rows(seg_rows, options=opts)
+            part_schema = _ddl_schema(PARTITION_SCHEMA)
+        else:
+            part_df = partition_continuity(seg_df, options=opts).cache()
+            part_rows = part_df.collect()
+            part_schema = part_df.schema
+        timer.lap("continuity")
         sc.setJobDescription("kafkalog validate: write reports")
         text = summarize(seg_rows, part_rows)
-        _write_reports(out, report_format, seg_df, part_df, seg_rows, part_rows, opts)
+        _write_reports(out, report_format, seg_df.schema, part_schema, seg_rows, part_rows, opts)
         storage.write_bytes(storage.join(out, "summary.txt"), text.encode("utf-8"), opts)
         timer.lap("reports")
     except OSError as exc:
@@ -298,14 +346,15 @@ def run_validation(
     return exit_code(seg_rows, part_rows)
 
 
-def _write_reports(out: str, fmt: str, seg_df, part_df, seg_rows: list, part_rows: list, opts: dict[str, str]) -> None:
+def _write_reports(out: str, fmt: str, seg_schema, part_schema, seg_rows: list, part_rows: list,
+                   opts: dict[str, str]) -> None:  # fmt: skip
     """The collected rows, written by the driver with pyarrow: a local ``out`` gets ``segments.<fmt>/`` and
     ``partitions.<fmt>/`` dirs holding one ``part-00000.<fmt>`` each (what ``spark.read.parquet``/``json`` read),
     a URL one object each through :mod:`kafkalog.storage`. Spark's own writer would have an executor write a local
     path on its host, so on a multi-host cluster the reports would not land where the user said."""
     local = not storage.is_remote(out)
-    for name, df, rows in (("segments", seg_df, seg_rows), ("partitions", part_df, part_rows)):
-        data = _encode_rows(df, rows, fmt)
+    for name, schema, rows in (("segments", seg_schema, seg_rows), ("partitions", part_schema, part_rows)):
+        data = _encode_rows(schema, rows, fmt)
         if local:
             target = os.path.join(storage.local_path(out), f"{name}.{fmt}")
             if os.path.isdir(target):
@@ -318,16 +367,17 @@ def _write_reports(out: str, fmt: str, seg_df, part_df, seg_rows: list, part_row
             storage.write_bytes(storage.join(out, f"{name}.{fmt}"), data, opts)
 
 
-def _encode_rows(df, rows: list, fmt: str) -> bytes:
-    """Collected rows as one Parquet file (types from the DataFrame's schema) or as JSON lines."""
+def _encode_rows(struct, rows: list, fmt: str) -> bytes:
+    """Collected rows (pyspark Rows or dicts) as one Parquet file (types from the Spark schema ``struct``) or as
+    JSON lines."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    dicts = [r.asDict(recursive=True) for r in rows]
+    dicts = [r if isinstance(r, dict) else r.asDict(recursive=True) for r in rows]
     if fmt == "json":
         return "".join(json.dumps(d, sort_keys=False) + "\n" for d in dicts).encode("utf-8")
-    schema = to_arrow_schema(df.schema)
+    schema = to_arrow_schema(struct)
     table = pa.Table.from_pylist(dicts, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
