@@ -225,13 +225,14 @@ def continuity_rows(seg_rows: Sequence, *, options: dict[str, str] | None = None
     """:func:`partition_continuity` on the driver: one row per partition dir (a dict of PARTITION_SCHEMA's
     columns, in partition dir order) from segment rows already collected, through the same
     :func:`kafkalog.remote.verify_partition_at`."""
+    opts = storage_options(options)
     by_dir: dict[str, list[dict]] = {}
     for r in seg_rows:
         row = {c: row_value(r, c) for c in _CONTINUITY_COLUMNS}
         by_dir.setdefault(row["partition_dir"], []).append(row)
     out = []
     for pdir in sorted(by_dir):
-        rep = verify_partition_at(by_dir[pdir], storage_options(options)).to_dict()
+        rep = verify_partition_at(by_dir[pdir], opts).to_dict()
         rep["gaps"] = [{"from_offset": a, "to_offset": b} for a, b in rep["gaps"]]
         rep["overlaps"] = [{"segment_base_offset": a, "previous_last_offset": b} for a, b in rep["overlaps"]]
         out.append(rep)
