@@ -260,6 +260,15 @@ def _floor_source():
                     yield reader.get_batch(i)
 
     class ArrowFloorSource(DataSource):
+        # Spark plans every Python DataSource in workers of PySpark's own daemon: like kafkalog's DataSource, the
+        # floor quiets their exit on a socket the JVM closed (kafkalog/spark/daemon.py), or the bench's output
+        # would show the BrokenPipeError tracebacks the library's commands no longer print.
+        def __init__(self, options) -> None:
+            from kafkalog.spark.daemon import quiet_stock_daemon
+
+            quiet_stock_daemon()
+            super().__init__(options)
+
         @classmethod
         def name(cls) -> str:
             return "kafkalog_arrow_floor"
@@ -270,6 +279,9 @@ def _floor_source():
             return SCHEMA
 
         def reader(self, schema):
+            from kafkalog.spark.daemon import quiet_stock_daemon
+
+            quiet_stock_daemon()
             return ArrowFloorReader(json.loads(self.options["files"]))
 
     return ArrowFloorSource

@@ -26,11 +26,14 @@ def spark() -> None:
               help="Report format (default parquet).")  # fmt: skip
 @click.option("--deep", is_flag=True, help="Also decode every record (counts, offsets, varints) at decoder speed.")
 @click.option("--json", "json_mode", is_flag=True, help="The summary (and any error) as JSON objects on stdout.")
+@click.option("--timings", is_flag=True,
+              help="Print where the wall time went (start, plan, JVM, jobs, reports, stop) on stderr, or in the "
+                   "--json summary.")  # fmt: skip
 @storage_option
 @rsm_config_option
 def validate(
     roots: tuple[str, ...], out: str, master: str | None, report_format: str | None, deep: bool, json_mode: bool,
-    storage_opts: dict[str, str], rsm: object,
+    timings: bool, storage_opts: dict[str, str], rsm: object,
 ) -> None:
     """Validate every segment under ROOT... (paths or s3://, gs://, hdfs:// URLs) on Spark; write segments and
     partitions reports and a summary to --out.
@@ -55,6 +58,8 @@ def validate(
         kwargs["json_mode"] = True
     if rsm is not None:
         kwargs["rsm"] = rsm
+    if timings:
+        kwargs["timings"] = True
     click.get_current_context().exit(kafkalog_spark.run_validation(list(roots), out, master, **kwargs))
 
 

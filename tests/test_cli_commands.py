@@ -295,6 +295,10 @@ def test_spark_validate_delegates(golden_copy, tmp_path: Path, monkeypatch) -> N
     result = run("spark", "validate", "a", "b", "--out", tmp_path, "--master", "local[2]")
     assert result.exit_code == 1
     assert calls == [(["a", "b"], str(tmp_path), "local[2]")]
+    timed = []
+    monkeypatch.setattr(kafkalog.spark, "run_validation", lambda *a, **kw: timed.append(kw) or 0)
+    assert run("spark", "validate", "a", "--out", tmp_path, "--timings", "--json").exit_code == 0
+    assert timed == [{"json_mode": True, "timings": True}]
 
 
 def test_usage_errors_exit_2() -> None:

@@ -153,6 +153,46 @@ def test_validate_corrupted_copies_agree_with_verify(spark, tmp_path: Path) -> N
     assert CliRunner().invoke(cli_main, ["verify", str(clean)]).exit_code == 2
 
 
+def test_run_validation_continuity_on_the_driver_matches_the_spark_job(spark, tmp_path: Path, monkeypatch,
+                                                                      capsys) -> None:  # fmt: skip
+    """A small local archive's partition rows come from the driver (no second job): the same rows, summary and exit
+    code as :func:`partition_continuity`'s Spark job, whose path larger or remote archives keep; ``timings``
+    adds the phases to the JSON summary."""
+    import json
+
+    import kafkalog.spark.validate as v
+    from kafkalog.spark import partition_continuity, validate_archive
+
+    root = _copy_logdir(tmp_path / "logdir", ["golden-none-0", "golden-segments-0", "golden-gzip-0"])
+    log = root / "golden-segments-0" / f"{max(_manifest_segments('golden-segments-0')):020d}.log"
+    with open(log, "r+b") as f:  # one corrupt partition among ok ones
+        f.truncate(log.stat().st_size - 5)
+    job_rows = partition_continuity(validate_archive(spark, str(root))).collect()
+
+    def run(limit: int, out: str, timings: bool = False) -> tuple[int, dict, list[str], list[str]]:
+        monkeypatch.setattr(v, "DRIVER_CONTINUITY_MAX_DIRS", limit)
+        code = v.run_validation([str(root)], str(tmp_path / out), report_format="json", json_mode=True,
+                                timings=timings)  # fmt: skip
+        summary = json.loads(capsys.readouterr().out)
+        lines = (tmp_path / out / "partitions.json" / "part-00000.json").read_text().splitlines()
+        return code, summary, sorted(lines), (tmp_path / out / "summary.txt").read_text().splitlines()
+
+    job = run(0, "job")
+    driver = run(v.DRIVER_CONTINUITY_MAX_DIRS, "driver", timings=True)
+    assert job[0] == driver[0] == 1
+    assert len(driver[2]) == 3 and driver[2] == job[2]
+    assert sorted(json.loads(x)["status"] for x in driver[2]) == ["corrupt", "ok", "ok"]
+    assert sorted(driver[3]) == sorted(job[3])  # the same lines (the job's partition order is its shuffle's)
+    assert sorted(json.dumps(r.asDict(recursive=True)) for r in job_rows) == sorted(
+        json.dumps(d) for d in map(json.loads, driver[2]))  # fmt: skip
+    timings = driver[1].pop("timings")
+    assert job[1] == {**driver[1], "out": str(tmp_path / "job")}
+    assert "timings" not in job[1]
+    assert {"plan", "session", "check_job", "continuity", "reports", "total"} <= set(timings)
+    assert "stop" not in timings  # the caller's session is left running
+    assert timings["total"] >= timings["check_job"] > 0
+
+
 def test_reports_to_arrow_keeps_every_field(tmp_path: Path) -> None:
     """The job's Arrow results hold exactly ``SegmentReport.to_row()`` (no Spark session needed)."""
     from kafkalog.discovery import discover_segments

@@ -137,3 +137,74 @@ def test_kafkalog_tasks_freeze_nothing_outside_a_worker(golden_copy, which: str)
                             text=True, timeout=120)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0", "False", "True", "True", "True"], result.stdout
+
+
+_STOCK_DAEMON_CHILD = textwrap.dedent(
+    """
+    import importlib.util, os, socket, sys
+    os.environ["PYTHON_DAEMON_KILL_WORKER_ON_FLUSH_FAILURE"] = "true"  # what the planner runner sets (Spark 4.x)
+    from kafkalog.spark.daemon import quiet_stock_daemon
+    print("script", quiet_stock_daemon(), flush=True)  # a plain script is left alone
+    # What a worker forked by ``python -m pyspark.daemon`` sees: PySpark's daemon is the __main__ module.
+    spec = importlib.util.find_spec("pyspark.daemon")
+    daemon = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(daemon)
+    sys.modules["__main__"] = daemon
+    if sys.argv[1] == "quiet":
+        print("daemon", quiet_stock_daemon(), quiet_stock_daemon(), flush=True)  # once: the second finds it done
+    ours, jvm = socket.socketpair()
+    jvm.close()
+    try:  # the forked child's loop in pyspark.daemon.manager, around each task
+        daemon.worker(ours, True)
+    except BaseException:
+        daemon.traceback.print_exc()
+        os._exit(1)
+    print("returned", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("which", ["stock", "quiet"])
+def test_a_stock_daemon_worker_running_kafkalog_code_ends_quietly(which: str) -> None:
+    """Spark starts a Python DataSource's planner workers with PySpark's own daemon whatever
+    ``spark.python.daemon.module`` says; kafkalog code that runs in one makes the daemon's exit on a socket the
+    JVM already closed silent (the stock run shows the traceback it removes)."""
+    result = subprocess.run([sys.executable, "-c", _STOCK_DAEMON_CHILD, which], capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "returned" not in result.stdout
+    if which == "stock":
+        assert "BrokenPipeError" in result.stderr
+        return
+    assert result.stderr == ""
+    assert result.stdout.split("\n")[:2] == ["script False", "daemon True False"], result.stdout
+
+
+_READ_AND_VALIDATE = textwrap.dedent(
+    """
+    import sys
+    from kafkalog.spark import get_session, register
+    from kafkalog.spark.validate import validate_archive
+    root = sys.argv[1]
+    spark = get_session("local[2]", "quiet-check")
+    register(spark)
+    rows = spark.read.format("kafkalog").load(root).count()
+    some = spark.read.format("kafkalog").schema("offset long").load(root).count()  # no schema() call to plan
+    segments = validate_archive(spark, [root]).count()
+    print(rows, some, segments)
+    spark.stop()
+    """
+)
+
+
+def test_datasource_read_and_validate_on_a_local_master_print_no_traceback(golden_copy) -> None:
+    """Planner workers (PySpark's daemon), task workers (kafkalog's) and the validation job, then a session stop:
+    nothing on stderr is a Python traceback."""
+    root = golden_copy("logdir/golden-none-0")
+    result = subprocess.run([sys.executable, "-c", _READ_AND_VALIDATE, str(root)], capture_output=True, text=True,
+                            timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows, some, segments = (int(x) for x in result.stdout.split())
+    assert rows == some > 0 and segments >= 1
+    assert "BrokenPipeError" not in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr

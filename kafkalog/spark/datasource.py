@@ -80,6 +80,7 @@ from kafkalog.index import TransactionIndex
 from kafkalog.log.index_check import checked_range
 from kafkalog.log.timestamp_offsets import PartitionTimes
 from kafkalog.spark import channel
+from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 from kafkalog.spark.split import split_big_segments
@@ -227,6 +228,10 @@ class KafkaLogDataSource(DataSource):
     #: where tasks report corruption to the driver (:mod:`kafkalog.spark.channel`; set by :func:`register`)
     channel: tuple[str, int, str] | None = None
 
+    def __init__(self, options: dict[str, str]) -> None:
+        quiet_stock_daemon()  # Spark runs the planner with PySpark's own daemon (kafkalog/spark/daemon.py)
+        super().__init__(options)
+
     @classmethod
     def name(cls) -> str:
         return "kafkalog"
@@ -236,6 +241,7 @@ class KafkaLogDataSource(DataSource):
         return SCHEMA if decode_option(opts.get("decode")) is None else f"{SCHEMA}, {DECODED_SCHEMA}"
 
     def reader(self, schema: StructType) -> KafkaLogReader:
+        quiet_stock_daemon()  # the read planner unpickles this instance: __init__ ran in another worker
         return KafkaLogReader(dict(self.options), schema, self.default_min_partitions, self.channel)
 
 
@@ -337,6 +343,7 @@ class KafkaLogReader(DataSourceReader):
 
     def read(self, partition: SegmentGroup):
         freeze_worker_once()
+        quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
         if not isinstance(partition, SegmentGroup):  # Spark plans one InputPartition(None) when we return none
             return
         for segment in partition.segments:

@@ -26,14 +26,18 @@ from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.remote import verify_partition_at, verify_segment_at
+from kafkalog.spark.daemon import quiet_stock_daemon
+from kafkalog.spark.timings import PhaseTimer
 from kafkalog.spark.worker_gc import freeze_worker_once
 from kafkalog.storage import parse_storage_options, storage_options
 from kafkalog.tiered import as_rsm_config
 from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, print_error, summarize, summary_fields
+from kafkalog.verify.findings import row_value
 
 __all__ = [
     "PARTITION_SCHEMA",
     "SEGMENT_SCHEMA",
+    "continuity_rows",
     "group_for_tasks",
     "main",
     "partition_continuity",
@@ -104,6 +108,7 @@ def _check_tasks(index_check: bool, options: dict[str, str], deep: bool = False,
 
     def run(batches):
         freeze_worker_once()
+        quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
         for batch in batches:
             for plan in batch.column("plan").to_pylist():
                 reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep, rsm=rsm)
@@ -202,6 +207,45 @@ def partition_continuity(df, *, options: dict[str, str] | None = None):
     return df.select(*cols).groupBy("partition_dir").applyInPandas(_continuity(storage_options(options)), PARTITION_SCHEMA)
 
 
+#: partition dirs up to which ``run_validation`` checks continuity on the driver, over the rows it collected: a
+#: small archive's checks take less than the Spark job they replace (a shuffle, then a pandas worker per core)
+DRIVER_CONTINUITY_MAX_DIRS = 256
+_CONTINUITY_COLUMNS = ("partition_dir", "topic", "partition", "base_offset", "first_offset", "last_offset", "status",
+                       "index_status")  # fmt: skip
+
+
+def _continuity_on_driver(items: Sequence[SegmentItem]) -> bool:
+    """Local partition dirs, not too many of them: their checks read a few small files each, which the driver sees
+    (it listed them). Remote dirs fetch their checkpoints over the network, so many of them go to the executors."""
+    dirs = {i.partition_dir for i in items}
+    return len(dirs) <= DRIVER_CONTINUITY_MAX_DIRS and not any(storage.is_remote(d) for d in dirs)
+
+
+def continuity_rows(seg_rows: Sequence, *, options: dict[str, str] | None = None) -> list[dict]:
+    """:func:`partition_continuity` on the driver: one row per partition dir (a dict of PARTITION_SCHEMA's
+    columns, in partition dir order) from segment rows already collected, through the same
+    :func:`kafkalog.remote.verify_partition_at`."""
+    opts = storage_options(options)
+    by_dir: dict[str, list[dict]] = {}
+    for r in seg_rows:
+        row = {c: row_value(r, c) for c in _CONTINUITY_COLUMNS}
+        by_dir.setdefault(row["partition_dir"], []).append(row)
+    out = []
+    for pdir in sorted(by_dir):
+        rep = verify_partition_at(by_dir[pdir], opts).to_dict()
+        rep["gaps"] = [{"from_offset": a, "to_offset": b} for a, b in rep["gaps"]]
+        rep["overlaps"] = [{"segment_base_offset": a, "previous_last_offset": b} for a, b in rep["overlaps"]]
+        out.append(rep)
+    return out
+
+
+def _ddl_schema(ddl: str):
+    """A DDL string as the Spark ``StructType`` a DataFrame with that schema has (parsed by the session's JVM)."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    return _parse_datatype_string(ddl)
+
+
 def _continuity(options: dict[str, str]):
     def run(pdf):
         import pandas as pd
@@ -223,6 +267,7 @@ def run_validation(
     deep: bool = False,
     json_mode: bool = False,
     rsm: Any = None,
+    timings: bool = False,
 ) -> int:
     """Validate ``roots``, write ``out/segments.<fmt>``, ``out/partitions.<fmt>`` and ``out/summary.txt``,
     print the summary (``json_mode``: as one ``{"type": "summary"}`` object, errors as ``{"type": "error"}``);
@@ -230,8 +275,10 @@ def run_validation(
 
     ``out`` may be a local dir (Spark writes the reports) or a URL (``s3://...``: written with pyarrow through
     :mod:`kafkalog.storage`); ``report_format`` is ``parquet`` or ``json`` (JSON lines). The Spark UI shows the
-    job group ``kafkalog-validate`` and one description per step.
+    job group ``kafkalog-validate`` and one description per step. ``timings``: also print where the wall time went
+    (:class:`kafkalog.spark.timings.PhaseTimer`; on stderr, or as ``"timings"`` in the JSON summary).
     """
+    timer = PhaseTimer(since_process_start=True)
     if isinstance(roots, str):
         roots = [roots]
     if report_format not in ("parquet", "json"):
@@ -245,30 +292,42 @@ def run_validation(
                                   key_prefix=rsm.key_prefix if rsm is not None else "")  # fmt: skip
     except (KafkaLogError, OSError) as exc:
         return print_error(exc, json_mode=json_mode)
+    timer.lap("plan")  # the driver lists the segments, once
     from pyspark.sql import SparkSession
 
+    from kafkalog.spark.java import ensure_java
     from kafkalog.spark.session import get_session
 
+    timer.lap("import_pyspark")
+    ensure_java()
+    timer.lap("java")
     had_session = SparkSession.getActiveSession() is not None
     spark = get_session(master, "kafkalog-validate")  # None: spark-submit's --master, spark-defaults, or local[*]
+    timer.lap("session")
     sc = spark.sparkContext
     try:
         sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
         sc.setJobDescription(f"kafkalog validate: check {len(items)} segments")
-        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm).cache()
+        on_driver = _continuity_on_driver(items)
+        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm)
+        if not on_driver:
+            seg_df = seg_df.cache()  # the continuity job reads the rows again
         seg_rows = seg_df.collect()
+        timer.lap("check_job")  # the session's first job: it also starts the Python worker daemon and workers
         sc.setJobDescription("kafkalog validate: partition continuity")
-        part_df = partition_continuity(seg_df, options=opts).cache()
-        part_rows = part_df.collect()
+        if on_driver:
+            part_rows = continuity_rows(seg_rows, options=opts)
+            part_schema = _ddl_schema(PARTITION_SCHEMA)
+        else:
+            part_df = partition_continuity(seg_df, options=opts).cache()
+            part_rows = part_df.collect()
+            part_schema = part_df.schema
+        timer.lap("continuity")
         sc.setJobDescription("kafkalog validate: write reports")
         text = summarize(seg_rows, part_rows)
-        _write_reports(out, report_format, seg_df, part_df, seg_rows, part_rows, opts)
+        _write_reports(out, report_format, seg_df.schema, part_schema, seg_rows, part_rows, opts)
         storage.write_bytes(storage.join(out, "summary.txt"), text.encode("utf-8"), opts)
-        if json_mode:
-            sys.stdout.write(json.dumps({"type": "summary", **summary_fields(seg_rows, part_rows), "out": out}) + "\n")
-        else:
-            sys.stdout.write(text)
-        return exit_code(seg_rows, part_rows)
+        timer.lap("reports")
     except OSError as exc:
         return print_error(exc, json_mode=json_mode)
     finally:
@@ -276,16 +335,27 @@ def run_validation(
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # PySpark has no clearJobGroup
         if not had_session:
             spark.stop()
+            timer.lap("stop")
+    if json_mode:
+        extra = {"timings": timer.as_dict()} if timings else {}
+        sys.stdout.write(json.dumps({"type": "summary", **summary_fields(seg_rows, part_rows), "out": out,
+                                     **extra}) + "\n")  # fmt: skip
+    else:
+        sys.stdout.write(text)
+        if timings:
+            sys.stderr.write("timings (seconds):\n" + timer.render())
+    return exit_code(seg_rows, part_rows)
 
 
-def _write_reports(out: str, fmt: str, seg_df, part_df, seg_rows: list, part_rows: list, opts: dict[str, str]) -> None:
+def _write_reports(out: str, fmt: str, seg_schema, part_schema, seg_rows: list, part_rows: list,
+                   opts: dict[str, str]) -> None:  # fmt: skip
     """The collected rows, written by the driver with pyarrow: a local ``out`` gets ``segments.<fmt>/`` and
     ``partitions.<fmt>/`` dirs holding one ``part-00000.<fmt>`` each (what ``spark.read.parquet``/``json`` read),
     a URL one object each through :mod:`kafkalog.storage`. Spark's own writer would have an executor write a local
     path on its host, so on a multi-host cluster the reports would not land where the user said."""
     local = not storage.is_remote(out)
-    for name, df, rows in (("segments", seg_df, seg_rows), ("partitions", part_df, part_rows)):
-        data = _encode_rows(df, rows, fmt)
+    for name, schema, rows in (("segments", seg_schema, seg_rows), ("partitions", part_schema, part_rows)):
+        data = _encode_rows(schema, rows, fmt)
         if local:
             target = os.path.join(storage.local_path(out), f"{name}.{fmt}")
             if os.path.isdir(target):
@@ -298,16 +368,17 @@ def _write_reports(out: str, fmt: str, seg_df, part_df, seg_rows: list, part_row
             storage.write_bytes(storage.join(out, f"{name}.{fmt}"), data, opts)
 
 
-def _encode_rows(df, rows: list, fmt: str) -> bytes:
-    """Collected rows as one Parquet file (types from the DataFrame's schema) or as JSON lines."""
+def _encode_rows(struct, rows: list, fmt: str) -> bytes:
+    """Collected rows (pyspark Rows or dicts) as one Parquet file (types from the Spark schema ``struct``) or as
+    JSON lines."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    dicts = [r.asDict(recursive=True) for r in rows]
+    dicts = [r if isinstance(r, dict) else r.asDict(recursive=True) for r in rows]
     if fmt == "json":
         return "".join(json.dumps(d, sort_keys=False) + "\n" for d in dicts).encode("utf-8")
-    schema = to_arrow_schema(df.schema)
+    schema = to_arrow_schema(struct)
     table = pa.Table.from_pylist(dicts, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
@@ -316,7 +387,7 @@ def _encode_rows(df, rows: list, fmt: str) -> bytes:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m kafkalog.spark.validate ROOT... --out DIR [--master URL] [--no-index-check] [--deep]
-    [--format parquet|json] [--storage-option KEY=VALUE ...]`` (also the ``spark-submit`` entry point)."""
+    [--format parquet|json] [--storage-option KEY=VALUE ...] [--timings]`` (also the ``spark-submit`` entry point)."""
     parser = argparse.ArgumentParser(prog="kafkalog spark validate", description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", metavar="ROOT", help="log dir, partition dir, segment or tree of them")
     parser.add_argument("--out", required=True, help="dir or URL for segments/partitions reports and summary.txt")
@@ -328,6 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="storage option for remote URLs (endpoint_url, region, access_key, ...)")  # fmt: skip
     parser.add_argument("--rsm-config", default=None, metavar="FILE",
                         help="the broker's RemoteStorageManager configuration (Aiven tiered objects)")  # fmt: skip
+    parser.add_argument("--timings", action="store_true", help="print where the wall time went, phase by phase")
     try:
         args = parser.parse_args(argv)
         opts = parse_storage_options(args.storage_option)
@@ -337,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_error(exc)
     return run_validation(
         args.roots, args.out, args.master, index_check=not args.no_index_check, options=opts,
-        report_format=args.format, deep=args.deep, rsm=args.rsm_config,
+        report_format=args.format, deep=args.deep, rsm=args.rsm_config, timings=args.timings,
     )  # fmt: skip
 
 
