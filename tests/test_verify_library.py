@@ -245,3 +245,24 @@ def test_scan_log_batches_in_windows_equals_one_scan(golden_copy, monkeypatch, w
         assert got.last_offsets.tolist() == whole.last_offsets.tolist()
         assert got.sizes.tolist() == whole.sizes.tolist()
         assert released == sorted(released) and all(r in set(whole.positions.tolist()) for r in released)
+
+
+def test_a_log_dirs_checkpoints_are_parsed_once_per_version(tmp_path, monkeypatch) -> None:
+    """read_checkpoint_offsets for each of a log dir's partitions parses each checkpoint once, not once per
+    partition (that made a log dir's check quadratic in its partitions); a rewritten checkpoint is read again."""
+    from kafkalog.checkpoint.offset_checkpoint import write_offset_checkpoint
+    from kafkalog.verify import metadata
+
+    parts = {("t", p): 10 * p for p in range(50)}
+    for p in range(50):
+        (tmp_path / f"t-{p}").mkdir()
+    write_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint", parts)
+    calls: list[str] = []
+    real = metadata.read_offset_checkpoint
+    monkeypatch.setattr(metadata, "read_offset_checkpoint", lambda path: calls.append(str(path)) or real(path))
+    metadata._parsed_checkpoint.cache_clear()
+    got = [metadata.read_checkpoint_offsets(str(tmp_path / f"t-{p}"), "t", p)[0] for p in range(50)]
+    assert got == [10 * p for p in range(50)] and len(calls) == 1
+    write_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint", {("t", 3): 99})
+    assert metadata.read_checkpoint_offsets(str(tmp_path / "t-3"), "t", 3)[0] == 99 and len(calls) == 2
+    assert metadata.read_checkpoint_offsets(str(tmp_path / "t-4"), "t", 4)[0] is None

@@ -8,7 +8,9 @@ files) and ``kafkalog verify``.
 
 from __future__ import annotations
 
+import functools
 import os
+import stat
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,13 +105,22 @@ def read_checkpoint_offsets(
     for name in OFFSET_CHECKPOINT_FILES[:3]:
         path = os.path.join(logdir, name)
         value = None
-        if os.path.isfile(path):
-            try:
-                value = read_offset_checkpoint(path).get((topic, partition))
-            except (KafkaLogError, OSError):
-                value = None
+        try:
+            st = os.stat(path)
+            if stat.S_ISREG(st.st_mode):
+                value = _parsed_checkpoint(path, st.st_mtime_ns, st.st_size, st.st_ino).get((topic, partition))
+        except (KafkaLogError, OSError):
+            value = None
         out.append(value)
     return out[0], out[1], out[2]
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_checkpoint(path: str, mtime_ns: int, size: int, inode: int) -> dict[tuple[str, int], int]:
+    """One offset checkpoint, parsed once per version of the file (keyed by its stat): a log dir's checkpoints
+    name every partition in it, and re-reading them for each of its partition dirs made a check of a log dir
+    quadratic in its partitions. A parse error is not cached."""
+    return read_offset_checkpoint(path)
 
 
 def is_log_dir(path: str, names: Collection[str]) -> bool:
