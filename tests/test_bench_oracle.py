@@ -72,4 +72,4 @@ def test_bench_records_prints_kafkas_same_run_figure() -> None:
                           capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ""})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Apache Kafka deep iteration (same file, same run)" in proc.stdout
-    assert proc.stdout.count("x Apache Kafka's") == 10  # 5 figures x 2 value sizes, each with its ratio
+    assert proc.stdout.count("x Apache Kafka's") == 12  # 6 figures x 2 value sizes, each with its ratio
