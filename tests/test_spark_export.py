@@ -215,3 +215,42 @@ def test_cli_export_end_to_end(spark, tmp_path: Path) -> None:
     res = runner.invoke(main, ["spark", "export", str(empty), "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and res.stderr.strip() == f"kafkalog: error: {empty}: no segments found to export"
     assert "Traceback" not in res.output
+
+
+def test_values_that_do_not_compress_are_stored_uncompressed(spark, tmp_path: Path) -> None:
+    """With snappy (the default) a value column whose bytes do not shrink is written uncompressed and every other
+    column keeps snappy, headers included; only topic and timestamp_type get a dictionary; rows read back equal.
+    An explicit zstd is kept for every column."""
+    import os as _os
+
+    import pyarrow.parquet as pq
+
+    from kafkalog.log import Log
+    from kafkalog.spark import export_archive
+
+    root = tmp_path / "archive"
+    for name, value in (("random-0", lambda i: _os.urandom(300)), ("repeated-0", lambda i: b"kafka log " * 30)):
+        with Log.open(root / name, {"segment.bytes": str(1 << 30)}) as log:
+            for i in range(40):
+                log.append_as_leader([(b"k%d" % j, value(j), [("h", b"v")]) for j in range(100)], timestamp=1000 + i)
+            log.flush()
+
+    def codecs(out: Path, topic: str) -> dict[str, tuple[str, tuple]]:
+        (path,) = (out / f"topic={topic}" / "partition=0").glob("*.parquet")
+        meta = pq.ParquetFile(path).metadata.row_group(0)
+        return {meta.column(i).path_in_schema: (meta.column(i).compression, meta.column(i).encodings)
+                for i in range(meta.num_columns)}  # fmt: skip
+
+    out = tmp_path / "snappy"
+    export_archive(spark, str(root), str(out))
+    rand, rep = codecs(out, "random"), codecs(out, "repeated")
+    assert rand["value"][0] == "UNCOMPRESSED" and rep["value"][0] == "SNAPPY"
+    for cols in (rand, rep):
+        assert {c for c, (codec, _) in cols.items() if codec != "SNAPPY"} <= {"value"}
+        assert "headers.list.element.value" in cols and "RLE_DICTIONARY" not in cols["offset"][1]
+        assert "RLE_DICTIONARY" in cols["timestamp_type"][1]
+    want = spark.read.format("kafkalog").load(str(root)).orderBy(*ORDER).collect()
+    assert spark.read.parquet(str(out)).orderBy(*ORDER).collect() == want and len(want) == 8000
+    out = tmp_path / "zstd"
+    export_archive(spark, str(root), str(out), compression="zstd")
+    assert {codec for codec, _ in codecs(out, "random").values()} == {"ZSTD"}

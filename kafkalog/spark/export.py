@@ -218,14 +218,15 @@ class _FileWriter:
     temp name and renamed; in an object store straight to its key (an object appears whole when its upload
     completes, and a rename there is a copy: pyarrow's also leaves a directory marker object behind)."""
 
-    def __init__(self, dest: _Out, target: str, schema: Any, compression: str) -> None:
+    def __init__(self, dest: _Out, target: str, schema: Any, compression: dict[str, str] | str) -> None:
         import pyarrow.parquet as pq
 
         self.dest, self.target = dest, target
         head, _, name = target.rpartition(os.sep)
         self.tmp = target if dest.remote else f"{head}{os.sep}.{name}.{uuid.uuid4().hex}.tmp"
         self.sink = dest.open_output(self.tmp)
-        self.writer = pq.ParquetWriter(self.sink, schema, compression=compression)
+        self.writer = pq.ParquetWriter(self.sink, schema, compression=compression,
+                                       use_dictionary=[n for n in DICTIONARY_COLUMNS if n in schema.names])  # fmt: skip
         self.pending: list = []
         self.pending_rows = 0
         self.rows = 0
@@ -278,7 +279,7 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
                 first = int(batch.column(2)[0].as_py())
                 name = f"part-{task:05d}-{first:020d}.parquet"  # a retry writes the same names
                 rel = f"{_dir_of(partition_by, topic, partition)}/{name}" if partition_by else name
-                writer = _FileWriter(dest, dest.path(rel), batch.schema, compression)
+                writer = _FileWriter(dest, dest.path(rel), batch.schema, _codecs(batch, compression))
             writer.write(batch)
         if writer is not None:
             files.append(writer.close())
@@ -293,6 +294,49 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
         return {"task": task, "files": [asdict(f) for f in files], "error": error,
                 "seconds": time.perf_counter() - started}  # fmt: skip
     return {"task": task, "files": [asdict(f) for f in files], "error": None, "seconds": time.perf_counter() - started}
+
+
+#: columns Parquet dictionary-encodes: the ones that repeat within a file. Offsets, timestamps, keys and values
+#: are mostly distinct, and a dictionary tried on them first (pyarrow's default) only slows Spark's reads.
+DICTIONARY_COLUMNS = ("topic", "timestamp_type")
+#: codecs that give way to no compression on a key or value column whose bytes do not shrink (see :func:`_codecs`)
+FAST_CODECS = ("snappy", "lz4")
+
+
+def _codecs(batch, compression: str) -> dict[str, str] | str:
+    """The codec of each Parquet column of a file whose first batch is ``batch``: ``compression``, except that
+    with a fast codec a key or value column whose bytes in this batch do not shrink by a tenth under snappy
+    (random or already compressed payloads) is stored uncompressed: the file is no bigger and Spark reads such
+    pages faster."""
+    if compression.lower() not in FAST_CODECS:
+        return compression
+    import cramjam
+
+    codecs = {path: compression for path in _leaf_paths(batch.schema)}
+    for name in ("key", "value"):
+        if name in batch.schema.names:
+            data = batch.column(name).buffers()[2]
+            sample = b"" if data is None else memoryview(data)[: 256 << 10]
+            if len(sample) >= 4096 and len(cramjam.snappy.compress_raw(sample)) > 0.9 * len(sample):
+                codecs[name] = "none"
+    return codecs
+
+
+def _leaf_paths(schema) -> list[str]:
+    """Parquet's column paths of an Arrow schema (a list is ``name.list.element``, a struct's field
+    ``name.field``): a codec map must name every leaf, or pyarrow writes the unnamed ones uncompressed."""
+    import pyarrow as pa
+
+    def walk(prefix: str, t) -> Iterable[str]:
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            yield from walk(f"{prefix}.list.element", t.value_type)
+        elif pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                yield from walk(f"{prefix}.{t.field(i).name}", t.field(i).type)
+        else:
+            yield prefix
+
+    return [p for f in schema for p in walk(f.name, f.type)]
 
 
 def _task_function(reader, dest: _Out, partition_by: tuple[str, ...], compression: str):
@@ -400,7 +444,8 @@ def export_archive(
     options, ``maxPartitionBytes``, ``minPartitions``, ``arrowBatchRows``) and the storage options
     (:data:`kafkalog.storage.STORAGE_OPTIONS`), which serve both the roots and ``out``. ``mode``: ``error``
     (default: refuse an ``out`` that holds files) or ``overwrite`` (empty it first; refused when a root lies
-    inside it). ``compression``: any ``pyarrow.parquet`` codec (``snappy``, ``zstd``, ``gzip``, ``none``, ...).
+    inside it). ``compression``: any ``pyarrow.parquet`` codec (``snappy``, ``zstd``, ``gzip``, ``none``, ...);
+    with ``snappy`` or ``lz4`` a key or value column whose bytes do not compress is stored uncompressed.
 
     Raises :class:`NothingToExportError` when the roots hold no segment with bytes, the library's error (e.g.
     ``CorruptRecordError`` naming the segment) when a task met corruption, and ``storage.StorageError`` when
