@@ -28,7 +28,8 @@ class KafkalogGroup(click.Group):
         try:
             return super().invoke(ctx)
         except click.BadParameter as exc:
-            if not isinstance(getattr(exc.param, "type", None), click.Path):
+            # a missing path option is click's usage error (its message is built at show time, empty here)
+            if isinstance(exc, click.MissingParameter) or not isinstance(getattr(exc.param, "type", None), click.Path):
                 raise
             # a path argument click refused (a dir where a file is wanted): one line naming it, as every error
             ctx.exit(report_error(CommandError(_path_error(exc)), out=_state(ctx).output))

@@ -376,3 +376,15 @@ def test_subprocess_unreadable_paths(tmp_path: Path) -> None:
     idx.mkdir()
     result = kafkalog("dump", idx)
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [["spark", "validate", "ROOT"], ["spark", "export", "ROOT"]])
+def test_a_missing_required_path_option_is_a_usage_error_naming_it(tmp_path, args) -> None:
+    """A required ``--out PATH`` left out is click's usage error naming the option (exit 2), not an empty
+    ``kafkalog: error:`` line: click's MissingParameter is a BadParameter of a Path option with no message yet."""
+    from click.testing import CliRunner
+    from kafkalog_cli.main import main
+
+    r = CliRunner().invoke(main, [a if a != "ROOT" else str(tmp_path) for a in args])
+    assert r.exit_code == 2
+    assert "Missing option '--out'" in r.stderr and "kafkalog: error: \n" not in r.stderr
