@@ -43,7 +43,7 @@ from kafkalog.records.reader import read_batches
 from kafkalog.segment_read import search_for_timestamp
 from kafkalog.tiered import AivenSegment, is_aiven_item, materialize
 
-__all__ = ["PartitionTimes", "offset_for_timestamp"]
+__all__ = ["PartitionTimes", "indexes_on_disk", "offset_for_timestamp"]
 
 #: bytes of a ``.log`` the search reads first; each further read doubles, up to :data:`MAX_CHUNK`
 FIRST_CHUNK = 256 << 10
@@ -95,18 +95,18 @@ def _walk(item: Any, start: int, size: int, options: dict[str, str] | None, rsm:
 
 
 @contextlib.contextmanager
-def _local_indexes(item: Any, options: dict[str, str] | None, rsm: Any) -> Iterator[tuple[Any, int]]:
-    """(``item`` with its index files on local disk, the ``.log``'s size): itself when local; a scratch copy of a
-    remote segment's index objects; an Aiven segment's indexes out of its ``.indexes``."""
+def indexes_on_disk(item: Any, options: dict[str, str] | None = None, rsm: Any = None) -> Iterator[Any]:
+    """``item`` with its index files readable on local disk for the block's duration: itself when local; a scratch
+    copy of a remote segment's index objects (not the ``.log``); an Aiven segment's indexes out of its
+    ``.indexes`` (the item then carries the original segment's size). ``size_bytes`` is the ``.log``'s size."""
     if not storage.is_remote(item.path) and not is_aiven_item(item):
-        yield item, item.size_bytes
+        yield item
         return
     with storage.scratch_dir() as root:
         if is_aiven_item(item):
-            local = materialize(item, root, rsm=rsm, options=options, with_log=False)
-            yield local, local.size_bytes
+            yield materialize(item, root, rsm=rsm, options=options, with_log=False)
         else:
-            yield storage.stage_segment(item, root, options, with_log=False), item.size_bytes
+            yield storage.stage_segment(item, root, options, with_log=False)
 
 
 def header_max_timestamp(item: Any, options: dict[str, str] | None = None, rsm: Any = None) -> int | None:
@@ -130,7 +130,7 @@ def index_max_timestamp(item: Any, next_base: int, options: dict[str, str] | Non
     if not storage.is_remote(item.path) and not is_aiven_item(item):
         return checked_max_timestamp(item.path, item.base_offset, next_base)
     if is_aiven_item(item):
-        with _local_indexes(item, options, rsm) as (local, _):
+        with indexes_on_disk(item, options, rsm) as local:
             return _timeindex_file_top(local.sibling(".timeindex"), item.base_offset, next_base)
     size = item.timeindex_size
     if size < _ENTRY.size or size % _ENTRY.size:
@@ -178,7 +178,8 @@ def search_segment(item: Any, timestamp: int, options: dict[str, str] | None = N
     """Kafka's ``findOffsetByTimestamp`` in one segment: (the first offset whose timestamp >= ``timestamp``, or
     None when no record of the segment is that late; False) or, when the search meets a damaged batch first, (the
     offset after the last whole batch before it, True)."""
-    with _local_indexes(item, options, rsm) as (local, size):
+    with indexes_on_disk(item, options, rsm) as local:
+        size = local.size_bytes
         position, _, _ = checked_range(local.path, item.base_offset, item.base_offset, ts_lo=timestamp,
                                        log_size=None if local is item else size)  # fmt: skip
     walk = _walk(item, position, size, options, rsm)

@@ -78,14 +78,14 @@ from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, InvalidArgumentError, KafkaLogError
 from kafkalog.index import TransactionIndex
 from kafkalog.log.index_check import checked_range
-from kafkalog.log.timestamp_offsets import PartitionTimes
+from kafkalog.log.timestamp_offsets import PartitionTimes, indexes_on_disk
 from kafkalog.spark import channel
 from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 from kafkalog.spark.split import split_big_segments
 from kafkalog.spark.worker_gc import freeze_worker_once
-from kafkalog.tiered import AivenSegment, as_rsm_config, is_aiven_item, materialize
+from kafkalog.tiered import AivenSegment, as_rsm_config, is_aiven_item
 
 _NO_UPPER = 1 << 63
 _MIN_LONG = -(1 << 63)
@@ -436,7 +436,7 @@ def _aborted_txns(items: list[SegmentItem], options: dict[str, str], rsm=None) -
     for item in items:
         if item.txnindex_size <= 0 and not is_aiven_item(item):
             continue
-        with _indexes_of(item, options, rsm) as local:
+        with indexes_on_disk(item, options, rsm) as local:
             if local.txnindex_size <= 0:
                 continue
             idx = TransactionIndex(local.sibling(".txnindex"), item.base_offset, writable=False)
@@ -446,22 +446,6 @@ def _aborted_txns(items: list[SegmentItem], options: dict[str, str], rsm=None) -
             finally:
                 idx.close()
     return out
-
-
-@contextlib.contextmanager
-def _indexes_of(item: SegmentItem, options: dict[str, str], rsm=None) -> Iterator[SegmentItem]:
-    """``item`` with its index files readable locally: itself on local disk; for a remote segment, a copy of the
-    index objects (not the ``.log``) in a scratch dir for the block's duration; for an Aiven tiered segment, its
-    indexes out of ``.indexes`` (the item then carries the original segment's size)."""
-    if is_aiven_item(item):
-        with storage.scratch_dir() as root:
-            yield materialize(item, root, rsm=rsm, options=options, with_log=False)
-        return
-    if not storage.is_remote(item.path):
-        yield item
-        return
-    with storage.scratch_dir() as root:
-        yield storage.stage_segment(item, root, options, with_log=False)
 
 
 @contextlib.contextmanager
@@ -496,7 +480,7 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
         position, start_offset, end = part.start, item.base_offset, part.stop
         size = end
     elif remote:  # the indexes alone, then one range of the .log
-        with _indexes_of(item, reader.storage, reader.rsm) as local:
+        with indexes_on_disk(item, reader.storage, reader.rsm) as local:
             size = local.size_bytes  # an Aiven object's original segment size
             position, start_offset, end = checked_range(local.path, item.base_offset, lo, upper, log_size=size)
     else:  # the indexes answer only after their strict checks against the .log (KIP-263 on first use)
