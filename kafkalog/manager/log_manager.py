@@ -38,9 +38,9 @@ from kafkalog.manager.housekeeping import Housekeeping
 from kafkalog.manager.loading import DirLoad, DirLoader, LoadProgress
 from kafkalog.manager.log_cleaner import LogCleanerService
 from kafkalog.manager.log_dir import LogDir, normalize_dirs
+from kafkalog.manager.mover_host import ManagerMoverHost
 from kafkalog.manager.offline import LogDirOfflineEvent, ManagedLogHooks, OfflineHandler
 from kafkalog.manager.partition_calls import PartitionCalls
-from kafkalog.manager.partition_lock import PartitionLock
 from kafkalog.manager.placement import next_log_dirs
 from kafkalog.manager.registry import LogEntry, LogRegistry
 from kafkalog.manager.replica_mover import MoveProgress, ReplicaMover, resolve_future_logs
@@ -52,47 +52,6 @@ from kafkalog.records import RecordBatch
 __all__ = ["BrokerConfig", "LoadProgress", "LogDirOfflineEvent", "LogManager"]
 
 _log = logging.getLogger(__name__)
-
-
-class _MoverHost:
-    """What the replica mover may ask of its manager (``replica_mover.MoverHost``), besides the registry."""
-
-    def __init__(self, manager: LogManager) -> None:
-        self._m = manager
-
-    @property
-    def stopped(self) -> bool:
-        return self._m._stopped
-
-    def ensure_running(self) -> None:
-        self._m._ensure_running()
-
-    def entry(self, topic: str, partition: int) -> LogEntry:
-        return self._m._calls.entry(topic, partition)
-
-    def config_for(self, topic: str) -> LogConfig:
-        return self._m.config_for(topic)
-
-    def now(self) -> int:
-        return self._m._clock()
-
-    def open_log(self, path: str, config: LogConfig, **kwargs: Any) -> Log:
-        m = self._m
-        return m.adopt_log(Log.open(path, config, clock=m._clock, handle_cache=m.handle_cache, **kwargs))
-
-    def report(self, log_dir: str, cause: OSError, message: str) -> BaseException | None:
-        return self._m._offline.report(log_dir, cause, message)
-
-    def process_failures(self) -> None:
-        self._m._offline.process_failures()
-
-    def checkpoint(self, dirs: list[str] | None) -> None:
-        self._m.checkpoint_recovery_offsets(dirs)
-        self._m.checkpoint_log_start_offsets(dirs)
-
-    def register_current(self, key: TopicPartition, log: Log, lock: PartitionLock) -> None:
-        self._m._checker.forget(key)
-        self._m._checker.register_new(key, log, lock)
 
 
 class LogManager:
@@ -482,7 +441,7 @@ class LogManager:
         if self._mover is None:
             with self._registry.lock:
                 if self._mover is None:
-                    self._mover = ReplicaMover(self._registry, _MoverHost(self))
+                    self._mover = ReplicaMover(self._registry, ManagerMoverHost(self))
         return self._mover
 
     def alter_replica_log_dir(self, topic: str, partition: int, target_dir: str, *,
