@@ -586,7 +586,7 @@ def export_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
             for _ in range(rounds):  # in turns
                 a_s = min(a_s, _best(lambda q=q, df=archive: q(df), 1)[0])
                 e_s = min(e_s, _best(lambda q=q, df=export: q(df), 1)[0])
-            q_results.append((label, a_s, e_s))
+            q_results.append((label, a_s, e_s, archive.rdd.getNumPartitions(), export.rdd.getNumPartitions()))
     finally:
         spark.stop()
     size = sum(p.stat().st_size for p in (workdir / "ours-dirs").rglob("*.parquet"))
@@ -595,9 +595,9 @@ def export_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
     for layout, label in (("dirs", "topic=/partition= dirs"), ("flat", "flat")):
         print(f"  {label:<24} export_archive {ours[layout]:.2f}s ({n / ours[layout] / 1e6:.2f}M rows/s), DataSource + "
               f"write.parquet {theirs[layout]:.2f}s: {ours[layout] / theirs[layout]:.2f}x (goal <= 0.5x)")
-    for label, a_s, e_s in q_results:
-        print(f"  {label:<24} on the archive (DataSource) {a_s:.2f}s, on the export (spark.read.parquet) "
-              f"{e_s:.2f}s: {a_s / e_s:.1f}x faster (goal >= 2x)")
+    for label, a_s, e_s, a_tasks, e_tasks in q_results:
+        print(f"  {label:<24} on the archive (DataSource, {a_tasks} tasks) {a_s:.2f}s, on the export "
+              f"(spark.read.parquet, {e_tasks} tasks) {e_s:.2f}s: {a_s / e_s:.1f}x faster (goal >= 2x)")
 
 
 def tiny_section(workdir: Path, rounds: int, n_segments: int = 1000) -> None:
