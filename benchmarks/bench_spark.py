@@ -47,7 +47,6 @@ import argparse
 import json
 import os
 import shutil
-import struct
 import sys
 import tempfile
 import time
@@ -55,71 +54,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from spark_bench_common import aggregates, best_of, generate, in_turns, library_loop, load_average  # noqa: E402
+
 from kafkalog.discovery import discover_segments  # noqa: E402
-from kafkalog.records import CompressionType, build_batch  # noqa: E402
-from kafkalog.segment import LogSegment  # noqa: E402
-from kafkalog.verify import verify_segment  # noqa: E402
-
-
-def generate(root: Path, partitions: int, segments: int, segment_bytes: int, values: str = "repeated") -> tuple[int, int]:
-    """Write the archive; returns (total bytes, total batches). ``values="repeated"``: batches are built once
-    and re-based (64 distinct values: Parquet dictionary-encodes them); ``"random"``: every record gets 180 random
-    bytes (nothing for Parquet to dictionary-encode or compress)."""
-    import random
-
-    records_per_batch = 16
-    codecs = [CompressionType.NONE, CompressionType.NONE, CompressionType.LZ4, CompressionType.NONE]
-    templates = []
-    for i, codec in enumerate(codecs):
-        recs = [
-            (f"key-{i}-{j}".encode(), (f"value-{i}-{j}-" * 12).encode(), [("h", b"v")])
-            for j in range(records_per_batch)
-        ]
-        templates.append(build_batch(recs, base_offset=0, compression=codec, producer_id=-1))
-    rng = random.Random(20)
-
-    def random_batch(k: int, offset: int) -> bytes:
-        recs = [(f"key-{k % 4}-{j}".encode(), rng.randbytes(180), [("h", b"v")]) for j in range(records_per_batch)]
-        return build_batch(recs, base_offset=offset, compression=codecs[k % len(codecs)], producer_id=-1)
-
-    logdir = root / "logdir"
-    logdir.mkdir(parents=True)
-    total = batches = total_0 = batches_0 = 0
-    for p in range(partitions):
-        pdir = logdir / f"bench-{p}"
-        if p > 0:  # partitions are independent logs: copies of the first one are just as valid (and faster)
-            shutil.copytree(logdir / "bench-0", pdir)
-            total += total_0
-            batches += batches_0
-            continue
-        pdir.mkdir()
-        offset = 0
-        for _s in range(segments):
-            seg = LogSegment.open(pdir, offset)
-            size = 0
-            k = 0
-            while size < segment_bytes:
-                if values == "random":
-                    t = random_batch(k, offset)
-                else:
-                    t = bytearray(templates[k % len(templates)])
-                    struct.pack_into(">q", t, 0, offset)  # baseOffset is outside the CRC: re-basing keeps it valid
-                seg.append(bytes(t))
-                offset += records_per_batch
-                size += len(t)
-                k += 1
-            batches += k
-            total += size
-            seg.close()
-        total_0, batches_0 = total, batches
-    return total, batches
-
-
-def library_loop(items) -> float:
-    t = time.perf_counter()
-    bad = [s for s in (verify_segment(i) for i in items) if s.status != "ok"]
-    assert not bad, bad[:3]
-    return time.perf_counter() - t
 
 
 def cli_verify(root: str) -> float:
@@ -133,10 +70,6 @@ def cli_verify(root: str) -> float:
     took = time.perf_counter() - t
     assert r.returncode == 0, r.stderr[-500:]
     return took
-
-
-def _load() -> float:
-    return os.getloadavg()[0]
 
 
 def spark_runs(
@@ -161,7 +94,7 @@ def spark_runs(
             yield from batches
 
         for _ in range(rounds):
-            out["load"].append(_load())
+            out["load"].append(load_average())
             out["lib"].append(library_loop(items))
             if with_cli:
                 out["cli"].append(cli_verify(root))
@@ -193,34 +126,6 @@ def spark_runs(
         return out
     finally:
         spark.stop()
-
-
-def _best(fn, rounds: int) -> tuple[float, object]:
-    """(best seconds, result) over ``rounds`` calls of ``fn``."""
-    best = None
-    for _ in range(rounds):
-        t = time.perf_counter()
-        res = fn()
-        s = time.perf_counter() - t
-        if best is None or s < best[0]:
-            best = (s, res)
-    return best
-
-
-def _aggregates(df) -> tuple[int, int]:
-    row = df.selectExpr("count(*) AS n", "sum(length(value)) AS v").collect()[0]
-    return int(row.n), int(row.v or 0)
-
-
-def _in_turns(frames: dict, rounds: int) -> tuple[dict[str, float], dict[str, int]]:
-    """({name: best seconds of :func:`_aggregates`}, {name: tasks}) of warmed-up DataFrames run in turns."""
-    best: dict[str, float] = {}
-    for _ in range(rounds):
-        for name, df in frames.items():
-            t = time.perf_counter()
-            _aggregates(df)
-            best[name] = min(best.get(name, 1e9), time.perf_counter() - t)
-    return best, {name: df.rdd.getNumPartitions() for name, df in frames.items()}
 
 
 #: the DataSource reads the scan section times: (label, user-specified schema or None, options, aggregate)
@@ -317,7 +222,7 @@ def scan_section(scan_roots: list[str], parquet_dir: Path, rounds: int) -> None:
     from kafkalog.spark.datasource import KafkaLogReader, read_scan_metrics
 
     items = discover_segments(scan_roots)
-    load_start = _load()
+    load_start = load_average()
 
     def columnar(columns=None) -> tuple[int, int]:
         n = v = 0
@@ -330,14 +235,14 @@ def scan_section(scan_roots: list[str], parquet_dir: Path, rounds: int) -> None:
             reader.close()
         return n, v
 
-    c_s, (c_n, c_v) = _best(columnar, rounds)
-    cv_s, _ = _best(lambda: columnar(["value"]), rounds)
+    c_s, (c_n, c_v) = best_of(columnar, rounds)
+    cv_s, _ = best_of(lambda: columnar(["value"]), rounds)
     spark = get_session("local[1]", "bench-scan")
     register(spark)
     results = []
     try:
         ds = spark.read.format("kafkalog").load(scan_roots)
-        _aggregates(ds)  # warm: workers, imports
+        aggregates(ds)  # warm: workers, imports
         for label, schema, options, agg in SCAN_READS:
             mdir = parquet_dir.parent / "scan-metrics"
             r = spark.read.format("kafkalog").options(**options).option("metricsDir", str(mdir))
@@ -349,17 +254,17 @@ def scan_section(scan_roots: list[str], parquet_dir: Path, rounds: int) -> None:
                 shutil.rmtree(mdir, ignore_errors=True)
                 if agg == "count":
                     return int(df.selectExpr("count(*) AS n").collect()[0].n), None, read_scan_metrics(str(mdir))
-                n, v = _aggregates(df)
+                n, v = aggregates(df)
                 return n, v, read_scan_metrics(str(mdir))
 
             run()
-            s, (n, v, m) = _best(run, rounds)
+            s, (n, v, m) = best_of(run, rounds)
             assert n == c_n and v in (None, c_v), (label, n, v)
             # the same plan returning one record per partition dir: planning, job and task start-up, no data
             # (a new Dataset each time: collecting one twice reuses its finished shuffle stage)
             tiny_s = None
             if schema is None or "offset" in schema:
-                tiny_s, _ = _best(lambda df=df: df.filter("offset < 1").selectExpr("count(*)").collect(), rounds)
+                tiny_s, _ = best_of(lambda df=df: df.filter("offset < 1").selectExpr("count(*)").collect(), rounds)
             opts = {"paths": json.dumps(scan_roots), **options}
             tasks = len(KafkaLogReader(opts, None, spark.sparkContext.defaultParallelism).partitions())
             results.append((label, agg, s, m["scan_seconds"], tiny_s, tasks, load_s))
@@ -373,25 +278,25 @@ def scan_section(scan_roots: list[str], parquet_dir: Path, rounds: int) -> None:
             fdf = (r.schema(ddl) if ddl else r).load()
             o = spark.read.format("kafkalog")
             odf = (o.schema(ddl) if ddl else o).load(scan_roots)
-            assert _aggregates(fdf) == _aggregates(odf) == (c_n, c_v), ddl
+            assert aggregates(fdf) == aggregates(odf) == (c_n, c_v), ddl
             # ours and the floor in turns, so the JVM's warm-up and load bursts fall on both alike
             f_s = o_s = float("inf")
             for _ in range(rounds):
-                o_s = min(o_s, _best(lambda odf=odf: _aggregates(odf), 1)[0])
-                f_s = min(f_s, _best(lambda fdf=fdf: _aggregates(fdf), 1)[0])
+                o_s = min(o_s, best_of(lambda odf=odf: aggregates(odf), 1)[0])
+                f_s = min(f_s, best_of(lambda fdf=fdf: aggregates(fdf), 1)[0])
             floors.append((ddl or "full schema", f_s, o_s, len(files)))
         shutil.rmtree(parquet_dir, ignore_errors=True)
         ds.write.parquet(str(parquet_dir))
         pq = spark.read.parquet(str(parquet_dir))
-        _aggregates(pq)
-        p_s, (p_n, p_v) = _best(lambda: _aggregates(pq), rounds)
-        pcount_s, _ = _best(lambda: pq.count(), rounds)
-        ptiny_s, _ = _best(lambda: pq.filter("offset < 1").selectExpr("count(*)").collect(), rounds)  # new each time
+        aggregates(pq)
+        p_s, (p_n, p_v) = best_of(lambda: aggregates(pq), rounds)
+        pcount_s, _ = best_of(lambda: pq.count(), rounds)
+        ptiny_s, _ = best_of(lambda: pq.filter("offset < 1").selectExpr("count(*)").collect(), rounds)  # new each time
     finally:
         spark.stop()
     assert c_n == p_n and c_v == p_v, (c_n, p_n, c_v, p_v)
     print(f"scan: {c_n} records, {c_v / 1e6:.1f} MB of values, {len(items)} segments; load {load_start:.2f} at the "
-          f"start, {_load():.2f} at the end (best of {rounds})")
+          f"start, {load_average():.2f} at the end (best of {rounds})")
     print(f"  in-process columnar (iter_record_columns + to_arrow + sum): {c_n / c_s / 1e6:.2f}M records/s "
           f"({c_s:.3f}s); to_arrow(['value']) only: {c_n / cv_s / 1e6:.2f}M records/s ({cv_s:.3f}s)")
     print(f"  Parquet local[1]: count+sum(length(value)) {p_n / p_s / 1e6:.2f}M rows/s ({p_s:.3f}s); count "
@@ -425,9 +330,9 @@ def _two_jobs(spark, roots: list[str], options: dict | None, rounds: int) -> tup
 
     reader = spark.read.format("kafkalog").options(**(options or {}))
     validate()
-    _aggregates(reader.load(roots))
-    v_s, _ = _best(validate, rounds)
-    d_s, (n, _) = _best(lambda: _aggregates(reader.load(roots)), rounds)
+    aggregates(reader.load(roots))
+    v_s, _ = best_of(validate, rounds)
+    d_s, (n, _) = best_of(lambda: aggregates(reader.load(roots)), rounds)
     return v_s, d_s, n
 
 
@@ -443,7 +348,7 @@ def remote_section(root: str, scan_roots: list[str], rounds: int) -> None:
         t = time.perf_counter()
         for r in scan_roots:
             upload_tree(client, Path(r), "bench", f"logdir/{os.path.basename(r)}")
-        print(f"remote: uploaded {total / 1e6:.1f} MB to moto in {time.perf_counter() - t:.1f}s; load {_load():.2f}")
+        print(f"remote: uploaded {total / 1e6:.1f} MB to moto in {time.perf_counter() - t:.1f}s; load {load_average():.2f}")
         urls = [f"s3://bench/logdir/{os.path.basename(r)}" for r in scan_roots]
         spark = get_session("local[2]", "bench-remote")
         try:
@@ -478,21 +383,21 @@ def big_remote_section(workdir: Path, rounds: int, mib: int) -> None:
         plan: dict[str, float] = {}
         for name, opts in reads.items():
             reader = KafkaLogReader({"path": url, **server.options, **opts})
-            plan[name], _ = _best(reader.partitions, rounds)
+            plan[name], _ = best_of(reader.partitions, rounds)
         spark = get_session("local[2]", "bench-bigremote")
         register(spark)
         try:
             frames = {name: spark.read.format("kafkalog").options(**server.options, **opts).load(url)
                       for name, opts in reads.items()}  # fmt: skip
-            results = {name: _aggregates(df) for name, df in frames.items()}  # warm-up
+            results = {name: aggregates(df) for name, df in frames.items()}  # warm-up
             assert results["whole"] == results["split"], results
-            best, tasks = _in_turns(frames, rounds)
+            best, tasks = in_turns(frames, rounds)
         finally:
             spark.stop()
     finally:
         server.stop()
     print(f"big remote segment, {size / 1e6:.1f} MB from moto, local[2], {results['whole'][0]} records; "
-          f"load {_load():.2f}")
+          f"load {load_average():.2f}")
     for name in reads:
         print(f"  {name}: {best[name]:.2f}s ({tasks[name]} tasks), planning {plan[name] * 1000:.0f} ms")
     print(f"  split / whole: {best['whole'] / best['split']:.2f}x faster")
@@ -520,112 +425,11 @@ def cluster_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
     finally:
         cluster.stop()
     assert n == cn
-    print(f"cluster (2 workers x 1 core) vs local[2], {total / 1e6:.1f} MB; load {_load():.2f}")
+    print(f"cluster (2 workers x 1 core) vs local[2], {total / 1e6:.1f} MB; load {load_average():.2f}")
     print(f"  validation: local[2] {total / lv / 1e6:.1f} MB/s ({lv:.2f}s), cluster {total / cv / 1e6:.1f} MB/s "
           f"({cv:.2f}s): cluster / local {lv / cv:.2f}")
     print(f"  DataSource full scan: local[2] {n / ld:.0f} rows/s ({ld:.2f}s), cluster {n / cd:.0f} rows/s "
           f"({cd:.2f}s): cluster / local {ld / cd:.2f}")
-
-
-def export_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
-    """export_archive vs the DataSource + ``df.write.parquet`` (local[2], same records, same layouts, best of
-    ``rounds``, the two in turns), then queries on the export vs on the archive."""
-    from kafkalog.spark import export_archive, get_session, register
-
-    items = discover_segments(scan_roots)
-    total = sum(max(i.size_bytes, 0) for i in items)
-    topic = items[0].topic
-    spark = get_session("local[2]", "bench-export")
-    register(spark)
-    ours: dict[str, float] = {}
-    theirs: dict[str, float] = {}
-    try:
-        ds = spark.read.format("kafkalog").load(scan_roots)
-        n, v = _aggregates(ds)  # warm: workers, imports
-        point = n // len(scan_roots) // 2  # an offset in the middle of the first partition dir
-
-        def ours_once(layout: str) -> float:
-            out = workdir / f"ours-{layout}"
-            shutil.rmtree(out, ignore_errors=True)
-            t = time.perf_counter()
-            r = export_archive(spark, scan_roots, str(out), partition_by=("topic", "partition") if layout == "dirs"
-                               else ())  # fmt: skip
-            took = time.perf_counter() - t
-            assert r.rows == n, (r.rows, n)
-            return took
-
-        def theirs_once(layout: str) -> float:
-            out = workdir / f"theirs-{layout}"
-            shutil.rmtree(out, ignore_errors=True)
-            t = time.perf_counter()
-            w = spark.read.format("kafkalog").load(scan_roots).write
-            (w.partitionBy("topic", "partition") if layout == "dirs" else w).parquet(str(out))
-            return time.perf_counter() - t
-
-        for layout in ("dirs", "flat"):
-            ours_once(layout)  # warm both paths once
-            theirs_once(layout)
-            ours[layout] = theirs[layout] = float("inf")
-            for _ in range(rounds):
-                ours[layout] = min(ours[layout], ours_once(layout))
-                theirs[layout] = min(theirs[layout], theirs_once(layout))
-        exported = spark.read.parquet(str(workdir / "ours-dirs"))
-        assert _aggregates(exported) == (n, v)
-        where = f"topic = '{topic}' AND partition = {items[0].partition} AND offset = {point}"
-        queries = {
-            "count+sum(length(value))": lambda df: _aggregates(df),
-            "point filter": lambda df: len(df.filter(where).collect()),
-        }
-        q_results = []
-        for label, q in queries.items():
-            # one DataFrame each, queried again and again, as the queries that follow an export are
-            archive = spark.read.format("kafkalog").load(scan_roots)
-            export = spark.read.parquet(str(workdir / "ours-dirs"))
-            assert q(archive) == q(export), label
-            a_s = e_s = float("inf")
-            for _ in range(rounds):  # in turns
-                a_s = min(a_s, _best(lambda q=q, df=archive: q(df), 1)[0])
-                e_s = min(e_s, _best(lambda q=q, df=export: q(df), 1)[0])
-            q_results.append((label, a_s, e_s, archive.rdd.getNumPartitions(), export.rdd.getNumPartitions()))
-    finally:
-        spark.stop()
-    size = sum(p.stat().st_size for p in (workdir / "ours-dirs").rglob("*.parquet"))
-    print(f"export (local[2]): {n} records, {total / 1e6:.1f} MB of segments in {len(items)} segments -> "
-          f"{size / 1e6:.1f} MB of Parquet; load {_load():.2f} (best of {rounds})")
-    for layout, label in (("dirs", "topic=/partition= dirs"), ("flat", "flat")):
-        print(f"  {label:<24} export_archive {ours[layout]:.2f}s ({n / ours[layout] / 1e6:.2f}M rows/s), DataSource + "
-              f"write.parquet {theirs[layout]:.2f}s: {ours[layout] / theirs[layout]:.2f}x (goal <= 0.5x)")
-    for label, a_s, e_s, a_tasks, e_tasks in q_results:
-        print(f"  {label:<24} on the archive (DataSource, {a_tasks} tasks) {a_s:.2f}s, on the export "
-              f"(spark.read.parquet, {e_tasks} tasks) {e_s:.2f}s: {a_s / e_s:.1f}x faster (goal >= 2x)")
-
-
-def tiny_section(workdir: Path, rounds: int, n_segments: int = 1000) -> None:
-    """``n_segments`` tiny segments (one 30-record batch of 200-byte values each, 8 KB segments) against the same
-    records in one segment: ``count`` + ``sum(length(value))`` on local[2], in turns, best of ``rounds`` after a
-    warm-up query each."""
-    from kafkalog.log import Log
-    from kafkalog.spark import get_session, register
-
-    shutil.rmtree(workdir, ignore_errors=True)
-    for name, seg in (("tiny-0", 8 << 10), ("one-0", 1 << 30)):
-        with Log.open(workdir / name, {"segment.bytes": str(seg)}) as log:
-            for i in range(n_segments):
-                log.append_as_leader([(b"k%d" % j, b"v" * 200) for j in range(30)], timestamp=1000 + i)
-            log.flush()
-    spark = get_session("local[2]", "bench-tiny")
-    register(spark)
-    try:
-        frames = {name: spark.read.format("kafkalog").schema("offset long, value binary").load(str(workdir / name))
-                  for name in ("tiny-0", "one-0")}  # fmt: skip
-        for df in frames.values():
-            _aggregates(df)  # warm-up: the planner worker, the JVM's first query
-        best, tasks = _in_turns(frames, rounds)
-    finally:
-        spark.stop()
-    print(f"tiny segments, local[2], {n_segments * 30} records; load {_load():.2f}")
-    print(f"  {n_segments} segments: {best['tiny-0']:.2f}s ({tasks['tiny-0']} tasks); one segment: "
-          f"{best['one-0']:.2f}s ({tasks['one-0']} tasks): {best['tiny-0'] / best['one-0']:.1f}x")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -673,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
             big_remote_section(base / "bigremote", args.rounds, args.big_mib)
         if "cluster" in sections:
             cluster_section(scan_roots, base / "cluster", args.rounds)
+        if "export" in sections or "tiny" in sections:
+            from bench_spark_export import export_section, tiny_section
+
         if "export" in sections:
             export_section(scan_roots, base / "export", args.rounds)
         if "tiny" in sections:

@@ -11,7 +11,7 @@ Each round runs the command as an operator does, in a fresh process (``kafkalog 
 partition continuity as a second Spark job (what archives of more than ``DRIVER_CONTINUITY_MAX_DIRS`` partition
 dirs, or remote ones, get), ``driver`` as small local archives get it. The reference is the library loop in this
 process over the same segments and partition dirs (``verify_segment`` then ``verify_partition``), timed in the
-same rounds. Without ``--root`` an archive is generated with ``bench_spark.generate`` (Kafka's indexes) in a temp
+same rounds. Without ``--root`` an archive is generated with ``spark_bench_common.generate`` (Kafka's indexes) in a temp
 dir. The load average is printed with each run: on a shared box it moves every figure.
 """
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         root = args.root
         if root is None:
-            from bench_spark import generate
+            from spark_bench_common import generate
 
             generate(work / "archive", args.partitions, args.segments, args.segment_kib * 1024)
             root = str(work / "archive" / "logdir")
