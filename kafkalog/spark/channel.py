@@ -30,7 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 
 __all__ = ["ChannelAddress", "DriverChannel", "driver_channel", "fail_job", "report", "skipped_totals",
-           "write_metrics_line"]
+           "warn_unreachable", "write_metrics_line"]
 
 log = logging.getLogger("kafkalog.spark")
 
@@ -163,6 +163,20 @@ def report(address: ChannelAddress | None, msg: dict) -> bool:
             return s.makefile("rb").readline().strip() == b"ok"
     except (OSError, ValueError):
         return False
+
+
+_UNREACHABLE_WARNED: set[tuple[str, int]] = set()
+
+
+def warn_unreachable(address: ChannelAddress, what: str) -> None:
+    """Once per process and driver address: a task could not reach the driver, so ``what`` happens on this host
+    instead (a local ``metricsDir`` then holds this executor's lines on this executor's disk)."""
+    key = (address[0], address[1])
+    if key in _UNREACHABLE_WARNED:
+        return
+    _UNREACHABLE_WARNED.add(key)
+    log.warning("kafkalog: the driver's channel at %s:%d is unreachable from %s; %s", key[0], key[1],
+                socket.gethostname(), what)
 
 
 def fail_job(address: ChannelAddress | None, error: str) -> None:

@@ -511,6 +511,8 @@ def _write_metrics(metrics_dir: str, m: ScanMetrics, address: tuple[str, int, st
     local dir is the driver's on a multi-host cluster; by the task itself when the channel is unreachable."""
     if channel.report(address, {"kind": "metrics", "dir": metrics_dir, "line": m.to_dict()}):
         return
+    if address is not None:
+        channel.warn_unreachable(address, f"metrics lines are written to {metrics_dir} on this host")
     channel.write_metrics_line(metrics_dir, m.to_dict())
 
 
