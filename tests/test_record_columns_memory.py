@@ -94,3 +94,20 @@ def test_pool_holds_at_most_its_cap() -> None:
     assert compiled.mem_stats()[2] == 2  # two fit, the third was unmapped
     compiled.mem_stats(True)
     assert compiled.mem_pool()[0] == 0
+
+
+def test_release_column_memory_empties_the_pool_and_says_how_much() -> None:
+    from kafkalog.records import release_column_memory
+
+    columns = read_record_columns(_values_source(20000))
+    table = columns.to_arrow()
+    del columns, table
+    gc.collect()
+    held, cap = compiled.mem_pool()
+    assert 0 < held <= cap  # the whole-source read's columns came back to the pool
+    assert release_column_memory() == held
+    assert compiled.mem_pool()[0] == 0
+    assert compiled.mem_stats()[2] == 0
+    assert release_column_memory() == 0
+    again = read_record_columns(_values_source(300))  # decoding still works from an empty pool
+    assert again.arrays["offset"][-1] == 299

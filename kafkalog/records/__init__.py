@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # what __getattr__ below returns, for type checkers
     from .compression import CompressionType, compress, decompress
     from .control import ControlRecordType, EndTransactionMarker
     from .legacy import LegacyBatch, LegacyMessage, build_legacy_batch
+    from .native import release_column_memory
     from .reader import BatchReader, read_batches
     from .record import Record, TimestampType
     from .scan import ScanResult, scan_batches
@@ -29,6 +30,7 @@ _EXPORTS = {  # module -> the names it defines
     "kafkalog.records.batch": ("RecordBatch", "build_batch", "build_end_txn_marker_batch"),
     "kafkalog.records.columns": ("RecordColumnReader", "RecordColumns", "iter_record_columns", "read_record_columns"),
     "kafkalog.records.scan": ("ScanResult", "scan_batches"),
+    "kafkalog.records.native": ("release_column_memory",),
 }
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "iter_record_columns",
     "read_batches",
     "read_record_columns",
+    "release_column_memory",
     "scan_batches",
 ]
 

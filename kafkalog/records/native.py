@@ -80,7 +80,7 @@ except ImportError:  # built without a compiler, or imported from a zip: the pur
     except (OSError, ValueError):
         compiled = None
 
-__all__ = ["compiled", "available", "extensions_enabled"]
+__all__ = ["compiled", "available", "extensions_enabled", "release_column_memory"]
 
 
 def extensions_enabled() -> bool:
@@ -91,3 +91,16 @@ def extensions_enabled() -> bool:
 def available() -> bool:
     """True when the C extension is built and not disabled by ``KAFKALOG_NO_EXTENSIONS``."""
     return compiled is not None and extensions_enabled()
+
+
+def release_column_memory() -> int:
+    """Hand the compiled decoder's pool of freed column memory back to the OS; returns the resident bytes it held.
+
+    The pool keeps up to ``mem_pool()[1]`` bytes of freed columns so the next decode reuses pages instead of
+    faulting in fresh ones; a process that is done decoding (or about to fork) can give them back. 0 without the
+    extension, which keeps no pool."""
+    if compiled is None:
+        return 0
+    held = int(compiled.mem_pool()[0])
+    compiled.mem_stats(True)
+    return held
