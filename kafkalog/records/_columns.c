@@ -55,6 +55,7 @@ typedef struct {
     PyObject *error; /* the exception that declined run()'s last batch (see take_error), or NULL */
     int error_source; /* 0: the decompress callback raised it; 3 / 4: cramjam's lz4 / zstd call */
     int views; /* keys and values as Arrow binary_view entries (take_view) instead of copies (take_field) */
+    const uint8_t *ahead_end; /* run(): fetch the source ahead up to here while decoding the batch (NULL: none) */
 } Builder;
 
 /* Decode `count` DefaultRecords filling the whole of buf[0:end]. 0 = done, 1 = declined (nothing kept), -1 = error.
@@ -91,10 +92,17 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
     char *w_kview = c[C_KVIEW].p + c[C_KVIEW].len, *w_vview = c[C_VVIEW].p + c[C_VVIEW].len;
     char *kd = c[C_KDATA].p, *vd = c[C_VDATA].p;
     Py_ssize_t kl = c[C_KDATA].len, vl = c[C_VDATA].len;
+    /* the next batch's bytes, fetched one batch (assumed this one's size) ahead of the record being decoded, so its
+     * CRC pass reads from cache; spread over the records, the fetches overlap their decoding */
+    const uint8_t *ahead_end = b->ahead_end, *ahead = (const uint8_t *)((uintptr_t)(buf + end) & ~(uintptr_t)63);
     for (int64_t i = 0; i < count; i++) {
         int64_t size, ts_delta, off_delta, nh;
         if (rd_varint(buf, &pos, end, &size) < 0 || size < 0 || size > end - pos) goto decline;
         Py_ssize_t rec_end = pos + (Py_ssize_t)size;
+        if (ahead_end) {
+            const uint8_t *want = buf + rec_end + end + 61;
+            for (want = want < ahead_end ? want : ahead_end; ahead < want; ahead += 64) __builtin_prefetch(ahead);
+        }
         pos += 1; /* attributes */
         if (pos > rec_end) goto decline;
         if (rd_varlong(buf, &pos, rec_end, &ts_delta) < 0 || rd_varint(buf, &pos, rec_end, &off_delta) < 0) goto decline;
@@ -519,15 +527,21 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
             if (call_crc(crc_func, h + 21, stop - pos - 21, &computed) < 0) goto error;
             if (computed != be32(h + 17)) break;
         }
-        /* the next batch's first bytes while this one decodes (assumed about this one's size, at most 64 KiB): its
-         * CRC pass then reads from cache instead of waiting on memory */
-        for (Py_ssize_t a = stop, a_end = stop + ((stop - pos) < (64 << 10) ? (stop - pos) : (64 << 10));
-             a < a_end && a < end; a += 64)
-            __builtin_prefetch(p + a);
+        /* the next batch's first bytes (assumed about this one's size, at most 64 KiB) fetched while this one
+         * decodes: its CRC pass then reads from cache instead of waiting on memory */
+        Py_ssize_t ahead = (stop - pos) < (64 << 10) ? (stop - pos) : (64 << 10);
+        if (stop + ahead > end) ahead = end - stop;
+        if (codec) {
+            for (Py_ssize_t a = stop; a < stop + ahead; a += 64) __builtin_prefetch(p + a);
+            b->ahead_end = NULL;
+        } else {
+            b->ahead_end = p + stop + ahead;
+        }
         Py_ssize_t start = b->n_records;
         int r = codec ? decode_compressed(b, decompress, cd, codec, h, stop - pos - 61, count, attrs)
                       : decode_records(b, h + 61, stop - pos - 61, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
                                        (int64_t)be64(h + 35), (int64_t)(pos + 61));
+        b->ahead_end = NULL;
         if (r < 0) goto error;
         if (r == 1) break;
         if (put_batch(b, start, (long long)be64(h), (long long)pos, 2, (int32_t)be32(h + 12), (long long)be64(h + 43),
