@@ -1,7 +1,9 @@
 /* The compiled column builder behind kafkalog.records.read_record_columns (see columns.py and column_builder.py).
  *
- * ColumnBuilder collects records into growable columns (the arrays column_builder.py documents) and hands them
- * to Python in finish() as Blocks (buffer-protocol owners) without a copy. Its hot loop, run(), walks consecutive
+ * ColumnBuilder collects records into growable columns (the arrays column_builder.py documents; key, value and
+ * header offsets int32 while they fit, _columns_offsets.h) and hands them to Python in finish() as Blocks
+ * (buffer-protocol owners, _columns_mem.h) without a copy; records handed in as objects go through
+ * _columns_objects.h. Its hot loop, run(), walks consecutive
  * magic 2 batches of a buffer: header, CRC32C (_columns_crc.h), decompression (lz4 frames and zstd bounds walked in
  * _columns_codec.h, the codec library called per block into a reused buffer; gzip and snappy through kafkalog's
  * own decompress), varints, record framing and headers. It only *accepts*: the
@@ -56,57 +58,10 @@ typedef struct {
     int error_source; /* 0: the decompress callback raised it; 3 / 4: cramjam's lz4 / zstd call */
     int views; /* keys and values as Arrow binary_view entries (take_view) instead of copies (take_field) */
     const uint8_t *ahead_end; /* run(): fetch the source ahead up to here while decoding the batch (NULL: none) */
-    int wide; /* the offset columns (OFFSET_COLS) hold int64 (1) or int32 (0: until some offset would not fit) */
+    int wide; /* the offset columns (offset_cols) hold int64 (1) or int32 (0: until some offset would not fit) */
 } Builder;
 
-/* the columns of offsets into the data columns (or into the header columns: C_HOFF); int32 while they fit, which
- * is what Arrow's binary and list layouts take (RecordColumns widens them on demand) */
-static const int offset_cols[] = {C_KOFF, C_VOFF, C_HOFF, C_HKOFF, C_HVOFF};
-#define N_OFFSET_COLS 5
-static Py_ssize_t offset_limit = INT32_MAX; /* the largest int32 offset (lowered by the tests: set_offset_limit) */
-
-/* The offset columns as int64 from now on, their int32 entries widened in place. */
-static int builder_widen(Builder *b) {
-    if (b->wide) return 0;
-    for (int k = 0; k < N_OFFSET_COLS; k++)
-        if (col_reserve(&b->c[offset_cols[k]], b->c[offset_cols[k]].len) < 0) return -1;
-    for (int k = 0; k < N_OFFSET_COLS; k++) {
-        Col *c = &b->c[offset_cols[k]];
-        Py_ssize_t n = c->len / 4;
-        for (Py_ssize_t i = n - 1; i >= 0; i--) { /* from the end: entry i's 8 bytes cover only entries >= i */
-            int32_t v;
-            memcpy(&v, c->p + 4 * i, 4);
-            int64_t w = v;
-            memcpy(c->p + 8 * i, &w, 8);
-        }
-        c->len = n * 8;
-    }
-    b->wide = 1;
-    return 0;
-}
-
-/* widen unless every offset stays below 2 GiB after `extra` more bytes in each data column and headers */
-static int builder_fit(Builder *b, Py_ssize_t extra) {
-    const Py_ssize_t lim = offset_limit - extra;
-    if (b->wide || (b->c[C_KDATA].len <= lim && b->c[C_VDATA].len <= lim && b->c[C_HKDATA].len <= lim &&
-                    b->c[C_HVDATA].len <= lim && b->n_headers <= lim))
-        return 0;
-    return builder_widen(b);
-}
-
-/* append one offset entry (the builder's width) to column k, widening first when it does not fit int32 */
-static int put_offset(Builder *b, int k, int64_t v) {
-    if (!b->wide && v > offset_limit && builder_widen(b) < 0) return -1;
-    if (b->wide) {
-        PUT(&b->c[k], int64_t, v);
-    } else {
-        PUT(&b->c[k], int32_t, v);
-    }
-    return 0;
-}
-
-/* bytes a record takes in per_record[k] below: int64 offsets and timestamps, offsets of the builder's width, flags */
-#define REC_WIDTH(k, wide) ((k) < 2 ? 8 : (k) < 5 ? ((wide) ? 8 : 4) : 1)
+#include "_columns_offsets.h"
 
 /* Decode `count` DefaultRecords filling the whole of buf[0:end]. 0 = done, 1 = declined (nothing kept), -1 = error.
  * The per-record columns and the key/value bytes are reserved once per batch and written through locals (stores
@@ -233,21 +188,6 @@ static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_
     if (b->views) return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 1, 0, src_base);
     if (b->wide) return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 0, 1, -1);
     return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 0, 0, -1);
-}
-
-/* CRC32C of p[0:n]: in C (SSE4.2), else crc_func(memoryview of p[0:n]) (the crc32c package's, one call a batch) */
-static int call_crc(PyObject *crc_func, const uint8_t *p, Py_ssize_t n, uint32_t *out) {
-    if (crc_compute(p, (size_t)n, out)) return 0;
-    PyObject *mv = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
-    if (!mv) return -1;
-    PyObject *res = PyObject_CallOneArg(crc_func, mv);
-    Py_DECREF(mv);
-    if (!res) return -1;
-    unsigned long crc = PyLong_AsUnsignedLong(res);
-    Py_DECREF(res);
-    if (crc == (unsigned long)-1 && PyErr_Occurred()) return -1;
-    *out = (uint32_t)crc;
-    return 0;
 }
 
 static int put_batch(Builder *b, Py_ssize_t start, long long base_offset, long long position, int magic, int epoch,
@@ -647,22 +587,8 @@ static PyTypeObject BuilderType = {
     .tp_getset = Builder_getset,
 };
 
-/* for the tests: set_offset_limit(n) -> previous limit; builders widen their offsets past n (default 2**31 - 1) */
-static PyObject *py_set_offset_limit(PyObject *self, PyObject *arg) {
-    Py_ssize_t n = PyLong_AsSsize_t(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 0 || n > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "set_offset_limit: 0 to 2**31 - 1");
-        return NULL;
-    }
-    Py_ssize_t old = offset_limit;
-    offset_limit = n;
-    return PyLong_FromSsize_t(old);
-}
-
 static PyMethodDef module_methods[] = {
-    {"set_offset_limit", py_set_offset_limit, METH_O,
-     "set_offset_limit(n) -> int: the largest offset kept as int32 (tests widen early with it); returns the old one"},
+    OFFSET_METHODS
     {"walk_chain", walk_chain, METH_VARARGS,
      "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, pos): the length-chain walk of scan.py in C"},
     CRC_METHODS

@@ -224,6 +224,21 @@ static inline int crc_compute(const uint8_t *p, size_t n, uint32_t *out) {
     return 0;
 }
 
+/* CRC32C of p[0:n]: in C (SSE4.2), else crc_func(memoryview of p[0:n]) (the crc32c package's, one call a batch) */
+static inline int call_crc(PyObject *crc_func, const uint8_t *p, Py_ssize_t n, uint32_t *out) {
+    if (crc_compute(p, (size_t)n, out)) return 0;
+    PyObject *mv = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
+    if (!mv) return -1;
+    PyObject *res = PyObject_CallOneArg(crc_func, mv);
+    Py_DECREF(mv);
+    if (!res) return -1;
+    unsigned long crc = PyLong_AsUnsignedLong(res);
+    Py_DECREF(res);
+    if (crc == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    *out = (uint32_t)crc;
+    return 0;
+}
+
 /* ---- for the tests: the C CRC against the crc32c package, and the fallback forced --------------------------- */
 
 static PyObject *py_hw_crc32c(PyObject *self, PyObject *arg) {
