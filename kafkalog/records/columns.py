@@ -247,6 +247,7 @@ class RecordColumns:
         a = self.arrays
         n = len(self)
         counts = None if _compiled is not None else np.diff(np.append(a["batch_start"], n))
+        shared = _constant_buffers(pa, a, names, n) if _compiled is not None else {}
         cols = {}
         for name in names:
             if name in ("offset", "timestamp"):
@@ -259,8 +260,10 @@ class RecordColumns:
                 cols[name] = _arrow_binary(pa, n, a.offsets(f"{name}_offsets"), a[f"{name}_valid"], a[f"{name}_data"])
             elif name == "headers":
                 cols[name] = self._headers_arrow(pa)
+            elif name in shared:
+                cols[name] = pa.Array.from_buffers(_arrow_type(pa, name, a[name]), n, [None, shared[name]])
             else:
-                flag = name in ("is_transactional", "is_control")
+                flag = name in _FLAGS
                 cols[name] = _per_record(pa, a[name], a["batch_start"], n, counts, flag)
         if not cols:
             return pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
@@ -294,6 +297,32 @@ def _per_record(pa, per_batch: np.ndarray, starts: np.ndarray, n: int, counts: n
     buf = _compiled.repeat_batches(starts, n, per_batch, 0 if flag else per_batch.itemsize)
     typ = pa.bool_() if flag else pa.from_numpy_dtype(per_batch.dtype)
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(buf)])
+
+
+def _arrow_type(pa, name: str, per_batch: np.ndarray):
+    return pa.bool_() if name in _FLAGS else pa.from_numpy_dtype(per_batch.dtype)
+
+
+def _constant_buffers(pa, a: Mapping, names: Sequence[str], n: int) -> dict:
+    """For the batch fields among ``names`` that hold one value through the table whose bytes are all one byte
+    (-1 or 0 in most logs: the producer fields of a producer without idempotence, an unchanged leader epoch, false
+    flags): slices of one buffer of that byte per byte value, sized for the widest, that their columns share, so
+    it is written once instead of once a column. The values are those ``_per_record`` gives."""
+    want: dict[str, tuple[int, int]] = {}
+    for name in names:
+        per_batch = a[name] if name in _BATCH_ARROW and n else None
+        if per_batch is None or not len(per_batch) or not bool((per_batch == per_batch[0]).all()):
+            continue
+        raw = (b"\xff" if per_batch[0] else b"\x00") if name in _FLAGS else per_batch[:1].tobytes()
+        if raw.count(raw[:1]) == len(raw):
+            want[name] = (raw[0], (n + 7) // 8 if name in _FLAGS else n * len(raw))
+    sizes: dict[int, int] = {}
+    for byte, size in want.values():
+        sizes[byte] = max(sizes.get(byte, 0), size)
+    one = np.zeros(1, np.int64)
+    fills = {byte: pa.py_buffer(_compiled.repeat_batches(one, size, np.array([byte], np.uint8), 1))
+             for byte, size in sizes.items()}  # fmt: skip
+    return {name: fills[byte].slice(0, size) for name, (byte, size) in want.items()}
 
 
 def _per_batch_strings(pa, names: list[bytes], counts: list[int]):
@@ -333,9 +362,9 @@ def _arrow_binary(pa, n: int, offsets: np.ndarray, valid: np.ndarray | None, dat
 
 
 #: what ``to_arrow()`` gives, in order: record fields, then the batch fields repeated per record
-_ARROW_COLUMNS = ("offset", "timestamp", "timestamp_type", "key", "value", "headers") + tuple(
-    name for name, _ in BATCH_FIELDS if name not in ("batch_position", "batch_magic", "timestamp_type")
-)
+_BATCH_ARROW = tuple(name for name, _ in BATCH_FIELDS if name not in ("batch_position", "batch_magic", "timestamp_type"))
+_ARROW_COLUMNS = ("offset", "timestamp", "timestamp_type", "key", "value", "headers") + _BATCH_ARROW
+_FLAGS = ("is_transactional", "is_control")
 
 #: the offset columns the compiled builder writes as int32 while they fit (``_Arrays`` widens them on access)
 _OFFSET_COLUMNS = frozenset(("key_offsets", "value_offsets", "header_offsets", "header_key_offsets",
