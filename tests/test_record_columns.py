@@ -486,6 +486,43 @@ def test_to_arrow_compiled_buffers_equal_numpy(monkeypatch: pytest.MonkeyPatch, 
         assert table.equals(cols.to_arrow())
 
 
+_CONSTANT_FIELDS = [
+    {"producer_id": -1, "producer_epoch": -1, "base_sequence": -1, "partition_leader_epoch": -1},
+    {"producer_id": 0, "producer_epoch": 0, "base_sequence": 0, "partition_leader_epoch": 0},
+    {"producer_id": 7, "producer_epoch": -1, "base_sequence": -1, "partition_leader_epoch": 0x01010101},
+    {"producer_id": -1, "producer_epoch": 3, "base_sequence": -1, "partition_leader_epoch": 5, "is_transactional": True},
+]
+
+
+@pytest.mark.skipif(_compiled is None, reason="the compiled decoder is not built")
+@pytest.mark.parametrize("fields", _CONSTANT_FIELDS)
+def test_to_arrow_constant_batch_fields_share_a_buffer(monkeypatch: pytest.MonkeyPatch, fields: dict) -> None:
+    """Batch fields that hold one value through the table, its bytes one byte repeated, are slices of one buffer
+    per byte; the table still equals numpy's per-record repeats, and other fields get their own buffers."""
+    from kafkalog.records import columns
+
+    data = b"".join(build_batch([(b"k", b"v" * i, [])] * (i + 1), base_offset=10 * i, timestamp=1000 + i, **fields)
+                    for i in range(5))  # fmt: skip
+    cols = read_record_columns(data)
+    table = cols.to_arrow()
+    table.validate(full=True)
+    with monkeypatch.context() as m:
+        m.setattr(columns, "_compiled", None)
+        assert table.equals(cols.to_arrow())
+    expected = {}  # column -> the byte its buffer repeats, or None
+    for name in ("partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence", "is_transactional",
+                 "is_control"):  # fmt: skip
+        raw = cols.arrays[name][:1].tobytes()
+        if name.startswith("is_"):
+            raw = b"\xff" if raw != b"\x00" else b"\x00"
+        expected[name] = raw[0] if raw.count(raw[:1]) == len(raw) else None
+    address = {name: table[name].chunk(0).buffers()[1].address for name in expected}
+    for x in expected:
+        for y in expected:
+            if x != y:
+                assert (address[x] == address[y]) == (expected[x] is not None and expected[x] == expected[y]), (x, y)
+
+
 @pytest.mark.skipif(_compiled is None, reason="the compiled decoder is not built")
 def test_to_arrow_helpers_refuse_inconsistent_arrays() -> None:
     starts = np.array([0, 5, 3], dtype=np.int64)

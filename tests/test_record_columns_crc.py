@@ -19,7 +19,17 @@ from kafkalog.records.native import compiled
 
 pytestmark = pytest.mark.skipif(compiled is None, reason="kafkalog.records._columns was not built")
 HW = compiled is not None and compiled.set_hw_crc(True)
+FOLD = compiled is not None and compiled.set_crc_fold(True)
 needs_hw = pytest.mark.skipif(not HW, reason="this CPU has no SSE4.2 crc32 instruction")
+FOLDING = [False, pytest.param(True, marks=pytest.mark.skipif(not FOLD, reason="this CPU has no AVX-512 VPCLMULQDQ"))]
+
+
+@pytest.fixture(params=FOLDING, ids=["crc32-streams", "clmul-fold"])
+def fold(request):
+    """The C CRC32C with and without its AVX-512 folding of long inputs, then back to what the CPU allows."""
+    assert compiled.set_crc_fold(request.param) is request.param
+    yield request.param
+    assert compiled.set_crc_fold(True) is FOLD
 
 
 @pytest.fixture
@@ -31,10 +41,13 @@ def hw_off():
 
 
 @needs_hw
-def test_hw_crc_matches_package_at_every_length_and_alignment() -> None:
-    # lengths across the 3 x 256 and 3 x 4096 interleaved blocks and their tails, every 8-byte alignment
+def test_hw_crc_matches_package_at_every_length_and_alignment(fold: bool) -> None:
+    # lengths across the 3 x 256 and 3 x 4096 interleaved blocks and their tails, and across the folding's 256-byte
+    # first load, 256-byte rounds and 64-byte blocks, every 8-byte alignment
     data = os.urandom(40_000)
-    lengths = list(range(0, 70)) + [767, 768, 769, 1535, 1536, 12287, 12288, 12289, 16384, 24_583, 36_871, 39_990]
+    lengths = list(range(0, 70)) + list(range(250, 340)) + [447, 448, 511, 512, 513, 575, 576, 577, 767, 768, 769,
+                                                            1535, 1536, 12287, 12288, 12289, 16384, 24_583, 36_871,
+                                                            39_990]  # fmt: skip
     for n in lengths:
         for off in range(8):
             mv = memoryview(data)[off : off + n]
@@ -46,6 +59,15 @@ def test_hw_crc_matches_package_at_every_length_and_alignment() -> None:
 @given(st.binary(max_size=20_000), st.integers(0, 7))
 def test_hw_crc_matches_package_on_random_bytes(data: bytes, cut: int) -> None:
     assert compiled.hw_crc32c(data[cut:]) == crc32c(data[cut:])
+
+
+@needs_hw
+@pytest.mark.parametrize("byte", [0x00, 0xFF, 0x80, 0x01])
+def test_hw_crc_matches_package_on_constant_bytes(fold: bool, byte: int) -> None:
+    """All-zero and all-ones inputs (where a wrong folding constant cancels least visibly) at folding lengths."""
+    for n in (256, 320, 1000, 16384, 65_536 + 13):
+        data = bytes([byte]) * n
+        assert compiled.hw_crc32c(data) == crc32c(data), n
 
 
 def _golden_logs() -> list:

@@ -31,7 +31,8 @@ def test_chunked_decoding_takes_its_column_memory_from_the_pool(max_records: int
     compiled.mem_stats(True)  # an empty pool: what follows depends on this test alone
     first = [{k: v.copy() for k, v in c.arrays.items()} for c in iter_record_columns(data, max_records=max_records)]
     assert len(first) >= 3
-    for _ in range(2):  # the second pass still settles which block serves which column
+    for _ in range(4):  # the first passes still settle which pooled block serves which column (a block outside
+        # the 4x size window of a column's request is not taken, so a chunk may grow a fresh one until one fits)
         reused0, fresh0, _ = compiled.mem_stats()
         chunks = 0
         for i, c in enumerate(iter_record_columns(data, max_records=max_records)):

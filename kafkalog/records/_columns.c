@@ -1,7 +1,9 @@
 /* The compiled column builder behind kafkalog.records.read_record_columns (see columns.py and column_builder.py).
  *
- * ColumnBuilder collects records into growable columns (the arrays column_builder.py documents) and hands them
- * to Python in finish() as Blocks (buffer-protocol owners) without a copy. Its hot loop, run(), walks consecutive
+ * ColumnBuilder collects records into growable columns (the arrays column_builder.py documents; key, value and
+ * header offsets int32 while they fit, _columns_offsets.h) and hands them to Python in finish() as Blocks
+ * (buffer-protocol owners, _columns_mem.h) without a copy; records handed in as objects go through
+ * _columns_objects.h. Its hot loop, run(), walks consecutive
  * magic 2 batches of a buffer: header, CRC32C (_columns_crc.h), decompression (lz4 frames and zstd bounds walked in
  * _columns_codec.h, the codec library called per block into a reused buffer; gzip and snappy through kafkalog's
  * own decompress), varints, record framing and headers. It only *accepts*: the
@@ -55,7 +57,11 @@ typedef struct {
     PyObject *error; /* the exception that declined run()'s last batch (see take_error), or NULL */
     int error_source; /* 0: the decompress callback raised it; 3 / 4: cramjam's lz4 / zstd call */
     int views; /* keys and values as Arrow binary_view entries (take_view) instead of copies (take_field) */
+    const uint8_t *ahead_end; /* run(): fetch the source ahead up to here while decoding the batch (NULL: none) */
+    int wide; /* the offset columns (offset_cols) hold int64 (1) or int32 (0: until some offset would not fit) */
 } Builder;
+
+#include "_columns_offsets.h"
 
 /* Decode `count` DefaultRecords filling the whole of buf[0:end]. 0 = done, 1 = declined (nothing kept), -1 = error.
  * The per-record columns and the key/value bytes are reserved once per batch and written through locals (stores
@@ -65,7 +71,8 @@ typedef struct {
  * at copies in the data columns. */
 static inline __attribute__((always_inline)) int
 decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t count, uint64_t base_offset,
-                    uint64_t base_ts, int has_lat, int64_t lat, const int views, int64_t src_base) {
+                    uint64_t base_ts, int has_lat, int64_t lat, const int views, const int wide, int64_t src_base) {
+    const int W = wide ? 8 : 4; /* bytes an offset entry takes */
     Py_ssize_t saved[N_RECORD_COLS];
     for (int i = 0; i < N_RECORD_COLS; i++) saved[i] = b->c[i].len;
     Py_ssize_t n_headers = b->n_headers;
@@ -76,7 +83,7 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
     static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
     for (int k = 0; k < 7; k++)
         if ((!views || (per_record[k] != C_KOFF && per_record[k] != C_VOFF)) && /* views write no offsets */
-            col_reserve(&b->c[per_record[k]], count * (k < 5 ? 8 : 1)) < 0)
+            col_reserve(&b->c[per_record[k]], count * REC_WIDTH(k, wide)) < 0)
             goto fail;
     if (views && (col_reserve(&b->c[C_KVIEW], count * 16) < 0 || col_reserve(&b->c[C_VVIEW], count * 16) < 0))
         goto fail;
@@ -91,10 +98,17 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
     char *w_kview = c[C_KVIEW].p + c[C_KVIEW].len, *w_vview = c[C_VVIEW].p + c[C_VVIEW].len;
     char *kd = c[C_KDATA].p, *vd = c[C_VDATA].p;
     Py_ssize_t kl = c[C_KDATA].len, vl = c[C_VDATA].len;
+    /* the next batch's bytes, fetched one batch (assumed this one's size) ahead of the record being decoded, so its
+     * CRC pass reads from cache; spread over the records, the fetches overlap their decoding */
+    const uint8_t *ahead_end = b->ahead_end, *ahead = (const uint8_t *)((uintptr_t)(buf + end) & ~(uintptr_t)63);
     for (int64_t i = 0; i < count; i++) {
         int64_t size, ts_delta, off_delta, nh;
         if (rd_varint(buf, &pos, end, &size) < 0 || size < 0 || size > end - pos) goto decline;
         Py_ssize_t rec_end = pos + (Py_ssize_t)size;
+        if (ahead_end) {
+            const uint8_t *want = buf + rec_end + end + 61;
+            for (want = want < ahead_end ? want : ahead_end; ahead < want; ahead += 64) __builtin_prefetch(ahead);
+        }
         pos += 1; /* attributes */
         if (pos > rec_end) goto decline;
         if (rd_varlong(buf, &pos, rec_end, &ts_delta) < 0 || rd_varint(buf, &pos, rec_end, &off_delta) < 0) goto decline;
@@ -108,8 +122,8 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
                                                      "one chunk (read it in chunks with iter_record_columns)");
                 goto fail;
             }
-        } else if (take_field(buf, &pos, rec_end, end, kd, &kl, w_kv + i, w_ko + 8 * i, &nbytes) < 0 ||
-                   take_field(buf, &pos, rec_end, end, vd, &vl, w_vv + i, w_vo + 8 * i, &nbytes) < 0) {
+        } else if (take_field(buf, &pos, rec_end, end, kd, &kl, w_kv + i, w_ko + W * i, wide, &nbytes) < 0 ||
+                   take_field(buf, &pos, rec_end, end, vd, &vl, w_vv + i, w_vo + W * i, wide, &nbytes) < 0) {
             goto decline;
         }
         if (rd_varint(buf, &pos, rec_end, &nh) < 0 || nh < 0 || nh > rec_end - pos) goto decline;
@@ -119,10 +133,12 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
             if (!utf8_valid(buf + pos, (Py_ssize_t)kn)) goto decline;
             if (put_bytes(&c[C_HKDATA], buf + pos, (Py_ssize_t)kn) < 0) goto fail;
             pos += (Py_ssize_t)kn;
-            if (put_bytes(&c[C_HKOFF], &c[C_HKDATA].len, 8) < 0) goto fail;
+            if (col_reserve(&c[C_HKOFF], 8) < 0) goto fail;
+            put_offset_at(c[C_HKOFF].p + c[C_HKOFF].len, c[C_HKDATA].len, wide);
+            c[C_HKOFF].len += W;
             long long ignored = 0;
             if (col_reserve(&c[C_HVOFF], 8) < 0 || col_reserve(&c[C_HVVALID], 1) < 0) goto fail;
-            int r = put_field(&c[C_HVOFF], &c[C_HVVALID], &c[C_HVDATA], buf, &pos, rec_end, end, &ignored);
+            int r = put_field(&c[C_HVOFF], &c[C_HVVALID], &c[C_HVDATA], buf, &pos, rec_end, end, wide, &ignored);
             if (r == -1) goto fail;
             if (r == -2) goto decline;
         }
@@ -134,14 +150,14 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
         int64_t hoff = (int64_t)n_headers;
         int64_t off = (int64_t)(base_offset + (uint64_t)off_delta);
         int64_t ts = has_lat ? lat : (int64_t)(base_ts + (uint64_t)ts_delta);
-        memcpy(w_ho + 8 * i, &hoff, 8);
+        put_offset_at(w_ho + W * i, hoff, wide);
         memcpy(w_off + 8 * i, &off, 8);
         memcpy(w_ts + 8 * i, &ts, 8);
     }
     if (pos != end) goto decline;
     for (int k = 0; k < 7; k++)
         if (!views || (per_record[k] != C_KOFF && per_record[k] != C_VOFF)) /* views leave the offsets at [0] */
-            c[per_record[k]].len += (Py_ssize_t)count * (k < 5 ? 8 : 1);
+            c[per_record[k]].len += (Py_ssize_t)count * REC_WIDTH(k, wide);
     if (views) {
         c[C_KVIEW].len += (Py_ssize_t)count * 16;
         c[C_VVIEW].len += (Py_ssize_t)count * 16;
@@ -162,26 +178,16 @@ decline:
     return rc;
 }
 
-/* src_base: where buf starts in the source that run() walks, or -1 (a decompressed or handed-in payload) */
+/* src_base: where buf starts in the source that run() walks, or -1 (a decompressed or handed-in payload). The
+ * offsets of a payload of `end` bytes fit int32 when the columns' bytes stay below 2 GiB after it (builder_fit). */
 static int decode_records(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t count, uint64_t base_offset,
                           uint64_t base_ts, int has_lat, int64_t lat, int64_t src_base) {
-    if (b->views) return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 1, src_base);
-    return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 0, -1);
-}
-
-/* CRC32C of p[0:n]: in C (SSE4.2), else crc_func(memoryview of p[0:n]) (the crc32c package's, one call a batch) */
-static int call_crc(PyObject *crc_func, const uint8_t *p, Py_ssize_t n, uint32_t *out) {
-    if (crc_compute(p, (size_t)n, out)) return 0;
-    PyObject *mv = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
-    if (!mv) return -1;
-    PyObject *res = PyObject_CallOneArg(crc_func, mv);
-    Py_DECREF(mv);
-    if (!res) return -1;
-    unsigned long crc = PyLong_AsUnsignedLong(res);
-    Py_DECREF(res);
-    if (crc == (unsigned long)-1 && PyErr_Occurred()) return -1;
-    *out = (uint32_t)crc;
-    return 0;
+    if (builder_fit(b, end) < 0) return -1;
+    if (b->views && b->wide)
+        return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 1, 1, src_base);
+    if (b->views) return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 1, 0, src_base);
+    if (b->wide) return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 0, 1, -1);
+    return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 0, 0, -1);
 }
 
 static int put_batch(Builder *b, Py_ssize_t start, long long base_offset, long long position, int magic, int epoch,
@@ -228,124 +234,7 @@ static PyObject *Builder_begin_batch(Builder *b, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* append the bytes of obj (bytes-like or None) as one field */
-static int put_object(Col *off, Col *valid, Col *data, PyObject *obj, long long *nbytes) {
-    if (obj == Py_None) {
-        PUT(valid, uint8_t, 0);
-    } else {
-        Py_buffer view;
-        if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) return -1;
-        int r = put_bytes(data, view.buf, view.len);
-        *nbytes += view.len;
-        PyBuffer_Release(&view);
-        if (r < 0) return -1;
-        PUT(valid, uint8_t, 1);
-    }
-    PUT(off, int64_t, data->len);
-    return 0;
-}
-
-/* the binary_view entry of obj (bytes-like or None), its bytes copied to data (view buffer 1) */
-static int put_object_view(Col *viewcol, Col *valid, Col *data, PyObject *obj, long long *nbytes) {
-    char view[16] = {0};
-    if (obj == Py_None) {
-        PUT(valid, uint8_t, 0);
-    } else {
-        Py_buffer v;
-        if (PyObject_GetBuffer(obj, &v, PyBUF_SIMPLE) < 0) return -1;
-        if (v.len > INT32_MAX - data->len) {
-            PyBuffer_Release(&v);
-            PyErr_SetString(PyExc_OverflowError, "binary_view columns: over 2 GiB of copied key or value bytes in one "
-                                                 "chunk (read it in chunks with iter_record_columns)");
-            return -1;
-        }
-        int32_t n = (int32_t)v.len, idx = 1, off = (int32_t)data->len;
-        memcpy(view, &n, 4);
-        if (n <= 12) {
-            memcpy(view + 4, v.buf, (size_t)n);
-        } else {
-            memcpy(view + 4, v.buf, 4);
-            memcpy(view + 8, &idx, 4);
-            memcpy(view + 12, &off, 4);
-        }
-        int r = n <= 12 ? 0 : put_bytes(data, v.buf, v.len);
-        *nbytes += v.len;
-        PyBuffer_Release(&v);
-        if (r < 0) return -1;
-        PUT(valid, uint8_t, 1);
-    }
-    return put_bytes(viewcol, view, 16);
-}
-
-static int add_record(Builder *b, PyObject *rec) {
-    PyObject *o = NULL, *ts = NULL, *key = NULL, *value = NULL, *headers = NULL, *seq = NULL;
-    int rc = -1;
-    if (!(o = PyObject_GetAttrString(rec, "offset")) || !(ts = PyObject_GetAttrString(rec, "timestamp")) ||
-        !(key = PyObject_GetAttrString(rec, "key")) || !(value = PyObject_GetAttrString(rec, "value")) ||
-        !(headers = PyObject_GetAttrString(rec, "headers")))
-        goto done;
-    /* Java long arithmetic: wrap modulo 2**64 like the pure builder */
-    unsigned long long uo = PyLong_AsUnsignedLongLongMask(o), ut = PyLong_AsUnsignedLongLongMask(ts);
-    if (PyErr_Occurred()) goto done;
-    if (b->views) {
-        if (put_object_view(&b->c[C_KVIEW], &b->c[C_KVALID], &b->c[C_KDATA], key, &b->n_bytes) < 0 ||
-            put_object_view(&b->c[C_VVIEW], &b->c[C_VVALID], &b->c[C_VDATA], value, &b->n_bytes) < 0)
-            goto done;
-    } else if (put_object(&b->c[C_KOFF], &b->c[C_KVALID], &b->c[C_KDATA], key, &b->n_bytes) < 0 ||
-               put_object(&b->c[C_VOFF], &b->c[C_VVALID], &b->c[C_VDATA], value, &b->n_bytes) < 0) {
-        goto done;
-    }
-    if (!(seq = PySequence_Fast(headers, "record headers must be a sequence"))) goto done;
-    Py_ssize_t nh = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < nh; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a header must be a (str, bytes | None) tuple");
-            goto done;
-        }
-        Py_ssize_t kn;
-        const char *k = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &kn);
-        if (!k || put_bytes(&b->c[C_HKDATA], k, kn) < 0) goto done;
-        int64_t koff = b->c[C_HKDATA].len;
-        if (put_bytes(&b->c[C_HKOFF], &koff, 8) < 0) goto done;
-        long long ignored = 0;
-        if (put_object(&b->c[C_HVOFF], &b->c[C_HVVALID], &b->c[C_HVDATA], PyTuple_GET_ITEM(pair, 1), &ignored) < 0)
-            goto done;
-    }
-    b->n_headers += nh;
-    int64_t hoff = (int64_t)b->n_headers;
-    if (put_bytes(&b->c[C_HOFF], &hoff, 8) < 0 || put_bytes(&b->c[C_OFFSET], &uo, 8) < 0 ||
-        put_bytes(&b->c[C_TS], &ut, 8) < 0)
-        goto done;
-    b->n_records++;
-    rc = 0;
-done:
-    Py_XDECREF(o);
-    Py_XDECREF(ts);
-    Py_XDECREF(key);
-    Py_XDECREF(value);
-    Py_XDECREF(headers);
-    Py_XDECREF(seq);
-    return rc;
-}
-
-static PyObject *Builder_add_records(Builder *b, PyObject *recs) {
-    if (check_open(b) < 0) return NULL;
-    PyObject *seq = PySequence_Fast(recs, "records must be a sequence");
-    if (!seq) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    b->busy = 1; /* reading a record's attributes may run Python code */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (add_record(b, PySequence_Fast_GET_ITEM(seq, i)) < 0) {
-            b->busy = 0;
-            Py_DECREF(seq);
-            return NULL;
-        }
-    }
-    b->busy = 0;
-    Py_DECREF(seq);
-    Py_RETURN_NONE;
-}
+#include "_columns_objects.h"
 
 /* decode_records(payload, count, base_offset, base_timestamp, log_append_time | None) -> bool */
 static PyObject *Builder_decode_records(Builder *b, PyObject *args) {
@@ -497,7 +386,7 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
         static const int per_record[] = {C_OFFSET, C_TS, C_KOFF, C_VOFF, C_HOFF, C_KVALID, C_VVALID};
         for (int k = 0; want > 0 && k < 7; k++)
             if ((!b->views || (per_record[k] != C_KOFF && per_record[k] != C_VOFF)) &&
-                col_reserve(&b->c[per_record[k]], want * (k < 5 ? 8 : 1)) < 0)
+                col_reserve(&b->c[per_record[k]], want * REC_WIDTH(k, b->wide)) < 0)
                 goto error;
         if (b->views && want > 0 &&
             (col_reserve(&b->c[C_KVIEW], want * 16) < 0 || col_reserve(&b->c[C_VVIEW], want * 16) < 0))
@@ -519,15 +408,21 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
             if (call_crc(crc_func, h + 21, stop - pos - 21, &computed) < 0) goto error;
             if (computed != be32(h + 17)) break;
         }
-        /* the next batch's first bytes while this one decodes (assumed about this one's size, at most 64 KiB): its
-         * CRC pass then reads from cache instead of waiting on memory */
-        for (Py_ssize_t a = stop, a_end = stop + ((stop - pos) < (64 << 10) ? (stop - pos) : (64 << 10));
-             a < a_end && a < end; a += 64)
-            __builtin_prefetch(p + a);
+        /* the next batch's first bytes (assumed about this one's size, at most 64 KiB) fetched while this one
+         * decodes: its CRC pass then reads from cache instead of waiting on memory */
+        Py_ssize_t ahead = (stop - pos) < (64 << 10) ? (stop - pos) : (64 << 10);
+        if (stop + ahead > end) ahead = end - stop;
+        if (codec) {
+            for (Py_ssize_t a = stop; a < stop + ahead; a += 64) __builtin_prefetch(p + a);
+            b->ahead_end = NULL;
+        } else {
+            b->ahead_end = p + stop + ahead;
+        }
         Py_ssize_t start = b->n_records;
         int r = codec ? decode_compressed(b, decompress, cd, codec, h, stop - pos - 61, count, attrs)
                       : decode_records(b, h + 61, stop - pos - 61, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
                                        (int64_t)be64(h + 35), (int64_t)(pos + 61));
+        b->ahead_end = NULL;
         if (r < 0) goto error;
         if (r == 1) break;
         if (put_batch(b, start, (long long)be64(h), (long long)pos, 2, (int32_t)be32(h + 12), (long long)be64(h + 43),
@@ -617,11 +512,12 @@ error:
 
 static PyObject *Builder_get_n_records(Builder *b, void *closure) { return PyLong_FromSsize_t(b->n_records); }
 static PyObject *Builder_get_n_bytes(Builder *b, void *closure) { return PyLong_FromLongLong(b->n_bytes); }
+static PyObject *Builder_get_offset_width(Builder *b, void *closure) { return PyLong_FromLong(b->wide ? 8 : 4); }
 
 static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"views", NULL};
-    int views = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:ColumnBuilder", kwlist, &views)) return -1;
+    static char *kwlist[] = {"views", "wide_offsets", NULL};
+    int views = 0, wide = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|pp:ColumnBuilder", kwlist, &views, &wide)) return -1;
     if (b->busy) {
         PyErr_SetString(PyExc_RuntimeError, "ColumnBuilder is busy: run() or add_records() is in progress");
         return -1;
@@ -639,10 +535,10 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
     b->n_records = b->n_headers = 0;
     b->n_bytes = 0;
     b->finished = 0;
-    const int64_t zero = 0;
-    const int starts[] = {C_KOFF, C_VOFF, C_HOFF, C_HKOFF, C_HVOFF};
-    for (size_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++)
-        if (put_bytes(&b->c[starts[i]], &zero, 8) < 0) return -1;
+    b->wide = wide;
+    b->ahead_end = NULL;
+    for (int k = 0; k < N_OFFSET_COLS; k++)
+        if (put_offset(b, offset_cols[k], 0) < 0) return -1;
     return 0;
 }
 
@@ -674,6 +570,8 @@ static PyMethodDef Builder_methods[] = {
 static PyGetSetDef Builder_getset[] = {
     {"n_records", (getter)Builder_get_n_records, NULL, "records collected", NULL},
     {"n_bytes", (getter)Builder_get_n_bytes, NULL, "key and value bytes collected", NULL},
+    {"offset_width", (getter)Builder_get_offset_width, NULL,
+     "bytes of an entry of the offset columns (key/value/header offsets): 4 (int32) while they fit, else 8", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -690,6 +588,7 @@ static PyTypeObject BuilderType = {
 };
 
 static PyMethodDef module_methods[] = {
+    OFFSET_METHODS
     {"walk_chain", walk_chain, METH_VARARGS,
      "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, pos): the length-chain walk of scan.py in C"},
     CRC_METHODS

@@ -110,10 +110,20 @@ static inline void copy_field(char *dst, const uint8_t *src, Py_ssize_t n, Py_ss
     }
 }
 
+/* an offset entry at dst: int64 (wide) or int32 (the caller knows that v fits) */
+static inline void put_offset_at(char *dst, int64_t v, const int wide) {
+    if (wide) {
+        memcpy(dst, &v, 8);
+    } else {
+        int32_t n = (int32_t)v;
+        memcpy(dst, &n, 4);
+    }
+}
+
 /* A length-prefixed byte string (key, value, header value): n < 0 is null. The caller has reserved one entry of
- * `valid` and `off`; buf[0:buf_end] is readable. -2 = decline. */
+ * `valid` and `off` (of the width `wide` says); buf[0:buf_end] is readable. -2 = decline. */
 static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim,
-                            Py_ssize_t buf_end, long long *nbytes) {
+                            Py_ssize_t buf_end, const int wide, long long *nbytes) {
     int64_t n;
     if (rd_varint(buf, pos, lim, &n) < 0) return -2;
     if (n < 0) {
@@ -127,17 +137,16 @@ static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf,
         *nbytes += n;
         valid->p[valid->len++] = 1;
     }
-    int64_t o = (int64_t)data->len;
-    memcpy(off->p + off->len, &o, 8);
-    off->len += 8;
+    put_offset_at(off->p + off->len, (int64_t)data->len, wide);
+    off->len += wide ? 8 : 4;
     return 0;
 }
 
 /* A key or value: a varint length (negative = null) and that many bytes, copied to data (reserved: the batch's
- * bytes + 128 past it, so copy_field's fixed-size copies fit). *valid and *end_off (the new end of data) are set.
- * 0 = done, -2 = decline. */
+ * bytes + 128 past it, so copy_field's fixed-size copies fit). *valid and *end_off (the new end of data, int64 or
+ * int32 as `wide` says) are set. 0 = done, -2 = decline. */
 static inline int take_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, Py_ssize_t buf_end, char *data,
-                             Py_ssize_t *len, uint8_t *valid, char *end_off, long long *nbytes) {
+                             Py_ssize_t *len, uint8_t *valid, char *end_off, const int wide, long long *nbytes) {
     int64_t n;
     if (rd_varint(buf, pos, lim, &n) < 0) return -2;
     if (n < 0) {
@@ -150,8 +159,7 @@ static inline int take_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim
         *nbytes += n;
         *valid = 1;
     }
-    int64_t o = (int64_t)*len;
-    memcpy(end_off, &o, 8);
+    put_offset_at(end_off, (int64_t)*len, wide);
     return 0;
 }
 

@@ -26,7 +26,7 @@ records before it are kept. A batch that frames correctly but whose records do n
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 from crc32c import crc32c
@@ -68,6 +68,43 @@ def _builder_factory(implementation: str, binary_view: bool = False):
     return functools.partial(cls, views=True) if binary_view else cls
 
 
+class _Arrays(Mapping):
+    """``RecordColumns.arrays``: the arrays by name, as ``column_builder``'s docstring lays them out. Offset columns
+    that the compiled builder wrote as int32 (what Arrow's binary and list layouts take, so ``to_arrow()`` wraps
+    them as they are) become their documented int64 on first access, once."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+        self.narrow: dict[str, np.ndarray] = {}  # int32 offset columns not widened yet
+        self._names: list[str] = []
+
+    def put(self, name: str, arr: np.ndarray) -> None:
+        (self.narrow if arr.dtype == np.int32 and name in _OFFSET_COLUMNS else self._arrays)[name] = arr
+        self._names.append(name)
+
+    def offsets(self, name: str) -> np.ndarray:
+        """An offset column as stored: int32 when the builder wrote it so, else int64 (no widening)."""
+        arr = self.narrow.get(name)
+        return self._arrays[name] if arr is None else arr
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        try:
+            return self._arrays[name]
+        except KeyError:
+            wide = self.narrow.pop(name).astype(np.int64)
+            self._arrays[name] = wide
+            return wide
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._arrays or name in self.narrow
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 class RecordColumns:
     """Decoded records as numpy arrays (names in ``column_builder``'s docstring); ``len()`` is the record count.
 
@@ -80,15 +117,18 @@ class RecordColumns:
 
     def __init__(self, arrays: dict, *, position: int = 0, valid_bytes: int = 0, invalid_bytes: int = 0,
                  error: CorruptRecordError | None = None, binary_view: bool = False,
-                 source: memoryview | None = None) -> None:  # fmt: skip
+                 source: memoryview | None = None, offset_width: int = 8) -> None:  # fmt: skip
         self.binary_view = binary_view
         self.source = source if binary_view else None
         unused = ("key_offsets", "value_offsets") if binary_view else ("key_views", "value_views")
-        self.arrays: dict[str, np.ndarray] = {}
+        self.arrays = _Arrays()
         for name, arr in arrays.items():
             if name in unused:
                 continue
-            self.arrays[name] = arr if isinstance(arr, np.ndarray) else np.frombuffer(arr, dtype=_DTYPES[name])
+            if not isinstance(arr, np.ndarray):
+                narrow = offset_width == 4 and name in _OFFSET_COLUMNS
+                arr = np.frombuffer(arr, dtype=np.int32 if narrow else _DTYPES[name])
+            self.arrays.put(name, arr)
         self.position = position
         self.valid_bytes = valid_bytes
         self.invalid_bytes = invalid_bytes
@@ -121,7 +161,8 @@ class RecordColumns:
     def _binary_list(self, prefix: str) -> list[bytes | None]:
         if self.binary_view and prefix in ("key", "value"):
             return self._view_list(prefix)
-        offsets, valid, data = (self.arrays[f"{prefix}_{s}"] for s in ("offsets", "valid", "data"))
+        offsets = self.arrays.offsets(f"{prefix}_offsets")
+        valid, data = self.arrays[f"{prefix}_valid"], self.arrays[f"{prefix}_data"]
         raw = data.tobytes()
         o = offsets.tolist()
         return [raw[o[i] : o[i + 1]] if v else None for i, v in enumerate(valid.tolist())]
@@ -149,10 +190,10 @@ class RecordColumns:
 
     def headers(self) -> list[tuple[tuple[str, bytes | None], ...]]:
         hk = self.arrays["header_key_data"].tobytes()
-        hko = self.arrays["header_key_offsets"].tolist()
+        hko = self.arrays.offsets("header_key_offsets").tolist()
         hvals = self._binary_list("header_value")
         flat = [(hk[hko[i] : hko[i + 1]].decode("utf-8"), v) for i, v in enumerate(hvals)]
-        ho = self.arrays["header_offsets"].tolist()
+        ho = self.arrays.offsets("header_offsets").tolist()
         return [tuple(flat[ho[i] : ho[i + 1]]) for i in range(len(self))]
 
     def to_records(self) -> list[Record]:
@@ -206,6 +247,7 @@ class RecordColumns:
         a = self.arrays
         n = len(self)
         counts = None if _compiled is not None else np.diff(np.append(a["batch_start"], n))
+        shared = _constant_buffers(pa, a, names, n) if _compiled is not None else {}
         cols = {}
         for name in names:
             if name in ("offset", "timestamp"):
@@ -215,11 +257,13 @@ class RecordColumns:
             elif name in ("key", "value") and self.binary_view:
                 cols[name] = _arrow_views(pa, n, a[f"{name}_views"], a[f"{name}_valid"], self.source, a[f"{name}_data"])
             elif name in ("key", "value"):
-                cols[name] = _arrow_binary(pa, n, a[f"{name}_offsets"], a[f"{name}_valid"], a[f"{name}_data"])
+                cols[name] = _arrow_binary(pa, n, a.offsets(f"{name}_offsets"), a[f"{name}_valid"], a[f"{name}_data"])
             elif name == "headers":
                 cols[name] = self._headers_arrow(pa)
+            elif name in shared:
+                cols[name] = pa.Array.from_buffers(_arrow_type(pa, name, a[name]), n, [None, shared[name]])
             else:
-                flag = name in ("is_transactional", "is_control")
+                flag = name in _FLAGS
                 cols[name] = _per_record(pa, a[name], a["batch_start"], n, counts, flag)
         if not cols:
             return pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
@@ -227,17 +271,22 @@ class RecordColumns:
 
     def _headers_arrow(self, pa):
         a = self.arrays
-        m = len(a["header_key_offsets"]) - 1
-        hkeys = _arrow_binary(pa, m, a["header_key_offsets"], None, a["header_key_data"], pa.string())
-        hvals = _arrow_binary(pa, m, a["header_value_offsets"], a["header_value_valid"], a["header_value_data"])
+        hko = a.offsets("header_key_offsets")
+        m = len(hko) - 1
+        hkeys = _arrow_binary(pa, m, hko, None, a["header_key_data"], pa.string())
+        hvals = _arrow_binary(pa, m, a.offsets("header_value_offsets"), a["header_value_valid"],
+                              a["header_value_data"])  # fmt: skip
+        ho = a.offsets("header_offsets")
         struct = pa.StructArray.from_arrays([hkeys, hvals], names=["key", "value"])
-        return pa.ListArray.from_arrays(pa.Array.from_buffers(pa.int32(), len(a["header_offsets"]),
-                                                              [None, pa.py_buffer(_int32(a["header_offsets"]))]),
+        return pa.ListArray.from_arrays(pa.Array.from_buffers(pa.int32(), len(ho), [None, pa.py_buffer(_int32(ho))]),
                                         struct)  # fmt: skip
 
 
 def _int32(offsets: np.ndarray):
-    """int64 offsets as an int32 buffer (the caller has checked that they fit)."""
+    """Offsets as an int32 buffer: as they are when the builder wrote int32, else narrowed (the caller has
+    checked that they fit)."""
+    if offsets.dtype == np.int32:
+        return offsets
     return _compiled.narrow_offsets(offsets) if _compiled is not None else offsets.astype(np.int32)
 
 
@@ -248,6 +297,32 @@ def _per_record(pa, per_batch: np.ndarray, starts: np.ndarray, n: int, counts: n
     buf = _compiled.repeat_batches(starts, n, per_batch, 0 if flag else per_batch.itemsize)
     typ = pa.bool_() if flag else pa.from_numpy_dtype(per_batch.dtype)
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(buf)])
+
+
+def _arrow_type(pa, name: str, per_batch: np.ndarray):
+    return pa.bool_() if name in _FLAGS else pa.from_numpy_dtype(per_batch.dtype)
+
+
+def _constant_buffers(pa, a: Mapping, names: Sequence[str], n: int) -> dict:
+    """For the batch fields among ``names`` that hold one value through the table whose bytes are all one byte
+    (-1 or 0 in most logs: the producer fields of a producer without idempotence, an unchanged leader epoch, false
+    flags): slices of one buffer of that byte per byte value, sized for the widest, that their columns share, so
+    it is written once instead of once a column. The values are those ``_per_record`` gives."""
+    want: dict[str, tuple[int, int]] = {}
+    for name in names:
+        per_batch = a[name] if name in _BATCH_ARROW and n else None
+        if per_batch is None or not len(per_batch) or not bool((per_batch == per_batch[0]).all()):
+            continue
+        raw = (b"\xff" if per_batch[0] else b"\x00") if name in _FLAGS else per_batch[:1].tobytes()
+        if raw.count(raw[:1]) == len(raw):
+            want[name] = (raw[0], (n + 7) // 8 if name in _FLAGS else n * len(raw))
+    sizes: dict[int, int] = {}
+    for byte, size in want.values():
+        sizes[byte] = max(sizes.get(byte, 0), size)
+    one = np.zeros(1, np.int64)
+    fills = {byte: pa.py_buffer(_compiled.repeat_batches(one, size, np.array([byte], np.uint8), 1))
+             for byte, size in sizes.items()}  # fmt: skip
+    return {name: fills[byte].slice(0, size) for name, (byte, size) in want.items()}
 
 
 def _per_batch_strings(pa, names: list[bytes], counts: list[int]):
@@ -287,9 +362,13 @@ def _arrow_binary(pa, n: int, offsets: np.ndarray, valid: np.ndarray | None, dat
 
 
 #: what ``to_arrow()`` gives, in order: record fields, then the batch fields repeated per record
-_ARROW_COLUMNS = ("offset", "timestamp", "timestamp_type", "key", "value", "headers") + tuple(
-    name for name, _ in BATCH_FIELDS if name not in ("batch_position", "batch_magic", "timestamp_type")
-)
+_BATCH_ARROW = tuple(name for name, _ in BATCH_FIELDS if name not in ("batch_position", "batch_magic", "timestamp_type"))
+_ARROW_COLUMNS = ("offset", "timestamp", "timestamp_type", "key", "value", "headers") + _BATCH_ARROW
+_FLAGS = ("is_transactional", "is_control")
+
+#: the offset columns the compiled builder writes as int32 while they fit (``_Arrays`` widens them on access)
+_OFFSET_COLUMNS = frozenset(("key_offsets", "value_offsets", "header_offsets", "header_key_offsets",
+                             "header_value_offsets"))  # fmt: skip
 
 _DTYPES: dict[str, type] = {
     "offset": np.int64, "timestamp": np.int64, "key_offsets": np.int64, "key_valid": np.uint8,
@@ -343,7 +422,8 @@ class RecordColumnReader(SourceReader):
     def _finish(self, builder, chunk_start: int) -> RecordColumns:
         return RecordColumns(builder.finish(), position=chunk_start, valid_bytes=self.valid_bytes,
                              invalid_bytes=self.invalid_bytes, error=self.error, binary_view=self.binary_view,
-                             source=memoryview(self.buffer) if self.binary_view else None)  # fmt: skip
+                             source=memoryview(self.buffer) if self.binary_view else None,
+                             offset_width=getattr(builder, "offset_width", 8))  # fmt: skip
 
     def _chunks(self) -> Iterator[RecordColumns]:
         """The decoder loop: compiled runs where possible, one ``read_batches`` batch at a time otherwise; always
