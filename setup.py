@@ -16,7 +16,7 @@ setup(
         Extension(
             "kafkalog.records._columns",
             ["kafkalog/records/_columns.c"],
-            depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "wire", "codec", "arrow", "objects", "offsets")],
+            depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "wire", "codec", "arrow", "objects", "offsets", "walk")],
             optional=True,
         ),
         Extension(

@@ -468,47 +468,7 @@ static PyObject *Builder_finish(Builder *b, PyObject *Py_UNUSED(ignored)) {
     return out;
 }
 
-/* walk_chain(buf, pos, end, crc_func) -> (starts: bytes of int64, crcs: bytes of uint32, pos): scan.py's fast loop.
- * Follows the length chain while a 17-byte header fits before end, the length is at least 14 (no magic allows
- * less) and the batch ends by end, taking crc_func(buf[start + 21:stop]) of each; scan.py checks the rest. */
-static PyObject *walk_chain(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t pos, end;
-    PyObject *crc_func, *starts = NULL, *crcs = NULL;
-    if (!PyArg_ParseTuple(args, "y*nnO", &view, &pos, &end, &crc_func)) return NULL;
-    Col s = {0}, c = {0};
-    if (end > view.len || pos < 0 || pos > end) {
-        PyErr_SetString(PyExc_ValueError, "walk_chain: position or end outside the buffer");
-        goto error;
-    }
-    const uint8_t *p = (const uint8_t *)view.buf;
-    while (end - pos >= 17) {
-        int32_t size = (int32_t)be32(p + pos + 8);
-        if (size < 14 || (Py_ssize_t)size > end - pos - 12) break;
-        Py_ssize_t stop = pos + 12 + size;
-        uint32_t crc32;
-        if (call_crc(crc_func, p + pos + 21, stop - pos - 21, &crc32) < 0) goto error;
-        int64_t start = pos;
-        if (put_bytes(&s, &start, 8) < 0 || put_bytes(&c, &crc32, 4) < 0) goto error;
-        pos = stop;
-    }
-    PyBuffer_Release(&view);
-    starts = PyBytes_FromStringAndSize(s.p ? s.p : "", s.len);
-    crcs = PyBytes_FromStringAndSize(c.p ? c.p : "", c.len);
-    col_release(s.p, s.len, s.cap, s.touched);
-    col_release(c.p, c.len, c.cap, c.touched);
-    if (!starts || !crcs) {
-        Py_XDECREF(starts);
-        Py_XDECREF(crcs);
-        return NULL;
-    }
-    return Py_BuildValue("(NNn)", starts, crcs, pos);
-error:
-    PyBuffer_Release(&view);
-    col_release(s.p, s.len, s.cap, s.touched);
-    col_release(c.p, c.len, c.cap, c.touched);
-    return NULL;
-}
+#include "_columns_walk.h"
 
 static PyObject *Builder_get_n_records(Builder *b, void *closure) { return PyLong_FromSsize_t(b->n_records); }
 static PyObject *Builder_get_n_bytes(Builder *b, void *closure) { return PyLong_FromLongLong(b->n_bytes); }
@@ -590,7 +550,7 @@ static PyTypeObject BuilderType = {
 static PyMethodDef module_methods[] = {
     OFFSET_METHODS
     {"walk_chain", walk_chain, METH_VARARGS,
-     "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, pos): the length-chain walk of scan.py in C"},
+     "walk_chain(buf, pos, end, crc_func) -> (starts, crcs, headers, pos): the length-chain walk of scan.py in C"},
     CRC_METHODS
     CODEC_METHODS
     MEM_METHODS

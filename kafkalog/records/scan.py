@@ -137,7 +137,8 @@ _MIN_SIZE = LEGACY_RECORD_OVERHEAD_V0  # the smallest length field any magic all
 
 def _walk_fast(buf, pos: int, end: int, with_crc: bool):
     """Follow the length chain with as little per-batch Python as possible; returns (starts, stops, legacy,
-    error, stop position, crcs or None) exactly as ``_walk`` would (crcs: CRC32C of ``[start + 21, stop)``).
+    error, stop position, crcs or None, headers or None) exactly as ``_walk`` would (crcs: CRC32C of
+    ``[start + 21, stop)``; headers: the rows ``_gather_headers`` would make, when the compiled walk took them).
 
     The loop only reads the length (and takes the CRC32C); it stops on a length below any magic's minimum (the
     chain could go backwards) or a header running past ``end``. The per-magic checks are then applied to all
@@ -149,10 +150,12 @@ def _walk_fast(buf, pos: int, end: int, with_crc: bool):
     last = end - HEADER_SIZE_UP_TO_MAGIC  # a header starting past this is truncated
     size_of = _SIZE
     crcs: list[int] | None = None
+    headers: np.ndarray | None = None
     if with_crc and native.available():  # the same loop in C: no Python work per batch
-        raw_starts, raw_crcs, pos = native.compiled.walk_chain(buf, pos, end, crc32c)
+        raw_starts, raw_crcs, raw_headers, pos = native.compiled.walk_chain(buf, pos, end, crc32c)
         starts = np.frombuffer(raw_starts, np.int64)  # arrays all the way: no list round trips
         crcs = np.frombuffer(raw_crcs, np.uint32)
+        headers = np.frombuffer(raw_headers, HEADER_DTYPE)  # gathered while the walk had the bytes in cache
     elif with_crc:
         crcs = []
         add_crc = crcs.append
@@ -174,7 +177,7 @@ def _walk_fast(buf, pos: int, end: int, with_crc: bool):
             pos += LOG_OVERHEAD + size
     n = len(starts)
     if not n:
-        return _walk(buf, pos, end) + (None,)
+        return _walk(buf, pos, end) + (None, None)
     arr = np.frombuffer(buf, dtype=np.uint8)
     first = starts if isinstance(starts, np.ndarray) else np.fromiter(starts, np.int64, n)
     stops_arr = np.empty(n, dtype=np.int64)
@@ -193,6 +196,8 @@ def _walk_fast(buf, pos: int, end: int, with_crc: bool):
         starts = starts[:cut]
         if crcs is not None:
             crcs = crcs[:cut]
+        if headers is not None:
+            headers = headers[:cut]
         n = cut
         stops_arr = stops_arr[:cut]
         magic = magic[:cut]
@@ -207,12 +212,12 @@ def _walk_fast(buf, pos: int, end: int, with_crc: bool):
         if more_starts:  # not expected (the row failed the same checks), but never lose a batch
             starts = _as_list(starts) + more_starts
             stops = _as_list(stops) + more_stops
-            crcs = None
+            crcs = headers = None
     else:
         error = None
     if legacy:
-        crcs = None
-    return starts, stops, legacy, error, pos, crcs
+        crcs = headers = None
+    return starts, stops, legacy, error, pos, crcs, headers
 
 
 def _as_list(values) -> list[int]:
@@ -245,13 +250,13 @@ def scan_batches(
         end = total
     if position < 0 or position > end:
         raise InvalidArgumentError(f"position {position} outside the source (0..{end})")
-    starts, stops, legacy, error, stop_pos, crcs = _walk_fast(buf, position, end, check_crc)
+    starts, stops, legacy, error, stop_pos, crcs, gathered = _walk_fast(buf, position, end, check_crc)
     n = len(starts)
     getitem = buf.__getitem__
     if n:
         if not legacy:
             hdr_bytes = None
-            headers = _gather_headers(buf, starts)
+            headers = gathered if gathered is not None else _gather_headers(buf, starts)
         else:
             # legacy messages can be shorter than 61 bytes: pad each header slice to a fixed width
             hdr_bytes = b"".join(
