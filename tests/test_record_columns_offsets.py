@@ -95,3 +95,36 @@ def test_offset_limit_bounds() -> None:
     finally:
         _compiled.set_offset_limit(old)
     assert old == (1 << 31) - 1
+
+
+def test_threads_widening_the_same_offsets_at_once_all_get_them() -> None:
+    """``arrays`` widens an int32 offset column on first access; threads that ask for it together must each get
+    the int64 column, not a KeyError from a column another thread was widening."""
+    import threading
+
+    from kafkalog.records import build_batch, native, read_record_columns
+
+    if native.compiled is None:
+        pytest.skip("kafkalog.records._columns was not built: nothing is stored as int32")
+    data = b"".join(build_batch([(b"k%d" % i, b"v" * 50)] * 100, base_offset=100 * i) for i in range(200))
+    for _ in range(20):
+        cols = read_record_columns(data)
+        assert "value_offsets" in cols.arrays.narrow  # the compiled builder stored it as int32
+        got, errors = [], []
+        barrier = threading.Barrier(4)
+
+        def read(cols=cols) -> None:
+            barrier.wait()
+            try:
+                got.append(cols.arrays["value_offsets"])
+            except Exception as exc:  # noqa: BLE001 - the failure this test looks for
+                errors.append(exc)
+
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert len(got) == 4 and all(g.dtype == np.int64 and g[-1] == 20000 * 50 for g in got)
+        assert all(g is got[0] for g in got[1:]) or all(np.array_equal(g, got[0]) for g in got)

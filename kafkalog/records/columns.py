@@ -88,12 +88,17 @@ class _Arrays(Mapping):
         return self._arrays[name] if arr is None else arr
 
     def __getitem__(self, name: str) -> np.ndarray:
-        try:
-            return self._arrays[name]
-        except KeyError:
-            wide = self.narrow.pop(name).astype(np.int64)
-            self._arrays[name] = wide
-            return wide
+        arr = self._arrays.get(name)
+        if arr is not None:
+            return arr
+        narrow = self.narrow.get(name)
+        if narrow is None:
+            raise KeyError(name)
+        # threads reading one RecordColumns may widen the same column at once: the first stored wins, and the
+        # narrow one leaves only after the wide one is in place (offsets() reads either)
+        wide = self._arrays.setdefault(name, narrow.astype(np.int64))
+        self.narrow.pop(name, None)
+        return wide
 
     def __contains__(self, name: object) -> bool:
         return name in self._arrays or name in self.narrow
