@@ -12,6 +12,8 @@ cli_packages = ["kafkalog_cli" + p[3:] for p in find_packages(include=["cli", "c
 setup(
     packages=find_packages(include=["kafkalog", "kafkalog.*"]) + cli_packages,
     package_dir={"kafkalog_cli": "cli"},
+    # imported by PySpark's data-source lookup worker (it imports every top-level pyspark_* module); see its docstring
+    py_modules=["pyspark_kafkalog"],
     ext_modules=[
         Extension(
             "kafkalog.records._columns",

@@ -7,9 +7,11 @@ its tasks through this daemon (``LOCAL_CONF``), so the normal path is covered th
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -152,6 +154,13 @@ _STOCK_DAEMON_CHILD = textwrap.dedent(
     sys.modules["__main__"] = daemon
     if sys.argv[1] == "quiet":
         print("daemon", quiet_stock_daemon(), quiet_stock_daemon(), flush=True)  # once: the second finds it done
+    if sys.argv[1] == "lookup":  # what pyspark.sql.worker.lookup_data_sources does, and all it does
+        from importlib import import_module
+        from pkgutil import iter_modules
+        found = {m.name: import_module(m.name) for m in iter_modules() if m.name.startswith("pyspark_")}
+        assert "pyspark_kafkalog" in found, sorted(found)
+        assert not hasattr(found["pyspark_kafkalog"], "DefaultSource")  # registers nothing
+        print("daemon", quiet_stock_daemon(), flush=True)  # already done by the import
     ours, jvm = socket.socketpair()
     jvm.close()
     try:  # the forked child's loop in pyspark.daemon.manager, around each task
@@ -164,20 +173,23 @@ _STOCK_DAEMON_CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("which", ["stock", "quiet"])
+@pytest.mark.parametrize("which", ["stock", "quiet", "lookup"])
 def test_a_stock_daemon_worker_running_kafkalog_code_ends_quietly(which: str) -> None:
     """Spark starts a Python DataSource's planner workers with PySpark's own daemon whatever
     ``spark.python.daemon.module`` says; kafkalog code that runs in one makes the daemon's exit on a socket the
-    JVM already closed silent (the stock run shows the traceback it removes)."""
+    JVM already closed silent (the stock run shows the traceback it removes). The data-source lookup worker runs
+    no DataSource code, only imports of every top-level ``pyspark_*`` module: ``pyspark_kafkalog`` quiets it."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     result = subprocess.run([sys.executable, "-c", _STOCK_DAEMON_CHILD, which], capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
+                            timeout=120, env=env)  # fmt: skip
     assert result.returncode == 1, result.stderr
     assert "returned" not in result.stdout
     if which == "stock":
         assert "BrokenPipeError" in result.stderr
         return
     assert result.stderr == ""
-    assert result.stdout.split("\n")[:2] == ["script False", "daemon True False"], result.stdout
+    expect = ["script False", "daemon True False" if which == "quiet" else "daemon False"]
+    assert result.stdout.split("\n")[:2] == expect, result.stdout
 
 
 # The DataSource read + validation on local[2] that must print no traceback runs in
