@@ -134,8 +134,7 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
             if (put_bytes(&c[C_HKDATA], buf + pos, (Py_ssize_t)kn) < 0) goto fail;
             pos += (Py_ssize_t)kn;
             if (col_reserve(&c[C_HKOFF], 8) < 0) goto fail;
-            put_offset_at(c[C_HKOFF].p + c[C_HKOFF].len, c[C_HKDATA].len, wide);
-            c[C_HKOFF].len += W;
+            append_offset(&c[C_HKOFF], c[C_HKDATA].len, wide);
             long long ignored = 0;
             if (col_reserve(&c[C_HVOFF], 8) < 0 || col_reserve(&c[C_HVVALID], 1) < 0) goto fail;
             int r = put_field(&c[C_HVOFF], &c[C_HVVALID], &c[C_HVDATA], buf, &pos, rec_end, end, wide, &ignored);

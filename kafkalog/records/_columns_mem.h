@@ -211,7 +211,8 @@ static inline int put_bytes(Col *c, const void *src, Py_ssize_t n) {
         if (put_bytes((col), &v_, sizeof(type)) < 0) return -1; \
     } while (0)
 
-/* for the tests: mem_stats() -> (reused, fresh, pooled blocks), and mem_stats(True) also empties the pool first */
+/* mem_stats() -> (reused, fresh, pooled blocks) for the tests; mem_stats(True) also empties the pool first
+ * (native.release_column_memory) */
 static PyObject *py_mem_stats(PyObject *self, PyObject *args) {
     int drain = 0;
     if (!PyArg_ParseTuple(args, "|p", &drain)) return NULL;
@@ -227,7 +228,7 @@ static PyObject *py_mem_stats(PyObject *self, PyObject *args) {
     return Py_BuildValue("(KKi)", mem_reused, mem_fresh, n);
 }
 
-/* for the tests: mem_pool() -> (resident bytes the pool holds, its cap) */
+/* mem_pool() -> (resident bytes the pool holds, its cap): for the tests and native.release_column_memory */
 static PyObject *py_mem_pool(PyObject *self, PyObject *Py_UNUSED(ignored)) {
     return Py_BuildValue("(nn)", pool_bytes, POOL_MAX_BYTES);
 }

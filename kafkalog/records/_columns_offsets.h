@@ -42,11 +42,8 @@ static int builder_fit(Builder *b, Py_ssize_t extra) {
 /* append one offset entry (the builder's width) to column k, widening first when it does not fit int32 */
 static int put_offset(Builder *b, int k, int64_t v) {
     if (!b->wide && v > offset_limit && builder_widen(b) < 0) return -1;
-    if (b->wide) {
-        PUT(&b->c[k], int64_t, v);
-    } else {
-        PUT(&b->c[k], int32_t, v);
-    }
+    if (col_reserve(&b->c[k], 8) < 0) return -1;
+    append_offset(&b->c[k], v, b->wide);
     return 0;
 }
 

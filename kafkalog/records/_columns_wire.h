@@ -120,6 +120,12 @@ static inline void put_offset_at(char *dst, int64_t v, const int wide) {
     }
 }
 
+/* append an offset entry (the width `wide` says) to a column that has room reserved for it */
+static inline void append_offset(Col *off, int64_t v, const int wide) {
+    put_offset_at(off->p + off->len, v, wide);
+    off->len += wide ? 8 : 4;
+}
+
 /* A length-prefixed byte string (key, value, header value): n < 0 is null. The caller has reserved one entry of
  * `valid` and `off` (of the width `wide` says); buf[0:buf_end] is readable. -2 = decline. */
 static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim,
@@ -137,8 +143,7 @@ static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf,
         *nbytes += n;
         valid->p[valid->len++] = 1;
     }
-    put_offset_at(off->p + off->len, (int64_t)data->len, wide);
-    off->len += wide ? 8 : 4;
+    append_offset(off, (int64_t)data->len, wide);
     return 0;
 }
 
