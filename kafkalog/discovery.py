@@ -32,7 +32,8 @@ from kafkalog import storage
 from kafkalog.errors import InvalidArgumentError, NothingToCheckError
 from kafkalog.names import TEMP_SUFFIXES, file_kind
 
-__all__ = ["TEMP_SUFFIXES", "SegmentItem", "discover_segments", "kafka_files", "nothing_found"]
+__all__ = ["TEMP_SUFFIXES", "RemoteObject", "SegmentItem", "discover_segments", "kafka_files", "list_remote_objects",
+           "nothing_found"]
 
 
 _TOPIC = r"[a-zA-Z0-9._-]{1,249}"
@@ -41,6 +42,7 @@ _TIERED_DIR = re.compile(rf"^(?P<topic>{_TOPIC})-(?P<partition>\d+)-(?P<topic_id
 _AIVEN_TOPIC_DIR = re.compile(rf"^(?P<topic>{_TOPIC})-(?P<topic_id>[A-Za-z0-9_-]{{22}})$")
 _LOCAL_LOG = re.compile(r"^(?P<offset>\d{20})\.log$")
 _TIERED_LOG = re.compile(r"^(?P<offset>\d{20})-(?P<segment_id>[A-Za-z0-9_-]{22})\.log$")
+_TIERED_OBJECT = re.compile(r"^(?P<offset>\d{20})-(?P<segment_id>[A-Za-z0-9_-]{22})\.(?P<suffix>[a-z_-]+)$")
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,54 @@ def _discover_remote(root: str, options: Mapping[str, str] | None) -> list[Segme
         if not found:
             raise InvalidArgumentError(f"{root}: not a segment file (<20-digit offset>.log)")
     return found
+
+
+@dataclass(frozen=True)
+class RemoteObject:
+    """One object of a tiered-storage bucket, named as its RemoteStorageManager names it: LocalTieredStorage's
+    ``<topic>-<partition>-<topic id>/<offset>-<segment id>.<suffix>`` or Aiven's
+    ``<topic>-<topic id>/<partition>/<offset>-<segment id>.<suffix>`` (``suffix``: ``log``, ``index``, ...)."""
+
+    path: str
+    size: int
+    layout: str  # tiered | tiered-aiven
+    topic: str
+    topic_id: str
+    partition: int
+    base_offset: int
+    segment_id: str
+    suffix: str
+
+
+def list_remote_objects(root: str | os.PathLike, options: Mapping[str, str] | None = None
+                        ) -> tuple[list[RemoteObject], list[tuple[str, int]]]:
+    """Every object under a bucket ``root`` (a local dir or a URL, one recursive listing): those named as a
+    RemoteStorageManager names segment objects, and (path, size) of every other object."""
+    raw = os.fspath(root)
+    if storage.is_remote(raw):
+        entries = [(e.url, e.size) for e in storage.list_tree(raw, options)]
+    else:
+        top = storage.local_path(raw)
+        os.stat(top)  # the OS's reason for a root that is not there
+        entries = []
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+            dirnames.sort()
+            entries.extend((os.path.join(dirpath, n), _size(os.path.join(dirpath, n))) for n in sorted(filenames))
+    objects: list[RemoteObject] = []
+    other: list[tuple[str, int]] = []
+    for path, size in entries:
+        m = _TIERED_OBJECT.match(storage.basename(path))
+        dirpath = storage.dirname(path)
+        classified = _classify_dir(dirpath) if m else None
+        if classified is None or classified[0] not in ("tiered", "tiered-aiven"):
+            other.append((path, size))
+            continue
+        layout, topic, partition, _ = classified
+        name = storage.basename(dirpath if layout == "tiered" else storage.dirname(dirpath))
+        topic_id = name[-22:]
+        objects.append(RemoteObject(path, size, layout, topic, topic_id, partition, int(m["offset"]),
+                                    m["segment_id"], m["suffix"]))
+    return objects, other
 
 
 def nothing_found(root: str | os.PathLike) -> NothingToCheckError:

@@ -28,6 +28,7 @@ __all__ = [
     "decode_control_record",
     "decode_group_record",
     "decode_txn_record",
+    "read_framed",
     "scala_set_order",
 ]
 
@@ -70,8 +71,15 @@ class MetadataRecord:
 
 def decode_metadata_record(value: bytes | bytearray | memoryview | None) -> MetadataRecord:
     """A ``__cluster_metadata`` record value (frame version, api key, version as unsigned varints, then the record)."""
+    return MetadataRecord(*read_framed(value, RECORD_TYPES, "metadata"))
+
+
+def read_framed(value: bytes | bytearray | memoryview | None, schemas: dict[int, Message], family: str
+                ) -> tuple[int, int, dict[str, Any]]:
+    """(api key, version, data) of a value framed by Kafka's ``AbstractApiMessageSerde`` (``__cluster_metadata``'s
+    ``MetadataRecordSerde``, ``__remote_log_metadata``'s ``RemoteLogMetadataSerde``), ``schemas`` by api key."""
     if value is None:
-        raise MalformedRecordError("metadata record without a value")
+        raise MalformedRecordError(f"{family} record without a value")
     r = Reader(value)
     frame = _version(r, "frame version")
     if frame == 0:
@@ -84,10 +92,10 @@ def decode_metadata_record(value: bytes | bytearray | memoryview | None) -> Meta
         raise MalformedRecordError(text, kafka_text=text)
     api_key = _version(r, "type")
     version = _version(r, "version")
-    schema = RECORD_TYPES.get(api_key)
+    schema = schemas.get(api_key)
     if schema is None:
         raise UnknownRecordTypeError(
-            "metadata", api_key,
+            family, api_key,
             kafka_text=f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}",
         )
     try:
@@ -98,7 +106,7 @@ def decode_metadata_record(value: bytes | bytearray | memoryview | None) -> Meta
     if r.remaining:
         raise MalformedRecordError(f"{r.remaining} byte(s) left after {schema.name} v{version}",
                                    kafka_text=f"Found {r.remaining} byte(s) of garbage after {api_key}")
-    return MetadataRecord(api_key, version, data)
+    return api_key, version, data
 
 
 @dataclass(frozen=True, slots=True)
