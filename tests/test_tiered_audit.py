@@ -207,3 +207,82 @@ def test_aiven_buckets_are_audited_by_their_manifests(variant: str, tmp_path: Pa
     assert rep.exit_code == 1
     assert [p.split(":")[0] for p in problems] == ["size", "missing"], problems
     assert "the manifest's chunks add up to" in problems[0] and "no .rsm-manifest object" in problems[1]
+
+
+def _restore(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, ["tiered", "restore", *args])
+    return r.exit_code, r.output
+
+
+@needs_oracle
+def test_a_restored_partition_is_what_kafkas_loader_and_verify_accept(case: Path, tmp_path: Path) -> None:
+    to = tmp_path / "logdir"
+    code, out = _restore(str(case / "remote"), "--to", str(to), "--remote-log-metadata",
+                         str(case / "__remote_log_metadata-0"), "--dry-run")
+    assert code == 0 and "would restore 5 segment(s), offsets 0-104" in out and not to.exists()
+    code, out = _restore(str(case / "remote"), "--to", str(to), "--remote-log-metadata",
+                         str(case / "__remote_log_metadata-0"), "--json")
+    assert code == 0, out
+    assert json.loads(out)["partitions"][0]["log_end_offset"] == 105
+    restored = to / "tiered-0"
+    for base in (0, 24, 42, 61, 84):  # Kafka's own bytes at their original offsets
+        name = f"{base:020d}.log"
+        assert (restored / name).read_bytes() == (case / "tiered-0" / name).read_bytes()
+    load = json.loads(run_oracle("load", to, "--clock-ms", "1700000010000").stdout)["partitions"][0]
+    assert (load["logStartOffset"], load["logEndOffset"], load["segments"]) == (0, 105, [0, 24, 42, 61, 84])
+    assert load["kafkaException"] is None and not load["truncated"]
+    assert {p["producerId"] for p in load["producers"]} == {1000, 2000, 3000}
+    assert [(e["epoch"], e["startOffset"]) for e in load["leaderEpochs"]] == [(0, 0), (2, 36), (3, 89)]
+    verify = run_oracle("verify", restored)
+    assert verify.returncode == 0 and "OK" in verify.stdout, verify.stdout
+    code, out = _restore(str(case / "remote"), "--to", str(to))
+    assert code == 2 and "a partition dir is already there" in out
+
+
+@needs_oracle
+def test_restore_refuses_a_locked_dir_and_a_bad_copy_leaves_nothing(case: Path, tmp_path: Path) -> None:
+    from kafkalog.manager.lock import DirLock
+
+    to = tmp_path / "logdir"
+    to.mkdir()
+    with DirLock.acquire(str(to)):
+        code, out = _restore(str(case / "remote"), "--to", str(to))
+    assert code == 2 and ".lock" in out and not (to / "tiered-0").exists()
+    log = next(p for p in _segment_objects(case, 42) if p.suffix == ".log")
+    log.write_bytes(log.read_bytes()[:-10])  # a torn object: the read-back after the write refuses it
+    code, out = _restore(str(case / "remote"), "--to", str(to), "--remote-log-metadata",
+                         str(case / "__remote_log_metadata-0"))
+    assert code != 0 and "tiered-0" in out
+    assert sorted(p.name for p in to.iterdir()) == [".lock"]
+
+
+@needs_oracle
+def test_without_metadata_two_copies_of_one_segment_are_refused(case: Path, tmp_path: Path) -> None:
+    for p in _segment_objects(case, 84):
+        shutil.copy(p, p.with_name(p.name.replace(p.name[21:43], "T1JQSEFOAAAAAAAAAAAAAA")))
+    code, out = _restore(str(case / "remote"), "--to", str(tmp_path / "d"))
+    assert code == 2 and "both start at 84" in out
+    code, out = _restore(str(case / "remote"), "--to", str(tmp_path / "d"), "--remote-log-metadata",
+                         str(case / "__remote_log_metadata-0"), "--partition", "tiered-0")
+    assert code == 0, out
+    code, out = _restore(str(case / "remote"), "--to", str(tmp_path / "e"), "--partition", "other-3")
+    assert code == 2 and "no remote segment of other-3" in out
+
+
+@needs_oracle
+@needs_golden
+def test_an_encrypted_aiven_bucket_restores_to_kafkas_bytes(tmp_path: Path) -> None:
+    variant = GOLDEN / "tiered-aiven" / "variants" / "encrypted-zstd-chunk256"
+    meta = _aiven_metadata(tmp_path)
+    to = tmp_path / "logdir"
+    code, out = _restore(str(variant / "remote"), "--to", str(to), "--rsm-config", str(variant / "rsm.properties"),
+                         "--remote-log-metadata", str(meta))
+    assert code == 0, out
+    original = GOLDEN / "tiered-aiven" / "partition" / "tiered-0"
+    restored = to / "tiered-0"
+    logs = sorted(p.name for p in restored.glob("*.log"))
+    assert len(logs) == 5
+    for name in logs:
+        assert (restored / name).read_bytes() == (original / name).read_bytes()
+    verify = run_oracle("verify", restored)
+    assert verify.returncode == 0, verify.stdout
