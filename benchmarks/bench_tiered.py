@@ -1,7 +1,10 @@
-"""Reading Aiven tiered-storage buckets: records/s from a zstd + encrypted bucket next to a plain (untransformed,
-chunked) bucket and a local copy of the same segments, and what one ranged fetch costs.
+"""Reading archives and tiered-storage buckets: records/s from a zstd + encrypted Aiven bucket and a plain
+(untransformed, chunked) one next to a local copy of the same segments; with ``--s3`` also a plain archive of the
+segments as objects next to the raw rate of fetching the same objects (same parallelism, no decoding), and with
+``--latency-ms`` every S3 row again behind a proxy that delays each request (tests/latency_proxy.py).
 
     python3 benchmarks/bench_tiered.py [--segments N] [--segment-mb M] [--chunk-kb K] [--repeat R] [--s3]
+                                       [--latency-ms 25] [--parallelism P]
 
 The segments (uncompressed v2 batches of ~1 KiB values from a 1,000-word vocabulary) are written as Aiven's plugin writes them
 (tests/aiven_writer.py: zstd per chunk, AES-256-GCM per chunk, RSA-OAEP-SHA3-512 data key) into a bucket on local
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -22,7 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kafkalog.ranged_reads import PART_BYTES, default_parallelism  # noqa: E402
 from kafkalog.records import build_batch, read_record_columns  # noqa: E402
+from kafkalog.storage import iter_objects  # noqa: E402
 from kafkalog.tiered import AivenSegment, load_rsm_config  # noqa: E402
 from tests.aiven_writer import SegmentFiles, new_key_pair, write_rsm_properties, write_segment  # noqa: E402
 
@@ -62,7 +68,12 @@ def main() -> None:
     ap.add_argument("--chunk-kb", type=int, default=4096, help="the plugin's chunk.size (default 4 MiB)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--s3", action="store_true", help="buckets in moto's S3 server instead of local dirs")
+    ap.add_argument("--latency-ms", type=float, default=0.0,
+                    help="with --s3: also every S3 row behind a proxy delaying each request by this much")
+    ap.add_argument("--parallelism", type=int, default=None, help="ranged reads in flight per reader")
     args = ap.parse_args()
+    if args.parallelism:
+        os.environ["KAFKALOG_READ_PARALLELISM"] = str(args.parallelism)
     chunk = args.chunk_kb << 10
     with tempfile.TemporaryDirectory(prefix="bench-tiered-") as tmp:
         root = Path(tmp)
@@ -80,11 +91,13 @@ def main() -> None:
         total_mb = sum(len(s.log) for s in segs) / (1 << 20)
         configs = {"plain": (False, None), "zstd+encrypted": (True, "k1")}
         buckets: dict[str, tuple[list[str], object, dict | None]] = {}
-        server = None
+        server = proxy = None
         if args.s3:
+            from tests.latency_proxy import LatencyProxy
             from tests.s3server import MotoServer, upload_tree
 
             server = MotoServer().start()
+            proxy = LatencyProxy(server.port, delay_s=0.0).start()
         try:
             for name, (compress, key_id) in configs.items():
                 bucket = root / name.replace("+", "-")
@@ -98,24 +111,54 @@ def main() -> None:
                 if server is not None:
                     upload_tree(server.client(), bucket, "bench", bucket.name)
                     urls = [f"s3://bench/{bucket.name}/{p.relative_to(bucket).as_posix()}" for p in logs]
-                    opts = server.options
+                    opts = {**server.options, "endpoint_url": proxy.endpoint}
                 buckets[name] = (urls, load_rsm_config(props), opts, stored)
+            archive_urls: list[str] = []
+            if server is not None:
+                upload_tree(server.client(), local, "bench", "archive")
+                archive_urls = [f"s3://bench/archive/{p.name}" for p in sorted(local.iterdir())]
+            par = default_parallelism()
             print(f"{args.segments} segments, {total_mb:.1f} MiB, {records} records, chunk.size {args.chunk_kb} KiB, "
-                  f"{'moto S3' if server else 'local-dir bucket'}; best of {args.repeat}")  # fmt: skip
+                  f"{'moto S3' if server else 'local-dir bucket'}, {par} ranged reads in flight per reader; best of "
+                  f"{args.repeat}; load {os.getloadavg()[0]:.1f}")  # fmt: skip
             mid = (args.segment_mb << 20) // 2
-            t = best(lambda: [len(read_record_columns(str(p))) for p in sorted(local.iterdir())], args.repeat)
-            print(f"  local .log files        {records / t / 1e6:6.2f} M records/s  {total_mb / t:7.1f} MiB/s")
-            for name, (urls, rsm, opts, stored) in buckets.items():
-                def read_all(urls=urls, rsm=rsm, opts=opts) -> None:
-                    for u in urls:
-                        assert len(read_record_columns(AivenSegment.open(u, rsm=rsm, options=opts).read())) > 0
+            t_local = best(lambda: [len(read_record_columns(str(p))) for p in sorted(local.iterdir())], args.repeat)
+            print(f"  local .log files        {records / t_local / 1e6:6.2f} M records/s  {total_mb / t_local:7.1f} MiB/s")
+            delays = [0.0] + ([args.latency_ms / 1e3] if server is not None and args.latency_ms > 0 else [])
+            rates: dict[tuple[str, float], float] = {}
+            for delay in delays:
+                if proxy is not None:
+                    proxy.delay_s = delay
+                tag = f" +{delay * 1e3:.0f} ms" if delay else ""
+                for name, (urls, rsm, opts, stored) in buckets.items():
+                    def read_all(urls=urls, rsm=rsm, opts=opts) -> None:
+                        for u in urls:
+                            assert len(read_record_columns(AivenSegment.open(u, rsm=rsm, options=opts).read())) > 0
 
-                t = best(read_all, args.repeat)
-                f = best(lambda u=urls[0], rsm=rsm, opts=opts: AivenSegment.open(u, rsm=rsm, options=opts)
-                         .read(mid, mid + (64 << 10)), args.repeat)  # fmt: skip
-                print(f"  {name:<22}  {records / t / 1e6:6.2f} M records/s  {total_mb / t:7.1f} MiB/s  "
-                      f"stored {stored:6.1f} MiB  fetch 64 KiB: {f * 1e3:6.1f} ms")  # fmt: skip
+                    t = best(read_all, args.repeat)
+                    rates[(name, delay)] = records / t
+                    f = best(lambda u=urls[0], rsm=rsm, opts=opts: AivenSegment.open(u, rsm=rsm, options=opts)
+                             .read(mid, mid + (64 << 10)), args.repeat)  # fmt: skip
+                    print(f"  aiven {name + tag:<22}{records / t / 1e6:6.2f} M records/s  {total_mb / t:7.1f} MiB/s  "
+                          f"{t_local / t:5.2f}x local  stored {stored:6.1f} MiB  fetch 64 KiB: {f * 1e3:6.1f} ms")
+                if archive_urls:
+                    opts = {**server.options, "endpoint_url": proxy.endpoint}
+                    t_raw = best(lambda o=opts: [len(b) for _, b in iter_objects(archive_urls, o)], args.repeat)
+                    t_dec = best(lambda o=opts: [len(read_record_columns(b)) for _, b in iter_objects(archive_urls, o)],
+                                 args.repeat)
+                    rates[("archive", delay)] = records / t_dec
+                    print(f"  archive raw GETs{tag:<9}          {total_mb / t_raw:7.1f} MiB/s (same objects, no decoding)")
+                    print(f"  archive decoded{tag:<10}{records / t_dec / 1e6:6.2f} M records/s  {total_mb / t_dec:7.1f} "
+                          f"MiB/s  {t_raw / t_dec:5.2f}x raw GETs")
+            for name in (*buckets, "archive"):
+                if len(delays) > 1 and (name, delays[1]) in rates:
+                    print(f"  {name}: +{delays[1] * 1e3:.0f} ms per request keeps "
+                          f"{rates[(name, delays[1])] / rates[(name, 0.0)]:.2f}x of the undelayed rate")
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            print(f"  peak RSS {peak:.0f} MiB (bound on reads in flight: {par} x {PART_BYTES >> 20} MiB per reader)")
         finally:
+            if proxy is not None:
+                proxy.stop()
             if server is not None:
                 server.stop()
 

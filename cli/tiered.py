@@ -13,8 +13,10 @@ import os
 import click
 
 from kafkalog.errors import NothingToCheckError
+from kafkalog.metadata.remote_log import read_remote_log_metadata
 
 from .errors import EXIT_OK, CommandError
+from .locking import log_dir_writer
 from .output import make_output
 from .storage_opts import rsm_config_option, storage_option
 
@@ -86,13 +88,9 @@ def restore(bucket: str, to: str, partitions: tuple[str, ...], metadata_dirs: tu
     from kafkalog.log.restore import plan_restore
     from kafkalog.log.restore import restore as write_restore
 
-    from .locking import log_dir_writer
-
     make_output(json_mode=json_mode)
     segments = None
     if metadata_dirs:
-        from kafkalog.metadata.remote_log import read_remote_log_metadata
-
         meta = read_remote_log_metadata(metadata_dirs)
         segments = {s.segment_id: (s.start_offset, s.end_offset) for p in meta.partitions.values() for s in p.live()}
     plan = plan_restore(bucket, to, partitions=partitions, segments=segments, topic_id=topic_id,

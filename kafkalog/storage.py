@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -36,6 +37,7 @@ from urllib.parse import unquote
 
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import InvalidArgumentError, KafkaStorageError
+from kafkalog.ranged_reads import PART_BYTES, default_parallelism, iter_parallel, split_range
 
 __all__ = [
     "STORAGE_OPTIONS",
@@ -45,7 +47,10 @@ __all__ = [
     "basename",
     "dirname",
     "fetch",
+    "fetch_parallel",
     "is_remote",
+    "iter_object_ranges",
+    "iter_objects",
     "join",
     "local_path",
     "mirror_path",
@@ -372,8 +377,9 @@ def read_range(url: str, start: int = 0, end: int | None = None, options: Mappin
 def fetch(
     url: str, dest: str, start: int = 0, end: int | None = None, options: Mapping[str, Any] | None = None
 ) -> int:
-    """Copy bytes ``[start, end)`` of ``url`` into the local file ``dest`` in :data:`CHUNK` reads; return the
-    number of bytes written. Memory stays bounded whatever the object's size."""
+    """Copy bytes ``[start, end)`` of ``url`` into the local file ``dest`` in :data:`CHUNK` reads (remote objects:
+    ranged GETs in parallel, :mod:`kafkalog.ranged_reads`); return the number of bytes written. Memory stays
+    bounded whatever the object's size."""
     written = 0
     if not is_remote(url):
         with open(local_path(url), "rb") as src, open(dest, "wb") as out:
@@ -386,23 +392,89 @@ def fetch(
                 out.write(chunk)
                 written += len(chunk)
         return written
-    fs, path = resolve(url, options)
-    try:
-        with fs.open_input_file(path) as src, open(dest, "wb") as out:
-            stop = src.size() if end is None else min(end, src.size())
-            pos = start
-            while pos < stop:
-                chunk = src.read_at(min(CHUNK, stop - pos), pos)
-                if not chunk:
-                    raise StorageError(f"{url}: object ended at {pos}, expected {stop} bytes")
-                out.write(chunk)
-                pos += len(chunk)
-                written += len(chunk)
-    except StorageError:
-        raise
-    except _fs_errors() as exc:
-        raise _error(url, f"read of bytes {start}-{end}", exc) from exc
+    return fetch_parallel(url, dest, start, end, options)
+
+
+# ---------------------------------------------------------------- ranged reads in parallel (kafkalog.ranged_reads)
+
+
+class _Object:
+    """One object opened once (its size known, so no further HEAD), read at any offset from any thread."""
+
+    def __init__(self, url: str, options: Mapping[str, Any] | None) -> None:
+        self.url = url
+        self.local = None if is_remote(url) else local_path(url)
+        if self.local is not None:
+            self.size = os.stat(self.local).st_size
+            self._file = None
+            return
+        fs, path = resolve(url, options)
+        try:
+            self._file = fs.open_input_file(path)
+            self.size = self._file.size()
+        except _fs_errors() as exc:
+            raise _error(url, "open", exc) from exc
+
+    def read(self, start: int, end: int) -> bytes:
+        if self.local is not None:
+            with open(self.local, "rb") as f:
+                data = os.pread(f.fileno(), end - start, start)
+        else:
+            try:
+                data = self._file.read_at(end - start, start)
+            except _fs_errors() as exc:
+                raise _error(self.url, f"read of bytes {start}-{end}", exc) from exc
+        if len(data) != end - start:
+            raise StorageError(f"{self.url}: object ended at {start + len(data)}, expected {end} bytes")
+        return data
+
+
+
+def iter_object_ranges(url: str, start: int = 0, end: int | None = None, options: Mapping[str, Any] | None = None,
+                       *, parallelism: int | None = None, part: int = PART_BYTES) -> Iterator[bytes]:
+    """Bytes ``[start, end)`` of one object in consecutive parts of ``part`` bytes, fetched in parallel."""
+    obj = _Object(url, options)
+    stop = obj.size if end is None else min(end, obj.size)
+    ranges = split_range(max(start, 0), stop, part)
+    yield from iter_parallel(((lambda s=s, e=e: obj.read(s, e)) for s, e in ranges), parallelism)
+
+
+def fetch_parallel(url: str, dest: str, start: int = 0, end: int | None = None,
+                   options: Mapping[str, Any] | None = None, *, parallelism: int | None = None) -> int:
+    """Copy bytes ``[start, end)`` of ``url`` into the local file ``dest``; the parts arrive in parallel and are
+    written in order. Returns the bytes written."""
+    written = 0
+    pieces = iter_object_ranges(url, start, end, options, parallelism=parallelism)
+    first = next(pieces, None)  # opens the object: a missing one raises before ``dest`` exists
+    with open(dest, "wb") as out:
+        for piece in itertools.chain([] if first is None else [first], pieces):
+            out.write(piece)
+            written += len(piece)
     return written
+
+
+def iter_objects(urls: Iterable[str], options: Mapping[str, Any] | None = None, *,
+                 parallelism: int | None = None, part: int = PART_BYTES) -> Iterator[tuple[str, bytearray]]:
+    """Each whole object of ``urls``, in order, as ``(url, bytes)``: the parts of this object and of the next
+    ones are fetched in parallel while the caller works on the current one (an archive read end to end)."""
+    n = default_parallelism() if parallelism is None else max(1, parallelism)
+
+    def parts() -> Iterator[Callable[[], tuple[str, int, int, bytes]]]:
+        for url in urls:
+            obj = _Object(url, options)
+            ranges = split_range(0, obj.size, part) or [(0, 0)]
+            for s, e in ranges:  # the object closes when its last part's task is gone
+                yield lambda obj=obj, s=s, e=e: (obj.url, obj.size, s, obj.read(s, e) if e > s else b"")
+
+    current: bytearray | None = None
+    for url, size, s, data in iter_parallel(parts(), n):
+        if s == 0:
+            current = bytearray(size)
+        assert current is not None
+        current[s : s + len(data)] = data
+        if s + len(data) >= size:
+            yield url, current
+            current = None
 
 
 def write_bytes(url: str, data: bytes, options: Mapping[str, Any] | None = None) -> None:

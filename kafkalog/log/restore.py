@@ -31,6 +31,7 @@ from ..discovery import RemoteObject, SegmentItem, list_remote_objects
 from ..errors import InvalidArgumentError, KafkaLogError, NothingToCheckError
 from ..names import offset_to_name
 from ..records import read_batches
+from ..tiered.aiven import materialize
 
 __all__ = ["RestoredPartition", "RestorePlan", "plan_restore", "restore"]
 
@@ -199,8 +200,6 @@ def _write_partition(p: RestoredPartition, objs: list[RemoteObject], staging: st
 
 def _materialize_aiven(log: RemoteObject, stem: str, rsm: Any, options: Mapping[str, str] | None) -> None:
     """An Aiven segment's original bytes and indexes, decrypted and decompressed, under ``stem``."""
-    from ..tiered.aiven import materialize
-
     item = SegmentItem(log.path, storage.dirname(log.path), log.topic, log.partition, log.base_offset, log.size,
                        layout="tiered-aiven")
     scratch = stem + ".aiven"

@@ -31,6 +31,7 @@ from typing import Any
 
 from kafkalog import storage
 from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, TieredConfigError, TieredKeyError
+from kafkalog.ranged_reads import iter_parallel
 from kafkalog.records.compression import CompressionType, decompress
 
 from .manifest import SegmentManifest, parse_manifest
@@ -156,36 +157,54 @@ class AivenSegment:
     def iter_range(self, start: int = 0, end: int | None = None, *,
                    damage: list[ChunkDamage] | None = None) -> Iterator[bytes | memoryview]:  # fmt: skip
         """The original bytes ``[start, end)`` in pieces, reading only the chunks that cover them (one ranged read
-        per :data:`READ_BYTES` of transformed chunks). A bad chunk raises CorruptTieredObjectError, unless
-        ``damage`` is a list: then its bytes come back as zeros and a :class:`ChunkDamage` is appended."""
+        per :data:`READ_BYTES` of transformed chunks, several in flight: :mod:`kafkalog.ranged_reads`). A bad chunk
+        raises CorruptTieredObjectError, unless ``damage`` is a list: then its bytes come back as zeros and a
+        :class:`ChunkDamage` is appended."""
         ci = self.manifest.chunk_index
         end = self.size if end is None else min(end, self.size)
         ids = ci.chunks_for_range(max(start, 0), end)
+        groups = []  # chunks [i, j) in one request of at most READ_BYTES
         i = ids.start
         while i < ids.stop:
-            j = i + 1  # chunks [i, j) in one request
+            j = i + 1
             t0 = int(ci.transformed_position[i])
             while j < ids.stop and int(ci.transformed_position[j] + ci.transformed_size[j]) - t0 <= READ_BYTES:
                 j += 1
-            t1 = int(ci.transformed_position[j - 1] + ci.transformed_size[j - 1])
-            blob = memoryview(_read(self.log_url, t0, t1, self.options))
-            if len(blob) != t1 - t0:
-                raise CorruptTieredObjectError(f"object ends at byte {t0 + len(blob)}, its manifest says {t1}",
-                                               obj=self.log_url)  # fmt: skip
-            for c in range(i, j):
-                off = int(ci.transformed_position[c]) - t0
-                try:
-                    plain = self._detransform(blob[off : off + int(ci.transformed_size[c])], c)
-                except CorruptTieredObjectError as exc:
-                    if damage is None:
-                        raise
-                    pos, size = exc.original_range or (0, 0)
-                    damage.append(ChunkDamage(c, pos, size, str(exc)))
-                    plain = bytes(size)
-                lo = max(start - int(ci.original_position[c]), 0)
-                hi = min(end - int(ci.original_position[c]), len(plain))
-                yield memoryview(plain)[lo:hi]  # no copy: the caller copies once, into its buffer or file
+            groups.append((i, j))
             i = j
+        # the next groups are fetched, decrypted and decompressed while the caller consumes this one
+        tasks = (lambda i=i, j=j: self._group(i, j, start, end, damage is not None) for i, j in groups)
+        for pieces, bad in iter_parallel(tasks):
+            if damage is not None:
+                damage.extend(bad)
+            yield from pieces
+
+    def _group(self, i: int, j: int, start: int, end: int, keep_going: bool
+               ) -> tuple[list[memoryview], list[ChunkDamage]]:
+        """Chunks ``[i, j)``: one ranged read, each chunk detransformed and cut to ``[start, end)``."""
+        ci = self.manifest.chunk_index
+        t0 = int(ci.transformed_position[i])
+        t1 = int(ci.transformed_position[j - 1] + ci.transformed_size[j - 1])
+        blob = memoryview(_read(self.log_url, t0, t1, self.options))
+        if len(blob) != t1 - t0:
+            raise CorruptTieredObjectError(f"object ends at byte {t0 + len(blob)}, its manifest says {t1}",
+                                           obj=self.log_url)  # fmt: skip
+        pieces: list[memoryview] = []
+        bad: list[ChunkDamage] = []
+        for c in range(i, j):
+            off = int(ci.transformed_position[c]) - t0
+            try:
+                plain = self._detransform(blob[off : off + int(ci.transformed_size[c])], c)
+            except CorruptTieredObjectError as exc:
+                if not keep_going:
+                    raise
+                pos, size = exc.original_range or (0, 0)
+                bad.append(ChunkDamage(c, pos, size, str(exc)))
+                plain = bytes(size)
+            lo = max(start - int(ci.original_position[c]), 0)
+            hi = min(end - int(ci.original_position[c]), len(plain))
+            pieces.append(memoryview(plain)[lo:hi])  # no copy: the caller copies once, into its buffer or file
+        return pieces, bad
 
     def read(self, start: int = 0, end: int | None = None, *,
              damage: list[ChunkDamage] | None = None) -> bytearray:  # fmt: skip
