@@ -23,7 +23,8 @@ applies every ``filter`` itself, whatever ``spark.sql.python.filterPushdown.enab
   contributes nothing (Spark's ``startingOffsetsByTimestampStrategy=latest``), none for ``endingTimestamp`` means
   to the end; with ``startingOffsets``/``endingOffsets`` too, the ranges intersect. Records are not filtered by
   timestamp: a record whose timestamp is out of order (later before earlier) is returned by its offset, as
-  Spark's Kafka source returns it; ``.filter("timestamp < ...")`` gives an exact per-record filter;
+  Spark's Kafka source returns it. A start option plus ``.filter("timestamp >= ...")`` is an exact per-record
+  filter; an end option is not (records inside the window past the end offset are never read);
 * segments are planned only when they hold offsets of the range (a segment holds offsets from its base offset up
   to the next segment's base offset): the ones before the start and after the end never become tasks;
 * inside a segment the start offset becomes a start position with the ``.index`` lookup, and the end offset stops
@@ -43,12 +44,16 @@ Options:
     with the tasks; each task reads the manifest, the index parts of ``.indexes`` and only the ``.log`` chunks
     covering its byte range. Needed for encrypted objects; compressed and plain ones read without it.
   ``isolation``: ``read_uncommitted`` (default: every record, control records included) or ``read_committed``
-    (drops control batches and records of aborted transactions, found via the ``.txnindex`` files of the partition).
-    Transactions still open at the end of the archive are returned; Kafka's consumer would hold them back at the LSO.
+    (what a read_committed consumer gets, :func:`kafkalog.log.committed.committed_view`: nothing at or past the
+    last stable offset, control batches and records of aborted transactions dropped, found via the ``.txnindex``
+    files of the partition).
   ``verifyCrc`` (default true): a batch whose CRC fails is corrupt; ``onCorrupt``: ``fail`` (default: the job
     fails after one attempt, ``CorruptRecordError`` with segment, position and reason; :mod:`kafkalog.spark.channel`)
     or ``skip`` (every whole CRC-valid batch after a bad region is kept, offsets increasing, as salvage keeps them;
-    what was dropped is logged as a warning on the driver and counted in the ``skipped_*`` metrics).
+    what was dropped, the lost offset ranges first, is logged as a warning on the driver and counted in the
+    ``skipped_*`` metrics).
+  Every option is checked by :func:`kafkalog.spark.options.check_options`: an unknown key, a bad value or an
+  inverted range fails ``load()`` naming it; a root holding no segment fails the query.
   ``includeDirStates`` (default ``live``): comma list of partition-dir states to read (``live,future,delete,stray``).
   ``arrowBatchRows`` (8192): records per Arrow batch handed to Spark; ``maxPartitionBytes``, ``minPartitions``:
     task sizing (above).

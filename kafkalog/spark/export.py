@@ -14,12 +14,15 @@ present in both the files and the dir names at its file position). Spark infers 
 the dir names: a topic name that looks like a number or a date would come back as one, so :func:`read_export`
 reads with the DataSource's schema set.
 
-File names are deterministic (``part-<task>-<first offset>.parquet``): a retried task overwrites what an earlier
-attempt wrote. On local disk each file is written under a hidden temp name (Spark's readers skip names starting with ``.``),
-fsynced and renamed (then its dir fsynced); through ``pyarrow.fs`` for URLs it is uploaded to its final key (an
-object appears whole when its upload completes; a failed attempt's object is deleted). A corrupt segment with ``onCorrupt=fail`` fails its task without a retry (corruption is
-deterministic): the task reports the segment and the reason, the driver deletes the files the export wrote and
-raises the library's error; no ``_SUCCESS`` is written.
+File names are ``part-<task>-<n>.parquet`` (``n`` counts the task's files): unique by construction, and the same
+again when a retried task overwrites an earlier attempt. On local disk each file is written under a hidden temp
+name (Spark's readers skip names starting with ``.``), fsynced and renamed (then its dir fsynced); through
+``pyarrow.fs`` for URLs it is uploaded to its final key (an object appears whole when its upload completes; a failed
+attempt's object is deleted). ``timestamp`` is Parquet's TIMESTAMP(MILLIS, UTC), Kafka's value unchanged. Before
+``_SUCCESS`` the driver checks what was committed: the files on disk are the files the tasks wrote, their footers'
+records add up to the records read. A corrupt segment with ``onCorrupt=fail`` fails its task without a retry
+(deterministic): the task reports it, the driver deletes the files the export wrote (and the dirs left empty) and
+raises the library's error; no ``_SUCCESS``.
 """
 
 from __future__ import annotations
@@ -311,10 +314,6 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
             "skipped": reader.skipped_reports, "seconds": time.perf_counter() - started}  # fmt: skip
 
 
-#: the Parquet type of the ``timestamp`` column: Kafka's milliseconds since the epoch, UTC, value unchanged
-TIMESTAMP_TYPE = "timestamp[ms, tz=UTC]"
-
-
 def _with_timestamp_type(batch):
     """``batch`` with its ``timestamp`` column (int64 ms) as an Arrow ``timestamp("ms", "UTC")``: the same 8
     bytes per value, written as Parquet's TIMESTAMP(MILLIS, UTC), the type engines read as a timestamp."""
@@ -556,12 +555,9 @@ def _check_committed(dest: _Out, files: list[ExportedFile], rows_read: int) -> N
     if len(set(paths)) != len(paths) or on_disk != set(paths):
         problems.append(f"{len(paths)} files written, {len(on_disk)} on disk")
     for f in files if not problems else ():
-        if dest.remote:
-            fs, path = storage.resolve(f.path, dest.options)
-            with fs.open_input_file(path) as src:
-                rows = pq.read_metadata(src).num_rows
-        else:
-            rows = pq.read_metadata(f.path).num_rows
+        fs, path = storage.resolve(f.path, dest.options) if dest.remote else (None, f.path)
+        with fs.open_input_file(path) if fs is not None else open(path, "rb") as src:
+            rows = pq.read_metadata(src).num_rows
         if rows != f.rows:
             problems.append(f"{f.path} holds {rows} records, its task wrote {f.rows}")
             break
