@@ -374,6 +374,16 @@ def test_datasource_read_committed_drops_aborted_records(spark) -> None:
         for e in s["txnIndex"]["entries"]
     ]
     assert aborted
+    # a read_committed consumer stops at the last stable offset: the first offset of a transaction still open
+    open_txns: dict[int, int] = {}
+    for seg in manifest["segments"]:
+        for b in seg["log"]["batches"]:
+            if b["isTransactional"] and b["isControl"]:
+                open_txns.pop(b["producerId"], None)
+            elif b["isTransactional"]:
+                open_txns.setdefault(b["producerId"], b["baseOffset"])
+    lso = min(open_txns.values(), default=1 << 62)
+    assert lso < (1 << 62)  # the golden partition ends inside a transaction
     want = []
     dropped = 0
     for seg in manifest["segments"]:
@@ -382,7 +392,7 @@ def test_datasource_read_committed_drops_aborted_records(spark) -> None:
                 pid == b["producerId"] and first <= b["baseOffset"] <= last for pid, first, last in aborted
             )
             for r in b["records"]:
-                if b["isControl"] or in_aborted:
+                if b["isControl"] or in_aborted or r["offset"] >= lso:
                     dropped += not b["isControl"]
                     continue
                 want.append(
