@@ -17,7 +17,9 @@ import click
 import kafkalog.spark as kafkalog_spark  # its functions import pyspark when called
 from kafkalog import storage
 from kafkalog.errors import KafkaLogError
+from kafkalog.spark.channel import skipped_line
 from kafkalog.spark.export import holds_files
+from kafkalog.spark.options import check_options
 
 from .errors import CliState, CommandError
 from .output import Event, Output, Progress, make_output
@@ -37,8 +39,10 @@ class ExportEvent(Event):
 
     def text(self) -> str:
         r = self.result
-        return (f"exported {r['rows']} records from {r['segments']} segments to {r['out']}: {len(r['files'])} "
+        line = (f"exported {r['rows']} records from {r['segments']} segments to {r['out']}: {len(r['files'])} "
                 f"Parquet files, {r['bytes']} bytes, {r['tasks']} tasks, {r['seconds']:.2f}s")  # fmt: skip
+        # onCorrupt=skip: what each cut segment lost, here and not only in the executors' logs
+        return "\n".join([line, *(f"  {skipped_line(m)}" for m in r.get("skipped") or ())])
 
     def fields(self) -> dict[str, Any]:
         return dict(self.result)
@@ -114,6 +118,7 @@ def export(
         raise CommandError("pyspark is not installed: pip install 'kafkalog[spark]'") from None
     state = state or CliState()
     options = {**parse_config_items(ds_options, param_hint="--option"), **storage_opts}
+    check_options(options)  # an unknown --option key or a bad value: exit 2 naming it, before Spark starts
     cols = () if partition_by.strip().lower() == "none" else tuple(c.strip() for c in partition_by.split(",") if c.strip())
     _check_roots(list(roots), storage_opts)
     if not overwrite and holds_files(out, storage_opts):

@@ -14,11 +14,12 @@ layer by patching this module's functions (or ``mmap.mmap`` / ``os.posix_falloca
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import mmap
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from kafkalog.oserrors import is_resource_exhaustion
@@ -149,6 +150,54 @@ def _map(fd: int, length: int, writable: bool, populate: bool) -> mmap.mmap:
     if flag:
         return mmap.mmap(fd, length, flags=mmap.MAP_SHARED | flag, prot=mmap.PROT_READ)
     return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+
+
+def no_readahead(fh: IO[bytes]) -> IO[bytes]:
+    """``fh`` with the kernel's readahead off (``POSIX_FADV_RANDOM``): a reader of a few known ranges (an index
+    entry's batch, a ranged chunk) gets those pages only. With readahead on, one small read marks pages for an
+    asynchronous window of the device's readahead size (8 MiB on this project's disks), which the next reader of
+    the file then pays for. Returns ``fh``; a no-op where ``posix_fadvise`` does not exist or fails."""
+    if hasattr(os, "posix_fadvise"):
+        try:
+            os.posix_fadvise(fh.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+    return fh
+
+
+#: bytes one ``MADV_WILLNEED`` asks for (the kernel caps one request at the device's readahead size)
+_WILLNEED_STEP = 4 << 20
+
+
+@contextlib.contextmanager
+def mapped_range(path: str, start: int, end: int) -> Iterator[mmap.mmap | None]:
+    """A read-only map of ``path`` for reading ``[start, end)`` and nothing else: its page faults read nothing
+    ahead (``MADV_RANDOM``) and that range alone is asked for (``MADV_WILLNEED``). A fault on a plain map reads
+    around it by the device's readahead size (8 MiB on this project's disks): a whole 8 MiB segment for a few
+    batches near its start or end. None where the file cannot be mapped or ``madvise`` is missing (the caller
+    reads the path its own way). A chunk still viewing the map keeps it open until collected."""
+    if getattr(mmap, "MADV_RANDOM", None) is None or not hasattr(mmap.mmap, "madvise") or end <= start:
+        yield None
+        return
+    with open(path, "rb") as f:
+        try:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            mm = None
+    if mm is None:
+        yield None
+        return
+    try:
+        mm.madvise(mmap.MADV_RANDOM)
+        at, end = start - start % mmap.PAGESIZE, min(end, len(mm))
+        while at < end:
+            step = min(_WILLNEED_STEP, end - at)
+            mm.madvise(mmap.MADV_WILLNEED, at, step)
+            at += step
+        yield mm
+    finally:
+        with contextlib.suppress(BufferError):
+            mm.close()
 
 
 def drop_pages(mm: mmap.mmap, start: int, length: int) -> bool:

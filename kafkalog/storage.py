@@ -37,6 +37,7 @@ from urllib.parse import unquote
 
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import InvalidArgumentError, KafkaStorageError
+from kafkalog.file_access import no_readahead
 from kafkalog.ranged_reads import PART_BYTES, default_parallelism, iter_parallel, split_range
 
 __all__ = [
@@ -363,6 +364,8 @@ def read_range(url: str, start: int = 0, end: int | None = None, options: Mappin
     """Bytes ``[start, end)`` of one object (``end=None``: to its end); short only when the object is."""
     if not is_remote(url):
         with open(local_path(url), "rb") as f:
+            if end is not None:  # the range asked for, nothing read past it
+                no_readahead(f)
             f.seek(start)
             return f.read(-1 if end is None else max(0, end - start))
     fs, path = resolve(url, options)

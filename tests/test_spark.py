@@ -5,6 +5,7 @@ One local[2] SparkSession for the module, small inputs: the whole file should ta
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -151,6 +152,40 @@ def test_validate_corrupted_copies_agree_with_verify(spark, tmp_path: Path) -> N
     assert [r.status for r in unreadable.values()].count("unreadable") == 1
     assert main([str(clean), "--out", str(tmp_path / "unreadable-report")]) == 2
     assert CliRunner().invoke(cli_main, ["verify", str(clean)]).exit_code == 2
+
+
+def test_report_status_is_verifys_segment_verdict(spark, tmp_path: Path) -> None:
+    """``segments.parquet``'s ``status`` is ``kafkalog verify``'s verdict, not the ``.log``'s alone: a segment
+    whose only damage is a corrupt ``.index`` or ``.txnindex`` is corrupt, one with a missing time index a warning;
+    the summary's counts are verify's."""
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+    from kafkalog_cli.main import main as cli_main
+
+    from kafkalog.spark.validate import main
+
+    root = _copy_logdir(tmp_path / "logdir", ["golden-segments-0", "golden-txn-0"])
+    index = root / "golden-segments-0" / "00000000000000000000.index"
+    data = bytearray(index.read_bytes())
+    data[0:8], data[8:16] = data[8:16], data[0:8]  # two entries swapped: out of order
+    index.write_bytes(bytes(data))
+    txn = root / "golden-txn-0" / "00000000000000000000.txnindex"
+    txn.write_bytes(txn.read_bytes()[:-5])  # not a whole number of entries
+    (root / "golden-segments-0" / "00000000000000000040.timeindex").unlink()
+    res = CliRunner().invoke(cli_main, ["verify", str(root), "--json"])
+    objs = [json.loads(x) for x in res.stdout.splitlines()]
+    verify = {o["path"]: o["status"] for o in objs if o["type"] == "segment"}
+    (summary,) = [o for o in objs if o["type"] == "summary"]
+    out = tmp_path / "report"
+    assert main([str(root), "--out", str(out)]) == res.exit_code == 1
+    rows = pq.read_table(out / "segments.parquet").to_pylist()
+    assert {r["path"]: r["status"] for r in rows} == verify
+    assert sorted(verify.values()).count("ok") == len(verify) - 3
+    logs = {str(index)[: -len(".index")] + ".log", str(txn)[: -len(".txnindex")] + ".log"}
+    assert {r["path"] for r in rows if r["status"] == "corrupt"} == logs
+    assert all(r["log_status"] == "ok" for r in rows)
+    assert "segments: corrupt 2, ok 13, warning 1" in (out / "summary.txt").read_text()
+    assert summary["counts"]["segment"] == {"corrupt": 2, "ok": 13, "warning": 1}
 
 
 def test_run_validation_continuity_on_the_driver_matches_the_spark_job(spark, tmp_path: Path, monkeypatch,
@@ -339,6 +374,16 @@ def test_datasource_read_committed_drops_aborted_records(spark) -> None:
         for e in s["txnIndex"]["entries"]
     ]
     assert aborted
+    # a read_committed consumer stops at the last stable offset: the first offset of a transaction still open
+    open_txns: dict[int, int] = {}
+    for seg in manifest["segments"]:
+        for b in seg["log"]["batches"]:
+            if b["isTransactional"] and b["isControl"]:
+                open_txns.pop(b["producerId"], None)
+            elif b["isTransactional"]:
+                open_txns.setdefault(b["producerId"], b["baseOffset"])
+    lso = min(open_txns.values(), default=1 << 62)
+    assert lso < (1 << 62)  # the golden partition ends inside a transaction
     want = []
     dropped = 0
     for seg in manifest["segments"]:
@@ -347,7 +392,7 @@ def test_datasource_read_committed_drops_aborted_records(spark) -> None:
                 pid == b["producerId"] and first <= b["baseOffset"] <= last for pid, first, last in aborted
             )
             for r in b["records"]:
-                if b["isControl"] or in_aborted:
+                if b["isControl"] or in_aborted or r["offset"] >= lso:
                     dropped += not b["isControl"]
                     continue
                 want.append(

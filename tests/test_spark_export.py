@@ -35,6 +35,20 @@ def _copy(dst: Path, cases: list[str], names: dict[str, str] | None = None) -> P
     return dst
 
 
+def _export_schema(schema):
+    """The DataSource's schema with ``timestamp`` as Spark reads Parquet's TIMESTAMP(MILLIS, UTC)."""
+    from pyspark.sql.types import StructField, StructType, TimestampType
+
+    return StructType([StructField(f.name, TimestampType()) if f.name == "timestamp" else f for f in schema.fields])
+
+
+def _millis(df):
+    """An export read with ``spark.read.parquet``, its timestamps back to the DataSource's milliseconds."""
+    from pyspark.sql.functions import unix_millis
+
+    return df.withColumn("timestamp", unix_millis("timestamp"))
+
+
 def _parquet_files(out: Path) -> list[str]:
     return sorted(str(p.relative_to(out)) for p in out.rglob("*.parquet"))
 
@@ -49,9 +63,10 @@ def test_golden_export_reads_back_as_the_datasource(spark, tmp_path: Path) -> No
     result = export_archive(spark, root, str(out), on_progress=lambda *s: steps.append(s))
     ds = spark.read.format("kafkalog").load(root)
     back = spark.read.parquet(str(out))
-    assert back.schema == ds.schema  # names, order, types: the partition columns come back where the files hold them
+    # names, order, types: the partition columns come back where the files hold them; timestamps as timestamps
+    assert back.schema == _export_schema(ds.schema)
     want = ds.orderBy(*ORDER).collect()
-    assert back.orderBy(*ORDER).collect() == want and len(want) > 2000
+    assert _millis(back).orderBy(*ORDER).collect() == want and len(want) > 2000
     assert read_export(spark, str(out)).orderBy(*ORDER).collect() == want
     assert result.rows == len(want) == sum(f.rows for f in result.files)
     # Hive-style dirs, one per partition, the deterministic names the tasks report, and the marker
@@ -124,7 +139,9 @@ def _plain(rows) -> list[tuple]:
     for r in rows:
         d = r if isinstance(r, dict) else r.asDict(recursive=True)
         headers = [(h["key"], b(h["value"])) for h in d["headers"]]
-        out.append((d["topic"], d["partition"], d["offset"], d["timestamp"], d["timestamp_type"], b(d["key"]),
+        ts = d["timestamp"]
+        ts = ts if isinstance(ts, int) else round(ts.timestamp() * 1000)  # the export's timestamp type, as ms
+        out.append((d["topic"], d["partition"], d["offset"], ts, d["timestamp_type"], b(d["key"]),
                     b(d["value"]), headers, d["producer_id"], d["leader_epoch"], d["is_transactional"],
                     d["is_control"]))  # fmt: skip
     return sorted(out, key=lambda t: t[:3])
@@ -166,6 +183,7 @@ def test_corrupt_segment_fails_the_export_naming_it(spark, tmp_path: Path) -> No
     assert f"position {bad['position']}" in str(info.value)
     assert not (out / "_SUCCESS").exists()
     assert [p for p in out.rglob("*") if p.is_file()] == []  # the other tasks' files are removed too
+    assert list(out.rglob("*")) == []  # and the topic=/partition= dirs they made
     from kafkalog_cli.main import main
 
     res = CliRunner().invoke(main, ["spark", "export", str(root), "--out", str(out)])
@@ -201,7 +219,7 @@ def test_cli_export_end_to_end(spark, tmp_path: Path) -> None:
     obj = json.loads(res.stdout.strip().splitlines()[-1])
     want = spark.read.format("kafkalog").option("isolation", "read_committed").load(roots).orderBy(*ORDER).collect()
     assert obj["type"] == "export" and obj["rows"] == len(want) and obj["segments"] >= len(CASES)
-    assert spark.read.parquet(str(out)).orderBy(*ORDER).collect() == want
+    assert _millis(spark.read.parquet(str(out))).orderBy(*ORDER).collect() == want
     assert sorted(Path(f["path"]).name for f in obj["files"]) == _parquet_files(out)  # flat: no partition dirs
     assert json.loads((out / "_SUCCESS").read_text())["files"] == obj["files"]
     res = runner.invoke(main, args)
@@ -250,7 +268,127 @@ def test_values_that_do_not_compress_are_stored_uncompressed(spark, tmp_path: Pa
         assert "headers.list.element.value" in cols and "RLE_DICTIONARY" not in cols["offset"][1]
         assert "RLE_DICTIONARY" in cols["timestamp_type"][1]
     want = spark.read.format("kafkalog").load(str(root)).orderBy(*ORDER).collect()
-    assert spark.read.parquet(str(out)).orderBy(*ORDER).collect() == want and len(want) == 8000
+    assert _millis(spark.read.parquet(str(out))).orderBy(*ORDER).collect() == want and len(want) == 8000
     out = tmp_path / "zstd"
     export_archive(spark, str(root), str(out), compression="zstd")
     assert {codec for codec, _ in codecs(out, "random").values()} == {"ZSTD"}
+
+
+def _disk_rows(out: Path) -> int:
+    import pyarrow.dataset as pads
+
+    return pads.dataset(str(out), format="parquet", partitioning="hive").count_rows()
+
+
+def test_names_are_unique_and_the_export_checks_what_it_committed(spark, tmp_path: Path) -> None:
+    """Two partitions of one task starting at the same offset once wrote the same file (the later overwrote the
+    earlier, exit 0): ``--partition-by topic`` on a 20-partition archive in one task, and ``--partition-by
+    partition`` on the log dir Kafka's own code generates. Every record read is on disk, in the files reported."""
+    from dataclasses import replace
+
+    from kafkalog.spark.export import _check_committed, _Out
+    from kafkalog.storage import StorageError
+    from kafkalog_cli.main import main
+    from tests.oracle import UNAVAILABLE_REASON, run_oracle
+
+    runner = CliRunner()
+    root = tmp_path / "twenty"
+    root.mkdir()
+    for p in range(20):
+        shutil.copytree(GOLDEN / "logdir" / "golden-none-0", root / f"orders-{p}")
+    out = tmp_path / "by-topic"
+    res = runner.invoke(main, ["spark", "export", str(root), "--out", str(out), "--partition-by", "topic",
+                               "--option", "minPartitions=1", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    obj = json.loads(res.stdout.strip().splitlines()[-1])
+    want = spark.read.format("kafkalog").load(str(root)).count()
+    assert obj["tasks"] == 1 and obj["rows"] == want == 20 * 146
+    assert _disk_rows(out) == want and len(_parquet_files(out)) == len(obj["files"]) == 20
+    assert {str(Path(p).parent) for p in _parquet_files(out)} == {"topic=orders"}
+    if UNAVAILABLE_REASON is None:
+        run_oracle("generate", tmp_path / "gen")
+        gen = tmp_path / "gen"
+        out = tmp_path / "by-partition"
+        res = runner.invoke(main, ["spark", "export", str(gen), "--out", str(out), "--partition-by", "partition"])
+        assert res.exit_code == 0, res.output
+        want = spark.read.format("kafkalog").load(str(gen)).count()
+        assert _disk_rows(out) == want == int(res.stdout.split()[1]) > 3000
+    # the commit check itself: a file gone, or rows that do not add up, fail before _SUCCESS would be written
+    from kafkalog.spark import export_archive
+
+    out = tmp_path / "checked"
+    result = export_archive(spark, str(root / "orders-0"), str(out))
+    dest = _Out(str(out), {})
+    _check_committed(dest, result.files, result.rows)
+    with pytest.raises(StorageError, match="export check failed: 146 records read, 145 written"):
+        _check_committed(dest, [replace(f, rows=f.rows - 1) for f in result.files], result.rows)
+    Path(result.files[0].path).unlink()
+    with pytest.raises(StorageError, match="1 files written, 0 on disk"):
+        _check_committed(dest, result.files, result.rows)
+
+
+def test_timestamps_are_a_parquet_timestamp_in_milliseconds(spark, tmp_path: Path) -> None:
+    """Parquet's TIMESTAMP(MILLIS, UTC), the value Kafka stored (-1, none, included); Spark reads a timestamp."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.types import TimestampType
+
+    from kafkalog.spark import export_archive
+
+    root = GOLDEN / "logdir" / "golden-none-0"
+    out = tmp_path / "export"
+    result = export_archive(spark, str(root), str(out))
+    (path,) = [f.path for f in result.files]
+    col = pq.ParquetFile(path).schema.column(3)
+    logical = json.loads(col.logical_type.to_json())
+    assert col.name == "timestamp" and col.physical_type == "INT64"
+    assert (logical["Type"], logical["isAdjustedToUTC"], logical["timeUnit"]) == ("Timestamp", True, "milliseconds")
+    table = pq.read_table(path)
+    assert table.schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
+    want = [r.timestamp for r in spark.read.format("kafkalog").load(str(root)).orderBy("offset").collect()]
+    assert table.sort_by("offset").column("timestamp").cast(pa.int64()).to_pylist() == want
+    assert spark.read.parquet(str(out)).schema["timestamp"].dataType == TimestampType()
+
+
+def test_skip_reports_what_it_dropped_on_the_driver(spark, tmp_path: Path, caplog) -> None:
+    """``onCorrupt=skip``: the offsets lost per segment in the result, the CLI's output and the driver's log."""
+    import logging
+
+    from kafkalog.spark import export_archive
+    from kafkalog_cli.main import main
+
+    root = _copy(tmp_path / "logdir", ["golden-none-0", "golden-gzip-0"])
+    log = root / "golden-none-0" / "00000000000000000000.log"
+    bad = load_manifest("manifests/golden-none-0.json")["segments"][0]["log"]["batches"][4]
+    data = bytearray(log.read_bytes())
+    data[bad["position"] + bad["sizeInBytes"] - 3] ^= 0xFF
+    log.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="kafkalog.spark"):
+        result = export_archive(spark, str(root), str(tmp_path / "out"), onCorrupt="skip")
+    lost = f"offsets {bad['baseOffset']}-{bad['lastOffset']} lost"
+    (msg,) = result.skipped
+    assert msg["segment"] == str(log) and msg["lost_offsets"] == [[bad["baseOffset"], bad["lastOffset"]]]
+    assert any(lost in r.getMessage() and str(log) in r.getMessage() for r in caplog.records)
+    assert json.loads((tmp_path / "out" / "_SUCCESS").read_text())["skipped"][0]["lost_offsets"] == msg["lost_offsets"]
+    res = CliRunner().invoke(main, ["spark", "export", str(root), "--out", str(tmp_path / "cli"),
+                                    "--option", "onCorrupt=skip"])  # fmt: skip
+    assert res.exit_code == 0 and lost in res.stdout and str(log) in res.stdout, res.output
+
+
+def test_bad_options_are_refused_by_load_and_by_the_export(spark, tmp_path: Path) -> None:
+    """The DataSource through Spark and ``spark export --option``: the one check, exit 2 naming the option."""
+    from kafkalog_cli.main import main
+
+    root = str(GOLDEN / "logdir" / "golden-none-0")
+    for key, value, named in (("startingOffset", "5", "startingOffset"), ("verifyCrc", "maybe", "verifyCrc"),
+                              ("startingOffsets", "-5", "startingOffsets")):  # fmt: skip
+        with pytest.raises(Exception, match=named):
+            spark.read.format("kafkalog").option(key, value).load(root).count()
+        out = tmp_path / f"x-{key}"
+        res = CliRunner().invoke(main, ["spark", "export", root, "--out", str(out), "--option", f"{key}={value}"])
+        assert res.exit_code == 2 and res.stderr.startswith("kafkalog: error: ") and named in res.stderr, res.output
+        assert not out.exists() and "Traceback" not in res.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(Exception, match="no Kafka log files found"):
+        spark.read.format("kafkalog").load(str(empty)).count()

@@ -269,5 +269,5 @@ def test_spark_schemas_name_the_library_fields() -> None:
     assert names(SEGMENT_SCHEMA) == SEGMENT_FIELDS
     assert names(PARTITION_SCHEMA) == PARTITION_FIELDS
     assert SegmentReport.__dataclass_fields__.keys() >= set(SEGMENT_FIELDS) - {
-        "path", "partition_dir", "topic", "partition", "base_offset", "layout", "dir_state",
+        "path", "partition_dir", "topic", "partition", "base_offset", "layout", "dir_state", "log_status",
     }  # fmt: skip

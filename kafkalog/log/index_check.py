@@ -20,6 +20,7 @@ from kafkalog.errors import (
     KafkaStorageError,
     ResourceExhaustedError,
 )
+from kafkalog.file_access import mapped_range, no_readahead
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex
 from kafkalog.limits import INT_MAX, LONG_MIN, NO_TIMESTAMP
@@ -100,7 +101,7 @@ def _targeted(log_path: str, stem: str, base_offset: int, start_offset: int, off
         entries = _ordered_entries(stem, base_offset, size)
         if entries is None:
             return None
-    with open(log_path, "rb") if check_log else contextlib.nullcontext() as f:
+    with no_readahead(open(log_path, "rb")) if check_log else contextlib.nullcontext() as f:
 
         def entry_ok(i: int) -> bool:
             """Entry ``i`` points at a whole CRC-valid batch ending at the offset it claims."""
@@ -251,7 +252,7 @@ def batch_cuts(log_path: str, base_offset: int, size: int, max_bytes: int,
                     break
             cuts.append(i)
             last = int(pos[i])
-        with open(log_path, "rb") if read_at is None else contextlib.nullcontext() as f:
+        with no_readahead(open(log_path, "rb")) if read_at is None else contextlib.nullcontext() as f:
             read = read_at if f is None else _pread(f)
             for i in cuts:
                 batch = _batch_read(read, int(pos[i]), size)
@@ -308,7 +309,7 @@ def checked_max_timestamp(log_path: str, base_offset: int, next_base_offset: int
             entries = _ordered_entries(stem, base_offset, size)
             if entries is None:
                 return None
-        with open(log_path, "rb") as f:
+        with no_readahead(open(log_path, "rb")) as f:
 
             def entry_ok(i: int) -> bool:
                 batch = _batch_at(f, int(entries["position"][i]), size)
@@ -317,14 +318,15 @@ def checked_max_timestamp(log_path: str, base_offset: int, next_base_offset: int
             if not _time_entry_ok(f, entries, int(last.timestamp), int(last.offset), size, entry_ok):
                 return None
         i = int(np.searchsorted(entries["offset"], int(last.offset), side="right")) - 1 if len(entries) else -1
-        reader = read_batches(log_path, position=int(entries["position"][i]) if i >= 0 else 0, validate=True,
-                              populate=False)  # fmt: skip
-        try:
-            for batch in reader:
-                top = max(top, batch.max_timestamp)
-            whole = reader.error is None
-        finally:
-            reader.close()
+        tail = int(entries["position"][i]) if i >= 0 else 0
+        with mapped_range(log_path, tail, size) as mm:  # the tail alone, not the readahead around it
+            reader = read_batches(log_path if mm is None else mm, position=tail, validate=True, populate=False)
+            try:
+                for batch in reader:
+                    top = max(top, batch.max_timestamp)
+                whole = reader.error is None
+            finally:
+                reader.close()
     except (KafkaLogError, OSError):
         return None
     return top if whole else None

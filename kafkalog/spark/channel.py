@@ -99,10 +99,7 @@ class DriverChannel:
                 t.regions += int(msg["regions"])
                 t.bytes += int(msg["bytes"])
                 t.batches += int(msg["batches"])
-            log.warning("kafkalog: onCorrupt=skip dropped %d corrupt region(s) (%d bytes) and %d batch(es) with "
-                        "offsets out of order in %s; first at position %s: %s", int(msg["regions"]),
-                        int(msg["bytes"]), int(msg["batches"]), msg["segment"], msg["position"],
-                        msg["error"])  # fmt: skip
+            log.warning("%s", skipped_line(msg))
             return True
         return False
 
@@ -140,6 +137,21 @@ def write_metrics_line(metrics_dir: str, line: dict) -> None:
     os.makedirs(metrics_dir, exist_ok=True)
     with open(os.path.join(metrics_dir, f"scan-{uuid.uuid4().hex}.json"), "w", encoding="utf-8") as f:
         json.dump(line, f)
+
+
+def lost_text(lost: list) -> str:
+    """Lost offset ranges as ``recover --salvage --dry-run`` words them: ``offsets 5-9, 20-``."""
+    if not lost:
+        return "no offsets lost"
+    parts = [f"{'?' if a is None else a}-{'' if b is None else b}" if a != b else str(a) for a, b in lost]
+    return "offsets " + ", ".join(parts) + " lost"
+
+
+def skipped_line(msg: dict) -> str:
+    """The driver's warning for one segment scan that ``onCorrupt=skip`` cut: the offsets lost, then the bytes."""
+    return (f"kafkalog: onCorrupt=skip in {msg['segment']}: {lost_text(msg.get('lost_offsets') or [])} "
+            f"({int(msg['regions'])} corrupt region(s), {int(msg['bytes'])} bytes; {int(msg['batches'])} batch(es) "
+            f"dropped with offsets out of order); first at position {msg['position']}: {msg['error']}")
 
 
 def skipped_totals() -> dict:

@@ -23,7 +23,8 @@ applies every ``filter`` itself, whatever ``spark.sql.python.filterPushdown.enab
   contributes nothing (Spark's ``startingOffsetsByTimestampStrategy=latest``), none for ``endingTimestamp`` means
   to the end; with ``startingOffsets``/``endingOffsets`` too, the ranges intersect. Records are not filtered by
   timestamp: a record whose timestamp is out of order (later before earlier) is returned by its offset, as
-  Spark's Kafka source returns it; ``.filter("timestamp < ...")`` gives an exact per-record filter;
+  Spark's Kafka source returns it. A start option plus ``.filter("timestamp >= ...")`` is an exact per-record
+  filter; an end option is not (records inside the window past the end offset are never read);
 * segments are planned only when they hold offsets of the range (a segment holds offsets from its base offset up
   to the next segment's base offset): the ones before the start and after the end never become tasks;
 * inside a segment the start offset becomes a start position with the ``.index`` lookup, and the end offset stops
@@ -43,12 +44,16 @@ Options:
     with the tasks; each task reads the manifest, the index parts of ``.indexes`` and only the ``.log`` chunks
     covering its byte range. Needed for encrypted objects; compressed and plain ones read without it.
   ``isolation``: ``read_uncommitted`` (default: every record, control records included) or ``read_committed``
-    (drops control batches and records of aborted transactions, found via the ``.txnindex`` files of the partition).
-    Transactions still open at the end of the archive are returned; Kafka's consumer would hold them back at the LSO.
+    (what a read_committed consumer gets, :func:`kafkalog.log.committed.committed_view`: nothing at or past the
+    last stable offset, control batches and records of aborted transactions dropped, found via the ``.txnindex``
+    files of the partition).
   ``verifyCrc`` (default true): a batch whose CRC fails is corrupt; ``onCorrupt``: ``fail`` (default: the job
     fails after one attempt, ``CorruptRecordError`` with segment, position and reason; :mod:`kafkalog.spark.channel`)
     or ``skip`` (every whole CRC-valid batch after a bad region is kept, offsets increasing, as salvage keeps them;
-    what was dropped is logged as a warning on the driver and counted in the ``skipped_*`` metrics).
+    what was dropped, the lost offset ranges first, is logged as a warning on the driver and counted in the
+    ``skipped_*`` metrics).
+  Every option is checked by :func:`kafkalog.spark.options.check_options`: an unknown key, a bad value or an
+  inverted range fails ``load()`` naming it; a root holding no segment fails the query.
   ``includeDirStates`` (default ``live``): comma list of partition-dir states to read (``live,future,delete,stray``).
   ``arrowBatchRows`` (8192): records per Arrow batch handed to Spark; ``maxPartitionBytes``, ``minPartitions``:
     task sizing (above).
@@ -76,11 +81,12 @@ from pyspark.sql.types import StructType
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
 from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, InvalidArgumentError, KafkaLogError
-from kafkalog.index import TransactionIndex
+from kafkalog.log.committed import committed_view
 from kafkalog.log.index_check import checked_range
 from kafkalog.log.timestamp_offsets import PartitionTimes, indexes_on_disk
 from kafkalog.spark import channel
 from kafkalog.spark.daemon import quiet_stock_daemon
+from kafkalog.spark.options import check_options, flag
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 from kafkalog.spark.split import split_big_segments
@@ -107,20 +113,9 @@ class Bounds:
 
     @classmethod
     def from_options(cls, opts: dict[str, str]) -> Bounds:
-        """The bounds the range options (lower-cased keys) give; ``InvalidArgumentError`` for a non-integer or a
-        negative timestamp (Kafka's ``offsetsForTimes`` refuses those too)."""
-        values = {}
-        for key in RANGE_OPTIONS:
-            raw = opts.get(key.lower())
-            if raw is None:
-                continue
-            try:
-                values[key] = int(str(raw).strip())
-            except ValueError:
-                raise InvalidArgumentError(f"kafkalog option {key} must be an integer (applied to every partition), "
-                                           f"not {raw!r}") from None  # fmt: skip
-            if key.endswith("Timestamp") and values[key] < 0:
-                raise InvalidArgumentError(f"kafkalog option {key} must be a timestamp >= 0 (ms), not {raw!r}")
+        """The bounds the range options (lower-cased keys, checked by
+        :func:`kafkalog.spark.options.check_options`) give."""
+        values = {key: int(str(opts[key.lower()]).strip()) for key in RANGE_OPTIONS if opts.get(key.lower()) is not None}
         b = cls(ts_start=values.get("startingTimestamp"), ts_end=values.get("endingTimestamp"))
         if "startingOffsets" in values:
             b = replace(b, offset_lo=values["startingOffsets"])
@@ -230,6 +225,7 @@ class KafkaLogDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         quiet_stock_daemon()  # Spark runs the planner with PySpark's own daemon (kafkalog/spark/daemon.py)
+        check_options(options)  # load() fails at once on an unknown option or a bad value, naming it
         super().__init__(options)
 
     @classmethod
@@ -285,24 +281,19 @@ class KafkaLogReader(DataSourceReader):
 
     def __init__(self, options: dict[str, str], schema: StructType | None = None,
                  default_min_partitions: int = MIN_PARTITIONS, channel: tuple[str, int, str] | None = None) -> None:  # fmt: skip
-        opts = {k.lower(): v for k, v in options.items()}
+        opts = check_options(options)  # kafkalog/spark/options.py: unknown keys and bad values refused, named
         self.decode = decode_option(opts.get("decode"))  # kafkalog/spark/decoded.py: internal topics' records
         self.decoded_schema = None
         if self.decode is not None:
             schema, self.decoded_schema = split_schema(schema if schema is not None else full_schema())
         self.columns, self.out_schema = read_columns(schema)
         self.roots = _roots(opts)
-        self.isolation = opts.get("isolation", "read_uncommitted").lower()
-        if self.isolation not in ("read_uncommitted", "read_committed"):
-            raise KafkaLogError(f"isolation must be read_uncommitted or read_committed, not {self.isolation!r}")
-        self.verify_crc = opts.get("verifycrc", "true").lower() != "false"
-        self.on_corrupt = opts.get("oncorrupt", "fail").strip().lower()
-        if self.on_corrupt not in ON_CORRUPT:
-            raise InvalidArgumentError(f"kafkalog option onCorrupt must be fail or skip, not {self.on_corrupt!r}"
-                                       + (" (stop dropped every valid record after a bad batch: use skip)"
-                                          if self.on_corrupt == "stop" else ""))  # fmt: skip
+        self.isolation = str(opts.get("isolation", "read_uncommitted")).strip().lower()
+        self.verify_crc = flag(opts, "verifycrc", True)
+        self.on_corrupt = str(opts.get("oncorrupt", "fail")).strip().lower()
         self.channel = channel
-        self.dir_states = {s.strip() for s in opts.get("includedirstates", "live").split(",") if s.strip()}
+        self.skipped_reports: list[dict] | None = None  # set by the export's tasks: what skip dropped, returned
+        self.dir_states = {s.strip().lower() for s in str(opts.get("includedirstates", "live")).split(",")}
         self.metrics_dir = opts.get("metricsdir")
         self.arrow_batch_rows = _positive(opts, "arrowbatchrows", ARROW_BATCH_ROWS)
         self.max_partition_bytes = _positive(opts, "maxpartitionbytes", MAX_PARTITION_BYTES)
@@ -314,7 +305,8 @@ class KafkaLogReader(DataSourceReader):
     def partitions(self) -> list[SegmentGroup]:
         by_dir: dict[str, list[SegmentItem]] = {}
         prefix = self.rsm.key_prefix if self.rsm is not None else ""
-        for item in discover_segments(self.roots, options=self.storage, key_prefix=prefix):
+        # a root holding no segment (an empty dir, a dir of other files) is refused, as verify and export refuse it
+        for item in discover_segments(self.roots, options=self.storage, key_prefix=prefix, require=True):
             if item.dir_state in self.dir_states:
                 by_dir.setdefault(item.partition_dir, []).append(item)
         _check_rsm_config(by_dir, self.storage, self.rsm)
@@ -322,7 +314,14 @@ class KafkaLogReader(DataSourceReader):
         for items, b in zip(by_dir.values(), self._partition_bounds(list(by_dir.values())), strict=True):
             if b.empty():
                 continue
-            aborted = _aborted_txns(items, self.storage, self.rsm) if self.isolation == "read_committed" else []
+            aborted: list[tuple[int, int, int]] = []
+            if self.isolation == "read_committed":  # what a read_committed consumer gets (kafkalog/log/committed.py)
+                view = committed_view(items, self.storage, self.rsm)
+                aborted = view.aborted
+                if view.last_stable_offset is not None:  # nothing at or past the last stable offset
+                    b = replace(b, offset_hi=min(b.offset_hi, view.last_stable_offset - 1))
+                    if b.empty():
+                        continue
             for i, item in enumerate(items):
                 nxt = items[i + 1].base_offset if i + 1 < len(items) else _NO_UPPER
                 if item.base_offset > b.offset_hi or nxt <= b.offset_lo or item.size_bytes <= 0:
@@ -376,19 +375,23 @@ class KafkaLogReader(DataSourceReader):
     def _finish(self, metrics: ScanMetrics) -> bool:
         """Report what a segment scan dropped (onCorrupt=skip) and write its metrics (``metricsDir``)."""
         if metrics.skipped_regions or metrics.skipped_batches:
-            _report_skipped(self.channel, metrics)
+            _report_skipped(self.channel, metrics, self.skipped_reports)
         if self.metrics_dir:
             _write_metrics(self.metrics_dir, metrics, self.channel)
         return True
 
 
-def _report_skipped(address: tuple[str, int, str] | None, m: ScanMetrics) -> None:
-    """What onCorrupt=skip dropped in one segment: a warning on the driver (through the channel), else on the
+def _report_skipped(address: tuple[str, int, str] | None, m: ScanMetrics, collect: list | None = None) -> None:
+    """What onCorrupt=skip dropped in one segment, the offsets lost first: into ``collect`` when given (the
+    export's tasks return it to their driver), else a warning on the driver (through the channel), else on the
     executor's log."""
-    msg = {"kind": "skipped", "segment": m.segment, "regions": m.skipped_regions, "bytes": m.skipped_bytes,
-           "batches": m.skipped_batches, "position": m.first_skipped_position, "error": m.first_skipped_error}  # fmt: skip
-    if not channel.report(address, msg):
-        channel.log.warning("kafkalog: onCorrupt=skip dropped %s", json.dumps(msg))
+    msg = {"kind": "skipped", "segment": m.segment, "lost_offsets": m.lost_offsets, "regions": m.skipped_regions,
+           "bytes": m.skipped_bytes, "batches": m.skipped_batches, "position": m.first_skipped_position,
+           "error": m.first_skipped_error}  # fmt: skip
+    if collect is not None:
+        collect.append(msg)
+    elif not channel.report(address, msg):
+        channel.log.warning("%s", channel.skipped_line(msg))
 
 
 def _check_rsm_config(by_dir: dict[str, list[SegmentItem]], options: dict[str, str], rsm) -> None:
@@ -428,24 +431,6 @@ def _roots(opts: dict[str, str]) -> list[str]:
     if opts.get("path"):
         return [opts["path"]]
     raise KafkaLogError('kafkalog needs a root: spark.read.format("kafkalog").load(root)')
-
-
-def _aborted_txns(items: list[SegmentItem], options: dict[str, str], rsm=None) -> list[tuple[int, int, int]]:
-    """(producer_id, first_offset, last_offset) of every aborted transaction recorded in the partition's txn indexes."""
-    out: list[tuple[int, int, int]] = []
-    for item in items:
-        if item.txnindex_size <= 0 and not is_aiven_item(item):
-            continue
-        with indexes_on_disk(item, options, rsm) as local:
-            if local.txnindex_size <= 0:
-                continue
-            idx = TransactionIndex(local.sibling(".txnindex"), item.base_offset, writable=False)
-            try:
-                for txn in idx.all_aborted_txns():
-                    out.append((int(txn.producer_id), int(txn.first_offset), int(txn.last_offset)))
-            finally:
-                idx.close()
-    return out
 
 
 @contextlib.contextmanager
@@ -497,7 +482,8 @@ def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics
     seek = start_offset if start_offset > item.base_offset else -(1 << 63)
     spec = ScanSpec(item.topic, item.partition, seek, lo, hi, aborted,
                     reader.verify_crc, reader.on_corrupt == "skip", reader.arrow_batch_rows, reader.columns,
-                    reader.out_schema)  # fmt: skip
+                    reader.out_schema, item.base_offset,
+                    part.next_base_offset if part.next_base_offset < _NO_UPPER else None)  # fmt: skip
     shift = position
     # a bad chunk fails the task naming the object, unless the scan keeps going past damage
     damage = None if reader.on_corrupt == "fail" else []

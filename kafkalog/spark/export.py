@@ -14,12 +14,15 @@ present in both the files and the dir names at its file position). Spark infers 
 the dir names: a topic name that looks like a number or a date would come back as one, so :func:`read_export`
 reads with the DataSource's schema set.
 
-File names are deterministic (``part-<task>-<first offset>.parquet``): a retried task overwrites what an earlier
-attempt wrote. On local disk each file is written under a hidden temp name (Spark's readers skip names starting with ``.``),
-fsynced and renamed (then its dir fsynced); through ``pyarrow.fs`` for URLs it is uploaded to its final key (an
-object appears whole when its upload completes; a failed attempt's object is deleted). A corrupt segment with ``onCorrupt=fail`` fails its task without a retry (corruption is
-deterministic): the task reports the segment and the reason, the driver deletes the files the export wrote and
-raises the library's error; no ``_SUCCESS`` is written.
+File names are ``part-<task>-<n>.parquet`` (``n`` counts the task's files): unique by construction, and the same
+again when a retried task overwrites an earlier attempt. On local disk each file is written under a hidden temp
+name (Spark's readers skip names starting with ``.``), fsynced and renamed (then its dir fsynced); through
+``pyarrow.fs`` for URLs it is uploaded to its final key (an object appears whole when its upload completes; a failed
+attempt's object is deleted). ``timestamp`` is Parquet's TIMESTAMP(MILLIS, UTC), Kafka's value unchanged. Before
+``_SUCCESS`` the driver checks what was committed: the files on disk are the files the tasks wrote, their footers'
+records add up to the records read. A corrupt segment with ``onCorrupt=fail`` fails its task without a retry
+(deterministic): the task reports it, the driver deletes the files the export wrote (and the dirs left empty) and
+raises the library's error; no ``_SUCCESS``.
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kafkalog import errors, storage
+from kafkalog.spark import channel
 from kafkalog.checkpoint.atomic import fsync_dir
-from kafkalog.errors import InvalidArgumentError, KafkaLogError
+from kafkalog.errors import InvalidArgumentError, KafkaLogError, NothingToCheckError
+from kafkalog.spark.options import check_options
 from kafkalog.verify.findings import describe_error, one_line
 
 __all__ = [
@@ -57,7 +62,9 @@ ROW_GROUP_ROWS = 1 << 17
 #: the value Spark (and Hive) read back as null in a partition dir name
 _NULL_DIR = "__HIVE_DEFAULT_PARTITION__"
 #: names of the files an export writes, final or temporary (cleanup touches nothing else)
-_OUR_FILE = re.compile(r"^\.?part-\d{5,}-(?:\d{20}|-\d{19})\.parquet(?:\.[0-9a-f]{32}\.tmp)?$")
+_OUR_FILE = re.compile(r"^\.?part-\d{5,}-\d{5,}\.parquet(?:\.[0-9a-f]{32}\.tmp)?$")
+#: the Hive-style dirs an export makes (a failed export removes those it left empty)
+_OUR_DIR = re.compile(r"^(?:topic|partition)=[^/]*$")
 _JOB_GROUP = "kafkalog-export"
 
 #: ``on_progress(step, done, total)``: steps ``plan`` (segments found), ``write`` (tasks finished), ``commit``
@@ -86,6 +93,7 @@ class ExportResult:
     segments: int = 0
     tasks: int = 0
     seconds: float = 0.0
+    skipped: list[dict] = field(default_factory=list)  # onCorrupt=skip: one report per segment scan it cut
 
     @property
     def rows(self) -> int:
@@ -97,7 +105,8 @@ class ExportResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"out": self.out, "files": [asdict(f) for f in self.files], "rows": self.rows, "bytes": self.bytes,
-                "segments": self.segments, "tasks": self.tasks, "seconds": round(self.seconds, 3)}  # fmt: skip
+                "segments": self.segments, "tasks": self.tasks, "seconds": round(self.seconds, 3),
+                "skipped": [{k: v for k, v in m.items() if k != "kind"} for m in self.skipped]}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------- paths
@@ -261,23 +270,31 @@ class _FileWriter:
 
 
 def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str, ...], compression: str) -> dict:
-    """Run one task: the reader's batches of ``group`` into Parquet files; returns the task's result (files,
-    seconds, and ``error`` when a segment is corrupt: deterministic, so reported instead of raised and retried)."""
+    """Run one task: the reader's batches of ``group`` into Parquet files; returns the task's result (files, the
+    records read, what ``onCorrupt=skip`` dropped, seconds, and ``error`` when a segment is corrupt:
+    deterministic, so reported instead of raised and retried).
+
+    Files are named ``part-<task>-<n>.parquet``, ``n`` counting the task's files: unique in the export by
+    construction (two partitions of one task starting at the same offset once wrote one name), and the same names
+    again when Spark retries the task."""
     started = time.perf_counter()
     files: list[ExportedFile] = []
     writer: _FileWriter | None = None
     key = None
+    rows_read = 0
+    reader.skipped_reports = []  # this task's copy of the reader: the driver reports them
     try:
         for batch in reader.read(group):
+            rows_read += batch.num_rows
             if not batch.num_rows:
                 continue
             topic, partition = batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
+            batch = _with_timestamp_type(batch)
             if writer is None or (partition_by and (topic, partition) != key):
                 if writer is not None:
                     files.append(writer.close())
                 key = (topic, partition)
-                first = int(batch.column(2)[0].as_py())
-                name = f"part-{task:05d}-{first:020d}.parquet"  # a retry writes the same names
+                name = f"part-{task:05d}-{len(files):05d}.parquet"
                 rel = f"{_dir_of(partition_by, topic, partition)}/{name}" if partition_by else name
                 writer = _FileWriter(dest, dest.path(rel), batch.schema, _codecs(batch, compression))
             writer.write(batch)
@@ -291,9 +308,23 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
         if status != "corrupt":
             raise  # I/O and the like: Spark retries the task
         error = {"type": type(exc).__name__, "message": one_line(exc)}
-        return {"task": task, "files": [asdict(f) for f in files], "error": error,
-                "seconds": time.perf_counter() - started}  # fmt: skip
-    return {"task": task, "files": [asdict(f) for f in files], "error": None, "seconds": time.perf_counter() - started}
+        return {"task": task, "files": [asdict(f) for f in files], "error": error, "rows_read": rows_read,
+                "skipped": reader.skipped_reports, "seconds": time.perf_counter() - started}  # fmt: skip
+    return {"task": task, "files": [asdict(f) for f in files], "error": None, "rows_read": rows_read,
+            "skipped": reader.skipped_reports, "seconds": time.perf_counter() - started}  # fmt: skip
+
+
+def _with_timestamp_type(batch):
+    """``batch`` with its ``timestamp`` column (int64 ms) as an Arrow ``timestamp("ms", "UTC")``: the same 8
+    bytes per value, written as Parquet's TIMESTAMP(MILLIS, UTC), the type engines read as a timestamp."""
+    import pyarrow as pa
+
+    i = batch.schema.get_field_index("timestamp")
+    if i < 0 or not pa.types.is_int64(batch.schema.field(i).type):
+        return batch
+    cols = list(batch.columns)
+    cols[i] = cols[i].view(pa.timestamp("ms", tz="UTC"))
+    return pa.RecordBatch.from_arrays(cols, schema=batch.schema.set(i, pa.field("timestamp", cols[i].type)))
 
 
 #: columns Parquet dictionary-encodes: the ones that repeat within a file. Offsets, timestamps, keys and values
@@ -452,6 +483,7 @@ def export_archive(
     writing failed; in every failure the files written are removed and there is no ``_SUCCESS``.
     """
     started = time.perf_counter()
+    check_options(options)  # the DataSource's one check: an unknown option or a bad value, named
     cols = _partition_by(partition_by)
     if mode not in ("error", "overwrite"):
         raise InvalidArgumentError(f"mode must be error or overwrite, not {mode!r}")
@@ -461,7 +493,10 @@ def export_archive(
     if on_progress is not None:
         on_progress("plan", 0, 0)
     reader = _reader(root_list, options, max(1, int(spark.sparkContext.defaultParallelism)))
-    groups = reader.partitions()
+    try:
+        groups = reader.partitions()
+    except NothingToCheckError as exc:
+        raise NothingToExportError(f"{exc.path}: no segments to export") from None
     segments = sum(len(getattr(g, "segments", (g,))) for g in groups)  # a group of segments (or a single part)
     if not groups:
         raise NothingToExportError(f"{', '.join(root_list)}: no segments to export")
@@ -482,19 +517,52 @@ def export_archive(
     except Exception as exc:
         _remove_ours(dest)
         raise _spark_failure(target, exc) from exc
-    files = [ExportedFile(**f) for r in sorted(rows, key=lambda r: r["task"]) for f in r["files"]]
+    rows.sort(key=lambda r: r["task"])
+    files = [ExportedFile(**f) for r in rows for f in r["files"]]
+    skipped = [m for r in rows for m in r.get("skipped") or ()]
+    for msg in skipped:  # onCorrupt=skip: what was dropped, on the driver (the tasks' logs are not where one looks)
+        channel.log.warning("%s", channel.skipped_line(msg))
     failed = [r["error"] for r in rows if r["error"] is not None]
     if failed:
         _remove_ours(dest)
         _raise_task_error(failed[0])
     if on_progress is not None:
         on_progress("commit", 0, 1)
-    result = ExportResult(target, files, segments, len(groups))
+    try:
+        _check_committed(dest, files, sum(r["rows_read"] for r in rows))
+    except BaseException:
+        _remove_ours(dest)
+        raise
+    result = ExportResult(target, files, segments, len(groups), skipped=skipped)
     result.seconds = time.perf_counter() - started
     storage.write_bytes(dest.path("_SUCCESS"), (json.dumps(result.to_dict(), indent=1) + "\n").encode(), dest.options)
     if on_progress is not None:
         on_progress("commit", 1, 1)
     return result
+
+
+def _check_committed(dest: _Out, files: list[ExportedFile], rows_read: int) -> None:
+    """Before ``_SUCCESS``: the files on disk are the files the tasks wrote, each holding the records its task
+    counted (its footer), and those add up to the records the tasks read. ``StorageError`` naming what differs."""
+    import pyarrow.parquet as pq
+
+    written = sum(f.rows for f in files)
+    paths = [f.path for f in files]
+    on_disk = {p for p in dest.listing() if _OUR_FILE.match(storage.basename(p)) and not p.endswith(".tmp")}
+    problems = []
+    if written != rows_read:
+        problems.append(f"{rows_read} records read, {written} written")
+    if len(set(paths)) != len(paths) or on_disk != set(paths):
+        problems.append(f"{len(paths)} files written, {len(on_disk)} on disk")
+    for f in files if not problems else ():
+        fs, path = storage.resolve(f.path, dest.options) if dest.remote else (None, f.path)
+        with fs.open_input_file(path) if fs is not None else open(path, "rb") as src:
+            rows = pq.read_metadata(src).num_rows
+        if rows != f.rows:
+            problems.append(f"{f.path} holds {rows} records, its task wrote {f.rows}")
+            break
+    if problems:
+        raise storage.StorageError(f"{dest.out}: export check failed: {'; '.join(problems)}")
 
 
 def holds_files(out: str | os.PathLike, options: Mapping[str, Any] | None = None) -> bool:
@@ -503,11 +571,18 @@ def holds_files(out: str | os.PathLike, options: Mapping[str, Any] | None = None
 
 
 def _remove_ours(dest: _Out) -> None:
-    """Delete the files an export writes (final and temporary names) and its ``_SUCCESS``; nothing else."""
+    """Delete the files an export writes (final and temporary names) and its ``_SUCCESS``, then the
+    ``topic=``/``partition=`` dirs that left empty; nothing else."""
     for path in dest.listing():
         name = storage.basename(path)
         if _OUR_FILE.match(name) or name == "_SUCCESS":
             dest.remove(path)
+    if dest.remote:  # an object store has no empty dirs to leave behind
+        return
+    for dirpath, _, _ in sorted(os.walk(dest.out), key=lambda w: -len(w[0])):
+        if dirpath != dest.out and _OUR_DIR.match(os.path.basename(dirpath)):
+            with contextlib.suppress(OSError):  # not empty: someone else's files stay, with their dir
+                os.rmdir(dirpath)
 
 
 def read_export(spark, out: str | os.PathLike):
@@ -516,5 +591,11 @@ def read_export(spark, out: str | os.PathLike):
     from kafkalog.spark.datasource import full_schema
     from kafkalog.spark.scan import COLUMNS
 
-    return spark.read.schema(full_schema()).parquet(_normal_out(out)).select(*COLUMNS)
+    from pyspark.sql.functions import col, unix_millis
+    from pyspark.sql.types import StructField, StructType, TimestampType
+
+    schema = StructType([StructField(f.name, TimestampType()) if f.name == "timestamp" else f
+                         for f in full_schema().fields])  # fmt: skip
+    df = spark.read.schema(schema).parquet(_normal_out(out))
+    return df.withColumn("timestamp", unix_millis(col("timestamp"))).select(*COLUMNS)
 

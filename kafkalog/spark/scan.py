@@ -8,15 +8,17 @@ partition. Nothing here creates an object per record.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from kafkalog.errors import CorruptRecordError
+from kafkalog.file_access import mapped_range
 from kafkalog.log.salvage_scan import next_batch_position
 from kafkalog.records import iter_record_columns
 
@@ -59,6 +61,8 @@ class ScanMetrics:
     skipped_batches: int = 0  # ... and whole CRC-valid batches dropped after one because their offsets did not follow
     first_skipped_position: int = -1  # the segment's file position of the first corrupt range
     first_skipped_error: str = ""
+    lost_offsets: list = field(default_factory=list)  # [first, last] offsets no kept batch holds around each
+    # skipped region (as ``recover --salvage --dry-run`` reports them); last None: to the end of what was read
     log_bytes_fetched: int = 0  # bytes of a remote .log copied to the executor (0 on local disk)
     scan_seconds: float = 0.0  # time the task spent producing this segment's batches (seek, fetch, decode, Arrow),
     # not counting the time Spark spent sending them on while the scan waited at ``yield``
@@ -85,6 +89,8 @@ class ScanSpec:
     batch_rows: int = 8192
     columns: tuple[str, ...] = COLUMNS  # what to emit, in order (a user-specified schema's columns)
     schema: object = None  # the emitted pyarrow.Schema (names as the user spelled them); None: arrow_schema()
+    first_offset: int | None = None  # the lowest offset the scanned bytes may hold (None: not known) ...
+    end_offset: int | None = None  # ... and the offset after the highest (the next segment's base; None: not known)
 
 
 _SCHEMA_CACHE: dict[str, object] = {}
@@ -184,14 +190,52 @@ def scan_range(
     """
     size = os.path.getsize(path)
     end = size if end is None else min(end, size)
+    with _range_source(path, position, end, size) as source:
+        try:
+            yield from _scan(spec, source, position, end, m, label, shift)
+        finally:
+            _close_lost(m, spec)
+
+
+@contextlib.contextmanager
+def _range_source(path: str, position: int, end: int, size: int) -> Iterator:
+    """What the decoder reads ``[position, end)`` of ``path`` from: the path itself for a scan to the end of the
+    file; for a range that stops before it (an end offset, a timestamp's, the last stable offset, a split
+    segment's byte range), :func:`kafkalog.file_access.mapped_range`'s map, so the bytes past ``end`` are never
+    read (a fault on a plain map reads around it by the device's readahead size: a whole 8 MiB segment for an end
+    early in it)."""
+    if end >= size:
+        yield path
+        return
+    with mapped_range(path, position, end) as mm:
+        yield path if mm is None else mm
+
+
+def _close_lost(m: ScanMetrics, spec: ScanSpec) -> None:
+    """End the open lost range (no kept batch followed the last skipped region in this scan): up to the
+    offset before ``spec.end_offset``, or unknown; drop the ranges that hold no offset."""
+    if m.lost_offsets and m.lost_offsets[-1][1] is None and spec.end_offset is not None:
+        m.lost_offsets[-1][1] = spec.end_offset - 1
+    m.lost_offsets[:] = [r for r in m.lost_offsets if r[0] is None or r[1] is None or r[1] >= r[0]]
+
+
+def _scan(spec: ScanSpec, path, position: int, end: int, m: ScanMetrics, label: str, shift: int) -> Iterator:
     after = _MIN  # once a region was skipped: the highest offset read before it
+    top = _MIN
+    open_lost = False  # the last lost range still waits for the first kept batch after its region
+    started_at = position + shift
     while position < end:
         reader = iter_record_columns(path, position=position, end=end, verify_crc=spec.verify_crc,
                                      max_records=spec.batch_rows, max_bytes=CHUNK_BYTES)  # fmt: skip
-        top, base = _MIN, m.bytes_read
+        base = m.bytes_read
         try:
             for chunk in reader:
                 nb = len(chunk.batch_start)
+                if open_lost and nb:
+                    following = chunk.batch_base_offset[chunk.batch_base_offset > after]
+                    if len(following):
+                        m.lost_offsets[-1][1] = int(following[0]) - 1
+                        open_lost = False
                 m.batches_read += nb
                 m.batches_decoded += nb
                 m.bytes_read = base + reader.valid_bytes - position
@@ -219,6 +263,15 @@ def scan_range(
         m.skipped_regions += 1
         m.skipped_bytes += nxt - bad
         after = max(after, top)
+        if not open_lost:  # a region right after another one extends its lost range
+            if after > _MIN:
+                first = after + 1
+            elif started_at == 0:
+                first = spec.first_offset
+            else:  # a seek: nothing read before the region, which lies past the range's start
+                first = spec.offset_lo if spec.offset_lo > _MIN else None
+            m.lost_offsets.append([first, None])
+            open_lost = True
         position = nxt
 
 
@@ -230,8 +283,12 @@ def _reason(error: CorruptRecordError) -> str:
     return text[: -len(suffix)] if suffix and text.endswith(suffix) else text
 
 
-def _next_batch(path: str, bad: int, end: int) -> int:
-    """Where the next whole CRC-valid batch after the bad one at ``bad`` starts (``end`` when none)."""
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+def _next_batch(source, bad: int, end: int) -> int:
+    """Where the next whole CRC-valid batch after the bad one at ``bad`` starts (``end`` when none); ``source``:
+    a path or :func:`_range_source`'s map."""
+    if isinstance(source, mmap.mmap):
+        with memoryview(source) as view, view[:end] as part:
+            return next_batch_position(part, bad)
+    with open(source, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         with memoryview(mm) as view, view[:end] as part:
             return next_batch_position(part, bad)

@@ -52,7 +52,7 @@ SEGMENT_SCHEMA = (
     "dir_state string, first_offset long, last_offset long, batch_count long, record_count long, size_bytes long, "
     "valid_bytes long, invalid_bytes long, min_timestamp long, max_timestamp long, codecs array<string>, "
     "magics array<int>, index_status string, index_error string, status string, "
-    "corrupt_ranges array<struct<position:long,size:long>>, error string"
+    "corrupt_ranges array<struct<position:long,size:long>>, error string, log_status string"
 )
 
 PARTITION_SCHEMA = (
@@ -170,8 +170,11 @@ def validate_archive(
     ``deep`` decodes every record too (:func:`kafkalog.record_check.check_records`: counts and offsets against
     each batch header, records that do not decode).
 
-    ``status`` is ``ok``, ``corrupt`` (see ``corrupt_ranges``/``error``) or ``unreadable``; ``index_status`` is
-    ``ok``, ``missing``, ``corrupt`` or ``not_checked``. The DataFrame is lazy: each action re-runs the checks, so
+    ``status`` is ``kafkalog verify``'s verdict on the segment (:func:`kafkalog.verify.segment_status`): ``ok``,
+    ``warning`` (a stale or missing index, which Kafka rebuilds), ``corrupt`` (bad bytes, see
+    ``corrupt_ranges``/``error``, or a corrupt index) or ``unreadable`` (verify's ``error``); ``log_status`` is the
+    ``.log``'s alone; ``index_status`` is ``ok``, ``missing``, ``stale``, ``corrupt``, ``unreadable`` or
+    ``not_checked``. The DataFrame is lazy: each action re-runs the checks, so
     cache it when you use it twice.
 
     Segments are packed by size into about ``tasks_per_core`` x cores tasks (one Spark task per group: one row per

@@ -24,11 +24,13 @@ from .log_file import verify_log_file
 
 __all__ = ["SEGMENT_FIELDS", "SegmentReport", "segment_finding", "segment_status", "verify_segment"]
 
-#: ``SegmentReport.to_row()``/``to_dict()`` names, in order (the Spark job's segment columns).
+#: ``SegmentReport.to_row()``/``to_dict()`` names, in order (the Spark job's segment columns). A row's ``status``
+#: is the segment's verdict (:func:`segment_status`, ``error`` spelt ``unreadable``), ``log_status`` the ``.log``'s.
 SEGMENT_FIELDS = (
     "path", "partition_dir", "topic", "partition", "base_offset", "layout", "dir_state", "first_offset",
     "last_offset", "batch_count", "record_count", "size_bytes", "valid_bytes", "invalid_bytes", "min_timestamp",
     "max_timestamp", "codecs", "magics", "index_status", "index_error", "status", "corrupt_ranges", "error",
+    "log_status",
 )  # fmt: skip
 
 
@@ -80,8 +82,8 @@ class SegmentReport:
             i.path, i.partition_dir, i.topic, i.partition, i.base_offset, i.layout, i.dir_state,
             self.first_offset, self.last_offset, self.batch_count, self.record_count, self.size_bytes,
             self.valid_bytes, self.invalid_bytes, self.min_timestamp, self.max_timestamp, sorted(self.codecs),
-            sorted(self.magics), self.index_status, self.index_error, self.status,
-            [(p, s) for p, s in self.corrupt_ranges], self.error,
+            sorted(self.magics), self.index_status, self.index_error, row_status(self),
+            [(p, s) for p, s in self.corrupt_ranges], self.error, self.status,
         )  # fmt: skip
 
     def to_dict(self) -> dict:
@@ -262,13 +264,21 @@ def segment_status(r: SegmentReport | dict | Any) -> str:
     above it and the Spark job apply): ``error`` when its ``.log`` or an index could not be read, ``corrupt`` for
     bad bytes or a corrupt index, ``warning`` for an index Kafka rebuilds (stale, missing), else ``ok``."""
     status, index_status = row_value(r, "status"), row_field(r, "index_status")
-    if status == "unreadable" or index_status == "unreadable":
+    if status in ("unreadable", "error") or index_status == "unreadable":
         return "error"
-    if status != "ok" or index_status == "corrupt":
+    if status not in ("ok", "warning") or index_status == "corrupt":
         return "corrupt"
-    if index_status in ("stale", "missing"):
+    if status == "warning" or index_status in ("stale", "missing"):
         return "warning"
     return "ok"
+
+
+def row_status(r: SegmentReport | dict | Any) -> str:
+    """A report row's ``status``: the verdict of :func:`segment_status` in the report's words (``ok``,
+    ``warning``, ``corrupt``, ``unreadable`` for ``error``), so the Spark job's ``segments.parquet`` says what
+    ``kafkalog verify`` says of the segment (a corrupt ``.index`` makes it corrupt, a stale one a warning)."""
+    verdict = segment_status(r)
+    return "unreadable" if verdict == "error" else verdict
 
 
 def segment_finding(rep: SegmentReport) -> Finding:

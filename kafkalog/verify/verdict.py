@@ -17,8 +17,8 @@ def summarize(seg_rows: Sequence, part_rows: Sequence) -> str:
     get = row_value
     n = len(seg_rows)
     by_status: dict[str, int] = {}
-    for r in seg_rows:
-        by_status[get(r, "status")] = by_status.get(get(r, "status"), 0) + 1
+    for r in seg_rows:  # verify's verdicts, so the counts are verify's
+        by_status[segment_status(r)] = by_status.get(segment_status(r), 0) + 1
     idx_bad = [r for r in seg_rows if get(r, "index_status") == "corrupt"]
     total = sum(get(r, "size_bytes") or 0 for r in seg_rows)
     invalid = sum(get(r, "invalid_bytes") or 0 for r in seg_rows)
@@ -31,10 +31,11 @@ def summarize(seg_rows: Sequence, part_rows: Sequence) -> str:
     for r in part_rows:
         p_status[get(r, "status")] = p_status.get(get(r, "status"), 0) + 1
     lines.append("partitions: " + ", ".join(f"{k} {v}" for k, v in sorted(p_status.items())))
-    bad = [r for r in seg_rows if get(r, "status") != "ok"]
+    bad = [r for r in seg_rows if segment_status(r) != "ok"]
     for r in bad[:20]:
         ranges = ", ".join(f"{p}+{s}" for p, s in (tuple(x) for x in get(r, "corrupt_ranges") or []))
-        lines.append(f"  {get(r, 'status').upper()} {get(r, 'path')}: {get(r, 'error')} [{ranges}]")
+        why = get(r, "error") or get(r, "index_error")
+        lines.append(f"  {segment_status(r).upper()} {get(r, 'path')}: {why} [{ranges}]")
     for r in idx_bad[:20]:
         lines.append(f"  INDEX {get(r, 'path')}: {get(r, 'index_error')}")
     for r in part_rows:
