@@ -193,8 +193,9 @@ class RecordEvent(Event):
             if b.magic >= 2:
                 line += f" sequence: {r.sequence} headerKeys: [{','.join(k for k, _ in r.headers)}]"
             else:
-                # Legacy messages carry their own CRC (Kafka prints the inner message's for compressed wrappers).
-                line += f" isValid: {_b(r.crc_valid)} crc: {r.crc}"
+                # Legacy messages carry their own CRC (Kafka prints the inner message's for compressed wrappers),
+                # and Kafka's format string ends in a stray "}" (``crc: ${r.checksum}}``), printed on every one.
+                line += f" isValid: {_b(r.crc_valid)} crc: {r.crc}}}"
             control = self._control()
             if control is not None:
                 line += control[0]

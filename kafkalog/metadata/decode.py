@@ -287,18 +287,25 @@ def _table_size_for(capacity: int) -> int:
 
 def scala_set_order(groups: list[list[tuple[str, int]]]) -> list[tuple[str, int]]:
     """The iteration order of a Scala 2.13 ``mutable.HashSet[TopicPartition]`` filled with ``++=`` once per group:
-    buckets in index order, each bucket sorted by hash (the order ``TransactionMetadata.topicPartitions`` prints)."""
+    buckets in index order, each bucket sorted by hash (the order ``TransactionMetadata.topicPartitions`` prints).
+
+    Each group arrives as ``partitionIds.map(...).toSet``. ``addAll`` first sizes the table for the group alone
+    (``sizeHint(knownSize)``); a set of up to 4 elements (``Set1``..``Set4``) is then added one ``add`` at a time,
+    each checking the load factor and doubling the table, while a larger one (an ``immutable.HashSet``) goes through
+    ``addElem`` with no growth check at all, so the table can stay fuller than 0.75 until a later group grows it.
+    """
     table, size = 16, 0
     seen: dict[tuple[str, int], int] = {}
     for group in groups:
         unique = list(dict.fromkeys(group))
         target = _table_size_for(int((len(unique) + 1) / 0.75))
         table = max(table, target)
+        grows = len(unique) <= 4
         for tp in unique:
+            if grows and size + 1 >= int(table * 0.75):
+                table *= 2
             if tp in seen:
                 continue
-            if size + 1 >= int(table * 0.75):
-                table *= 2
             seen[tp] = len(seen)
             size += 1
     mask = table - 1
