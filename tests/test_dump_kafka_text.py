@@ -7,8 +7,10 @@ carries (an empty list is absent; lengths that do not match the replicas are ref
 
 from __future__ import annotations
 
+import os
 import random
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from kafkalog.metadata.metadata_records import RECORD_TYPES
 from kafkalog.metadata.txn_records import TXN_KEY, TXN_VALUE
 from kafkalog.records import build_batch
 from kafkalog.records.legacy import build_legacy_batch
-from tests.oracle import needs_oracle, run_oracle
+from tests.oracle import ORACLE, java_executable, needs_oracle, run_oracle
 
 TOPICS = ["orders", "payments", "t", "a-much-longer-topic-name", "x1", "x77", "x845"]
 
@@ -84,6 +86,88 @@ def test_transaction_log_text_is_kafkas_line_for_line(tmp_path: Path, seed: int)
     assert sum(line.startswith("| offset: ") for line in kafka) == count
     assert ours == kafka
     assert any(line.endswith("}") or "} key: " in line for line in ours)  # the legacy lines are in the compare
+
+
+def _kafka_dump_log(*args: str) -> subprocess.CompletedProcess[str]:
+    """kafka-dump-log.sh itself: ``kafka.tools.DumpLogSegments.main`` from the oracle's jars, one run over all the
+    files (the oracle's ``decode-* --text`` runs it per file, which hides the order of the end-of-run reports)."""
+    assert ORACLE is not None
+    home = ORACLE.parent.parent
+    classpath = os.pathsep.join(str(p) for p in sorted((home / "lib").glob("*.jar")))
+    env = {**os.environ, "LD_LIBRARY_PATH": str(home / "native")}
+    return subprocess.run([java_executable(), "-cp", classpath, "kafka.tools.DumpLogSegments", *args],
+                          capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+
+
+def _damaged_partition(root: Path, n: int) -> list[Path]:
+    """A ``__transaction_state-n`` segment with an offset gap, an ``.index`` whose entries name the wrong offsets
+    and a ``.timeindex`` with a wrong, a decreasing and a missing entry: every end-of-run report Kafka prints."""
+    rng = random.Random(n)
+    part = root / f"__transaction_state-{n}"
+    part.mkdir()
+    batches, offset = [], 0
+    for i in range(4):
+        records = [(_key(f"t{n}-{i}-{j}"), _value(rng, 0)) for j in range(2)]
+        batches.append((offset, build_batch(records, base_offset=offset, timestamp=1700000000000 + 10 * i)))
+        offset += 2 + (5 if i == 1 else 0)  # a gap after the second batch
+    log = b"".join(data for _, data in batches)
+    positions = [sum(len(d) for _, d in batches[:i]) for i in range(len(batches))]
+    index = b"".join(struct.pack(">ii", base + 1 + (i % 2), pos) for i, ((base, _), pos) in enumerate(
+        zip(batches, positions, strict=True)))  # odd entries one past the batch's last offset
+    time_index = b"".join(struct.pack(">qi", ts, rel) for ts, rel in (
+        (1700000000000 + 1, 1), (1700000000000 + 5, 3), (1700000000000 + 4, 10), (1700000000000 + 90, 11)))
+    paths = [part / "00000000000000000000.log", part / "00000000000000000000.index",
+             part / "00000000000000000000.timeindex"]
+    for path, data in zip(paths, (log, index, time_index), strict=True):
+        path.write_bytes(data)
+    return paths
+
+
+@needs_oracle
+def test_end_of_run_reports_come_in_kafkas_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kafka-dump-log.sh prints its per-file reports (index mismatches, time index findings, offset gaps) after
+    all files, walking Scala ``mutable.HashMap``s keyed by absolute path: 14 damaged partitions (more than the
+    12 a 16-bucket map holds before it grows) give the same stderr, line for line, and the same stdout. Paths are
+    given as an operator types them (``./``, ``//``, ``..``): Kafka prints them as ``java.io.File`` does."""
+    paths = [p.relative_to(tmp_path) for n in range(14) for p in _damaged_partition(tmp_path, n)]
+    forms = ["{}", "./{}", "{}", "../" + tmp_path.name + "/{}"]
+    files = [forms[i % 4].format(str(p).replace("/", "//" if i % 3 == 0 else "/")) for i, p in enumerate(paths)]
+    monkeypatch.chdir(tmp_path)
+    kafka = _kafka_dump_log("--transaction-log-decoder", "--files", ",".join(files))
+    result = CliRunner().invoke(main, ["dump", "--transaction-log-decoder", *files], catch_exceptions=False)
+    assert result.stdout.splitlines() == kafka.stdout.splitlines()
+    reports = kafka.stderr.splitlines()
+    assert sum(line.startswith("Mismatches in :") for line in reports) == 14
+    assert sum(line.startswith("Non-consecutive offsets in ") for line in reports) == 14
+    assert any(line.startswith("Found timestamp mismatch in :") for line in reports)
+    assert any(line.startswith("Found out of order timestamp in :") for line in reports)
+    assert any(line.startswith("The following indexed offsets are not found") for line in reports)
+    assert result.stderr.splitlines() == reports
+    assert result.exit_code == 1
+
+
+#: byte pieces whose mixes exercise every branch of Java's UTF-8 decoder: leads of each length, overlong and
+#: surrogate starts, bytes past U+10FFFF, stray continuations and ASCII
+_UTF8_PIECES = [b"\xed", b"\xa0", b"\xbf", b"\x80", b"\xc3", b"\xe0", b"\xf0", b"\xf4", b"\x90", b"\x9f", b"a",
+                b"\xc0", b"\xc1", b"\xf5", b"\xff", b"\xe2", b"\x82", b"\xac", b"\xee", b"\xef", b"\xbb", b"\xf8",
+                b"\x8f", b"\xdf"]
+
+
+@needs_oracle
+def test_print_data_log_decodes_bytes_as_javas_string_does(tmp_path: Path) -> None:
+    """``--print-data-log`` shows keys and values through Kafka's StringDecoder (``new String(bytes, UTF_8)``):
+    2,000 random mixes of valid and invalid UTF-8 print the same replacement characters as Kafka's tool."""
+    rng = random.Random(11)
+    values = [b"".join(rng.choice(_UTF8_PIECES) for _ in range(rng.randint(1, 8))) for _ in range(2000)]
+    values += ["héllo ✓ 😀".encode(), b"\xed\xa0\x80", b"\xed\xbb", b"line\nbreak"]
+    log = tmp_path / "t-0" / "00000000000000000000.log"
+    log.parent.mkdir()
+    log.write_bytes(b"".join(build_batch([(v, v[::-1]) for v in values[i:i + 100]], base_offset=i,
+                                         timestamp=1700000000000) for i in range(0, len(values), 100)))
+    kafka = _kafka_dump_log("--print-data-log", "--files", str(log))
+    assert kafka.returncode == 0, kafka.stderr
+    result = CliRunner().invoke(main, ["dump", "--print-data-log", str(log)], catch_exceptions=False)
+    assert result.stdout.split("\n") == kafka.stdout.split("\n")
 
 
 def test_legacy_record_lines_end_as_kafkas_do(tmp_path: Path) -> None:
