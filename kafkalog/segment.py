@@ -499,7 +499,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
         return best
 
     def resize_indexes(self, size: int) -> None:
-        """Resize the offset and time index files to ``size`` bytes (grow at roll back, trim when closed)."""
+        """Resize the offset and time index files to ``size`` bytes (Kafka's ``LogSegment.resizeIndexes``)."""
         self._offset_index.resize(size)
         self._time_index.resize(size)
 
