@@ -28,6 +28,7 @@ from kafkalog.errors import (
     InvalidArgumentError,
     KafkaLogError,
 )
+from kafkalog.metadata.decode import scala_map_order
 from kafkalog.metadata.snapshot import parse_snapshot_name
 from kafkalog.names import base_offset_prefix, file_kind
 from kafkalog.records import read_batches
@@ -41,6 +42,7 @@ from .dump_events import (
     InvalidBytes,
     RecordEvent,
     Report,
+    java_absolute_path,
 )
 from .dump_files import (
     dump_clean_shutdown,
@@ -342,7 +344,7 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
     finally:
         del reader
     if gaps:
-        st.non_consecutive.setdefault(os.path.abspath(path), []).extend(gaps)
+        st.non_consecutive.setdefault(java_absolute_path(path), []).extend(gaps)
 
 
 def _dump_kraft_snapshot(path: str, base: str, st: DumpState) -> None:
@@ -415,7 +417,7 @@ def _dump_index(path: str, base: str, st: DumpState) -> None:
             )
             if match.mismatches:
                 st.corrupt()
-                st.index_mismatches.setdefault(os.path.abspath(path), []).extend(match.mismatches)
+                st.index_mismatches.setdefault(java_absolute_path(path), []).extend(match.mismatches)
         _print_entries(entries, "offset", "position", "index", st)
     finally:
         index.close()
@@ -458,7 +460,7 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
         if opened is not None:
             log, batches = opened
             match = match_time_index(entries["timestamp"], entries["offset"], log, batches)
-            key = os.path.abspath(path)
+            key = java_absolute_path(path)
             for found, target in (
                 (match.not_found, st.time_not_found),
                 (match.mismatch, st.time_mismatch),
@@ -521,7 +523,10 @@ def _newest_first(pairs: list) -> list:
 
 
 # What kafka-dump-log prints after the files, one report per file and kind, in Kafka's order:
-# (DumpState attribute, title, line per pair, JSON keys of a pair, report type, order of the pairs).
+# (DumpState attribute, title, line per pair, JSON keys of a pair, report type, order of the pairs). Files come in
+# the order of Kafka's mutable.HashMap keyed by absolute path; the two maps of immutable Lists are put once per
+# pair (each prepend), the time index's ArrayBuffers once per file (scala_map_order).
+_PUT_PER_PAIR = ("index_mismatches", "non_consecutive")
 _FINDINGS: tuple[tuple[str, str, str, tuple[str, str], str, Callable[[list], list]], ...] = (
     ("index_mismatches", "Mismatches in :{name}", "  Index offset: {0}, log offset: {1}",
      ("indexOffset", "logOffset"), "index_mismatch", _newest_first),
@@ -540,8 +545,10 @@ _FINDINGS: tuple[tuple[str, str, str, tuple[str, str], str, Callable[[list], lis
 
 def _print_findings(st: DumpState) -> None:
     for attr, title, line, (key_a, key_b), kind, order in _FINDINGS:
-        for name, pairs in getattr(st, attr).items():
-            rows = order(pairs)
+        found = getattr(st, attr)
+        puts = [name for name, pairs in found.items() for _ in (pairs if attr in _PUT_PER_PAIR else (None,))]
+        for name in scala_map_order(puts):
+            rows = order(found[name])
             st.out.emit(
                 Report(
                     title.format(name=name),

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json as _json
+import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,19 +38,110 @@ def optional_long(value: int | None) -> str:
     return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
 
 
+def java_file_path(path: str) -> str:
+    """The path as ``java.io.File`` prints it (Kafka's ``Dumping $file``): repeated slashes collapsed, a trailing
+    slash dropped; ``.`` and ``..`` are kept."""
+    collapsed = re.sub("/+", "/", path)
+    return collapsed[:-1] if len(collapsed) > 1 and collapsed.endswith("/") else collapsed
+
+
+def java_absolute_path(path: str) -> str:
+    """``new File(path).getAbsolutePath``, which names a file in Kafka's end-of-run reports: relative paths are
+    joined to the working dir without resolving ``.`` or ``..``."""
+    return java_file_path(path if path.startswith("/") else f"{os.getcwd()}/{path}")
+
+
 # --- decoders ---------------------------------------------------------------------------------------------------
+
+
+def _cont(b: int) -> bool:
+    return b & 0xC0 == 0x80
+
+
+def java_utf8(raw: bytes) -> str:
+    """``new String(raw, UTF_8)`` as Java 17 decodes it (``String.decodeUTF8_UTF16``): Kafka's StringDecoder.
+
+    Valid UTF-8 reads as in Python. Invalid input differs from Python's ``replace`` where Java's decoder takes a
+    3-byte lead with any two continuation bytes as one unit (a UTF-16 surrogate ``ED A0 80``, or ``ED BB`` before a
+    non-continuation byte, is one U+FFFD, not two or three) and where a truncated sequence ends the input."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    out: list[str] = []
+    sp, sl = 0, len(raw)
+    while sp < sl:
+        b1 = raw[sp]
+        sp += 1
+        if b1 < 0x80:
+            out.append(chr(b1))
+        elif 0xC2 <= b1 <= 0xDF:
+            if sp < sl:
+                if _cont(raw[sp]):
+                    out.append(chr(((b1 & 0x1F) << 6) | (raw[sp] & 0x3F)))
+                    sp += 1
+                else:
+                    out.append("\ufffd")
+                continue
+            out.append("\ufffd")
+            break
+        elif 0xE0 <= b1 <= 0xEF:
+            if sp + 1 < sl:
+                b2, b3 = raw[sp], raw[sp + 1]
+                if (b1 == 0xE0 and b2 & 0xE0 == 0x80) or not _cont(b2) or not _cont(b3):
+                    out.append("\ufffd")
+                    sp += 0 if (b1 == 0xE0 and b2 & 0xE0 == 0x80) or not _cont(b2) else 1
+                else:
+                    c = ((b1 & 0x0F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
+                    out.append("\ufffd" if 0xD800 <= c <= 0xDFFF else chr(c))
+                    sp += 2
+                continue
+            if sp < sl and ((b1 == 0xE0 and raw[sp] & 0xE0 == 0x80) or not _cont(raw[sp])):
+                out.append("\ufffd")
+                continue
+            out.append("\ufffd")
+            break
+        elif 0xF0 <= b1 <= 0xF7:
+            if sp + 2 < sl:
+                b2, b3, b4 = raw[sp], raw[sp + 1], raw[sp + 2]
+                uc = ((b1 & 0x07) << 18) | ((b2 & 0x3F) << 12) | ((b3 & 0x3F) << 6) | (b4 & 0x3F)
+                if not (_cont(b2) and _cont(b3) and _cont(b4)) or not 0x10000 <= uc <= 0x10FFFF:
+                    out.append("\ufffd")  # malformed4: how many bytes the bad sequence takes
+                    if (b1 > 0xF4 or (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF) or (b1 == 0xF4 and b2 & 0xF0 != 0x80)
+                            or not _cont(b2)):
+                        pass
+                    elif not _cont(b3):
+                        sp += 1
+                    else:
+                        sp += 2
+                else:
+                    out.append(chr(uc))
+                    sp += 3
+                continue
+            if b1 > 0xF4 or (sp < sl and ((b1 == 0xF0 and not 0x90 <= raw[sp] <= 0xBF)
+                                          or (b1 == 0xF4 and raw[sp] & 0xF0 != 0x80) or not _cont(raw[sp]))):
+                out.append("\ufffd")
+                continue
+            sp += 1
+            out.append("\ufffd")
+            if sp < sl and not _cont(raw[sp]):
+                continue
+            break
+        else:
+            out.append("\ufffd")
+    return "".join(out)
 
 
 def decode_bytes(data: bytes, decoder: str) -> tuple[str, Any]:
     """(text form, JSON value) of a key or value under ``decoder``.
 
-    ``string`` is Kafka's StringDecoder (UTF-8, bad bytes become U+FFFD); ``json`` parses the bytes as JSON and
+    ``string`` is Kafka's StringDecoder (UTF-8, bad bytes become U+FFFD as in Java); ``json`` parses the bytes as JSON and
     falls back to the string form when they are not JSON (dumping must not stop on one odd record).
     """
     if decoder == "hex":
         text = bytes(data).hex()
         return text, text
-    s = bytes(data).decode("utf-8", errors="replace")
+    s = java_utf8(bytes(data))
     if decoder == "json":
         try:
             value = _json.loads(s)
@@ -73,7 +166,7 @@ class FileHeader(Event):
     type = "file"  # type: ignore[misc]
 
     def text(self) -> str:
-        line = f"Dumping {self.path}"
+        line = f"Dumping {java_file_path(self.path)}"
         if self.kind == "log" and self.start_offset is not None:
             line += f"\nLog starting offset: {self.start_offset}"
         elif self.kind == "kraft-snapshot":
@@ -193,8 +286,9 @@ class RecordEvent(Event):
             if b.magic >= 2:
                 line += f" sequence: {r.sequence} headerKeys: [{','.join(k for k, _ in r.headers)}]"
             else:
-                # Legacy messages carry their own CRC (Kafka prints the inner message's for compressed wrappers).
-                line += f" isValid: {_b(r.crc_valid)} crc: {r.crc}"
+                # Legacy messages carry their own CRC (Kafka prints the inner message's for compressed wrappers),
+                # and Kafka's format string ends in a stray "}" (``crc: ${r.checksum}}``), printed on every one.
+                line += f" isValid: {_b(r.crc_valid)} crc: {r.crc}}}"
             control = self._control()
             if control is not None:
                 line += control[0]

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from . import checkpoints, clean, demo, dirs, dump, recover, spark_cmd, tiered, txn, verify
+from . import checkpoints, clean, demo, dirs, doctor, dump, recover, spark_cmd, tiered, txn, verify
 from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, CommandError, classify, report_error
 
 __all__ = ["EXIT_CORRUPT", "EXIT_OK", "EXIT_USAGE", "CliState", "CommandError", "KafkalogGroup", "classify", "main",
@@ -73,7 +73,7 @@ def _silence_stdout() -> None:
 @click.group(cls=KafkalogGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show full tracebacks for errors.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or notes; only results and errors.")
-@click.version_option(package_name="kafkalog", prog_name="kafkalog")
+@doctor.version_option
 @click.pass_context
 def main(ctx: click.Context, debug: bool, quiet: bool) -> None:
     """Inspect, dump, verify and recover Apache Kafka log dirs offline.
@@ -94,5 +94,5 @@ def main(ctx: click.Context, debug: bool, quiet: bool) -> None:
 
 
 for _command in (dump.dump, verify.verify, dirs.dirs, recover.recover, clean.clean, checkpoints.checkpoints, txn.txn,
-                 demo.demo, spark_cmd.spark, tiered.tiered):
+                 demo.demo, spark_cmd.spark, doctor.doctor, tiered.tiered):
     main.add_command(_command)

@@ -1,8 +1,10 @@
 """kafkalog: Apache Kafka's on-disk partition logs, read and written byte for byte as Kafka does.
 
-The public surface (``../shared/api.md``) is importable from here. Every name loads on first access (PEP 562,
-:mod:`kafkalog._lazy`): importing any ``kafkalog.*`` module runs this file, and the CLI's ``--help`` or a tool that
-only parses records should not pay for numpy, the index, the log or the manager.
+The public surface is ``__all__`` below, importable from here, each name with a docstring (``help(kafkalog.Log)``);
+the ``kafkalog`` command (also ``python -m kafkalog``) is the operator's side, and ``kafkalog doctor`` says which
+compiled parts this install runs. Every name loads on first access (PEP 562, :mod:`kafkalog._lazy`): importing any
+``kafkalog.*`` module runs this file, and the CLI's ``--help`` or a tool that only parses records should not pay for
+numpy, the index, the log or the manager.
 """
 
 from __future__ import annotations

@@ -140,30 +140,37 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
 
     @property
     def base_offset(self) -> int:
+        """The segment's first possible offset (the number in its file names)."""
         return self._base_offset
 
     @property
     def dir(self) -> Path:
+        """The partition dir the segment's files are in."""
         return self._dir
 
     @property
     def log_path(self) -> Path:
+        """The ``.log`` file's path (with the current suffix: ``.deleted``, ``.cleaned``, ``.swap``)."""
         return self._log_path
 
     @property
     def offset_index(self) -> OffsetIndex:
+        """The segment's ``.index``: relative offset -> file position, every ``index.interval.bytes``."""
         return self._offset_index
 
     @property
     def time_index(self) -> TimeIndex:
+        """The segment's ``.timeindex``: max timestamp -> offset, every ``index.interval.bytes``."""
         return self._time_index
 
     @property
     def txn_index(self) -> TransactionIndex:
+        """The segment's ``.txnindex``: the aborted transactions whose markers are in this segment."""
         return self._txn_index
 
     @property
     def file_suffix(self) -> str:
+        """The suffix after the extension ('' or ``.deleted``/``.cleaned``/``.swap``)."""
         return self._suffix
 
     def __repr__(self) -> str:
@@ -172,6 +179,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
     # --- append --------------------------------------------------------------------------------------------------
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
+        """True when ``offset`` fits the index's 4-byte offset relative to ``base_offset``."""
         rel = offset - self._base_offset
         return 0 <= rel <= I32_MAX
 
@@ -240,6 +248,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
         return len(data)
 
     def append_aborted_txn(self, aborted: AbortedTxn) -> None:
+        """Record an aborted transaction in the ``.txnindex`` (its ABORT marker is in this segment)."""
         self._txn_index.append(aborted)
 
     # --- max timestamp bookkeeping -------------------------------------------------------------------------------
@@ -252,10 +261,12 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
 
     @property
     def max_timestamp_so_far(self) -> int:
+        """The largest batch timestamp appended so far (from the time index when not cached)."""
         return self._read_max_ts_and_offset().timestamp
 
     @property
     def offset_of_max_timestamp_so_far(self) -> int:
+        """The offset that goes with ``max_timestamp_so_far``."""
         return self._read_max_ts_and_offset().offset
 
     @property
@@ -266,6 +277,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
 
     @property
     def last_modified_ms(self) -> int:
+        """The ``.log`` file's mtime in ms, which time-based retention falls back on."""
         return int(os.stat(self._log_path).st_mtime * 1000)
 
     # --- roll ----------------------------------------------------------------------------------------------------
@@ -285,6 +297,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
 
     @property
     def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp, which ``segment.ms`` rolls are measured from (Long.MAX_VALUE when none)."""
         self._load_first_batch_timestamp()
         ts = self._rolling_based_timestamp
         return ts if ts is not None and ts >= 0 else LONG_MAX
@@ -486,6 +499,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
         return best
 
     def resize_indexes(self, size: int) -> None:
+        """Resize the offset and time index files to ``size`` bytes (Kafka's ``LogSegment.resizeIndexes``)."""
         self._offset_index.resize(size)
         self._time_index.resize(size)
 
@@ -497,6 +511,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
         self._time_index.trim_to_valid_size()
 
     def flush(self) -> None:
+        """fsync the log and its indexes, so a crash after this call cannot lose what was appended."""
         if self._file is not None or self._unsynced:
             with self._lock:  # reopens a file the handle cache closed with bytes not yet on disk
                 f = self._open_file()
@@ -581,6 +596,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
         self._suffix = new_suffix
 
     def rename_suffix(self, suffix: str) -> None:
+        """Rename every file of the segment to ``suffix`` (``.deleted``, ``.cleaned``, ``.swap``, '')."""
         self.change_file_suffixes(self._suffix, suffix)
 
     def update_parent_dir(self, new_dir: str | os.PathLike) -> None:
@@ -593,6 +609,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
             idx.update_parent_dir(new_dir)
 
     def has_overflow(self) -> bool:
+        """True when the segment holds an offset too far from its base for the 4-byte index (Kafka splits it)."""
         next_offset = self.read_next_offset()
         return next_offset > self._base_offset and not self.can_convert_to_relative_offset(next_offset - 1)
 

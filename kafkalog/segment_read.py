@@ -204,4 +204,5 @@ class SegmentReads:
         return self._base_offset if last is None else last.last_offset + 1
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int):
+        """The aborted transactions from this segment's ``.txnindex`` that overlap the offsets read."""
         return self._txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)

@@ -61,7 +61,7 @@ def record_line(b: dict, r: dict) -> str:
     if b["magic"] >= 2:
         line += f" sequence: {r['sequence']} headerKeys: [{','.join(h['key'] for h in r['headers'])}]"
     else:
-        line += f" isValid: {_b(r['crcValid'])} crc: {r['crc']}"
+        line += f" isValid: {_b(r['crcValid'])} crc: {r['crc']}}}"  # Kafka's stray brace
     if b["isControl"]:
         key, value = bytes.fromhex(r["key"]), bytes.fromhex(r["value"])
         ctype = {0: "ABORT", 1: "COMMIT"}[struct.unpack(">h", key[2:4])[0]]

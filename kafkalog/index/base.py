@@ -127,10 +127,12 @@ class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
 
     @property
     def max_index_size(self) -> int:
+        """The most bytes the file may hold (``segment.index.bytes``), which sets ``max_entries``."""
         return self._max_index_size
 
     @property
     def writable(self) -> bool:
+        """False for an index opened read-only (a segment below the active one, or a dump)."""
         return self._writable
 
     @property
@@ -140,6 +142,7 @@ class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
 
     @property
     def is_mmapped(self) -> bool:
+        """True while the file is mapped; the handle cache unmaps idle indexes and reloads on use."""
         return self._mm is not None
 
     @property
@@ -154,6 +157,7 @@ class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
 
     @property
     def max_entries(self) -> int:
+        """How many entries fit in ``max_index_size``: when reached, Kafka rolls the segment."""
         self._ensure_loaded()
         return self._max_entries
 
@@ -173,6 +177,7 @@ class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
         return self.entry_count
 
     def is_full(self) -> bool:
+        """True when no entry fits any more, one of the conditions that roll the segment."""
         self._ensure_loaded()
         return self._entries >= self._max_entries
 
@@ -330,6 +335,7 @@ class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
         return rel
 
     def can_append_offset(self, offset: int) -> bool:
+        """True when ``offset`` fits the 4-byte relative offset an entry stores (base .. base + 2^31-1)."""
         return 0 <= offset - self._base_offset <= _INT32_MAX
 
     def _write_entry(self, packed: bytes) -> None:
@@ -519,6 +525,7 @@ class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
             self._truncate_to_entries(0)
 
     def flush(self) -> None:
+        """fsync what was appended, so a crash after this call cannot lose those entries."""
         with self._lock:
             if not self._loaded:
                 if self._dirty:  # written, then unmapped by the handle cache before this flush

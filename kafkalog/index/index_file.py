@@ -54,6 +54,7 @@ class IndexFile:
 
     @property
     def file(self) -> Path:
+        """The index file's path (follows renames to ``.deleted``/``.cleaned``/``.swap`` and moves)."""
         return self._path
 
     def exists(self) -> bool:
@@ -71,6 +72,7 @@ class IndexFile:
 
     @property
     def base_offset(self) -> int:
+        """The base offset of the segment the index belongs to (the number in its file name)."""
         return self._base_offset
 
     # --- the file itself: the same for every index kind ------------------------------------------------------
@@ -115,4 +117,5 @@ class IndexFile:
                 self._path = new
 
     def update_parent_dir(self, parent: str | os.PathLike[str]) -> None:
+        """Point at the same file name in ``parent`` after the partition dir was renamed."""
         self._path = Path(parent) / self._path.name

@@ -128,6 +128,7 @@ class TimeIndex(AbstractIndex):
             return timestamps, offsets
 
     def entry(self, n: int) -> TimestampOffset:
+        """The ``n``-th entry (timestamp, absolute offset); ``IndexStateError`` when out of range."""
         with self._lock:
             self._ensure_loaded()
             if not 0 <= n < self._entries:

@@ -50,11 +50,13 @@ class AbortedTxn:
     version: int = CURRENT_VERSION
 
     def to_bytes(self) -> bytes:
+        """The 34-byte entry as Kafka writes it to a ``.txnindex`` file."""
         return _ENTRY.pack(self.version, self.producer_id, self.first_offset, self.last_offset,
                            self.last_stable_offset)
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, offset: int = 0) -> AbortedTxn:
+        """Parse one 34-byte ``.txnindex`` entry at ``offset`` of ``data``."""
         version, pid, first, last, lso = _ENTRY.unpack_from(data, offset)
         return cls(pid, first, last, lso, version)
 
@@ -87,6 +89,7 @@ class TransactionIndex(IndexFile):
 
     @property
     def is_loaded(self) -> bool:
+        """True once the file was read into memory (it loads on first use, not at open)."""
         return self._loaded
 
     @property
@@ -101,6 +104,7 @@ class TransactionIndex(IndexFile):
 
     @property
     def size_in_bytes(self) -> int:
+        """The file's length: 34 bytes per aborted transaction recorded."""
         self._ensure_loaded()
         return len(self._data)
 
@@ -313,6 +317,7 @@ class TransactionIndex(IndexFile):
     # ------------------------------------------------------------------------------------------------ lifecycle
 
     def flush(self) -> None:
+        """fsync appended entries, so a crash after this call cannot lose them."""
         with self._lock:
             if self._fh is not None:
                 file_access.sync(self._fh)

@@ -284,14 +284,17 @@ class LogConfig:
 
     @property
     def compact(self) -> bool:
+        """True when ``cleanup.policy`` includes ``compact``: the log cleaner keeps the last record per key."""
         return CLEANUP_POLICY_COMPACT in self.cleanup_policy
 
     @property
     def delete(self) -> bool:
+        """True when ``cleanup.policy`` includes ``delete``: retention by time and size removes old segments."""
         return CLEANUP_POLICY_DELETE in self.cleanup_policy
 
     @property
     def is_log_append_time(self) -> bool:
+        """True when the broker stamps batches (``message.timestamp.type=LogAppendTime``)."""
         return self.message_timestamp_type == LOG_APPEND_TIME
 
     @property
@@ -316,9 +319,11 @@ class LogConfig:
         return (rng or random).randrange(min(self.segment_jitter_ms, self.segment_ms))
 
     def local_retention_ms_effective(self) -> int:
+        """``local.retention.ms``, or ``retention.ms`` where it is -2 (Kafka's "same as retention")."""
         return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
 
     def local_retention_bytes_effective(self) -> int:
+        """``local.retention.bytes``, or ``retention.bytes`` where it is -2 (Kafka's "same as retention")."""
         return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
 

@@ -305,60 +305,74 @@ class Log(LogAppend, LogRetention):
 
     @property
     def dir(self) -> Path:
+        """The partition dir (``<topic>-<partition>``, or a ``-future``/``-delete`` form while moving or deleting)."""
         return self._dir
 
     @property
     def config(self) -> LogConfig:
+        """The topic config the log was opened with (segment size, index interval, retention, cleanup policy)."""
         return self._config
 
     @property
     def topic(self) -> str | None:
+        """The topic parsed from the dir name, None for a dir not named as Kafka names partitions."""
         return self._topic
 
     @property
     def partition(self) -> int | None:
+        """The partition number parsed from the dir name, None for a dir not named as Kafka names partitions."""
         return self._partition
 
     @property
     def topic_id(self) -> str | None:
+        """The topic id from ``partition.metadata`` (base64 as Kafka prints it), None when the file is absent."""
         return self._topic_id
 
     @property
     def log_start_offset(self) -> int:
+        """The first offset consumers may read; below it data is logically deleted even if still on disk."""
         return self._log_start_offset
 
     @property
     def log_end_offset(self) -> int:
+        """The offset the next appended record gets."""
         return self._log_end_offset
 
     @property
     def recovery_point(self) -> int:
+        """Offsets below this are flushed; an unclean restart re-checks only the segments from here on."""
         return self._recovery_point
 
     @property
     def segments(self) -> LogSegments:
+        """The segments by base offset (Kafka's ``LogSegments``), oldest first."""
         return self._segments
 
     @property
     def active_segment(self) -> LogSegment:
+        """The last segment, the only one appended to."""
         seg = self._segments.last
         assert seg is not None
         return seg
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochFileCache:
+        """The ``leader-epoch-checkpoint`` in memory: which leader epoch started at which offset."""
         return self._epoch_cache
 
     @property
     def producer_state(self) -> ProducerStateManager:
+        """Idempotent and transactional producers' state (sequences, open transactions) as Kafka keeps it."""
         return self._psm
 
     @property
     def size(self) -> int:
+        """Bytes in all ``.log`` files of the partition (what ``retention.bytes`` is compared with)."""
         return self._segments.size_in_bytes()
 
     @property
     def high_watermark(self) -> int:
+        """The offset replicated to all in-sync replicas; the log end offset unless set (offline, none is known)."""
         return self._log_end_offset if self._high_watermark is None else self._high_watermark
 
     def update_high_watermark(self, offset: int | None) -> None:

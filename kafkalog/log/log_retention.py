@@ -218,4 +218,5 @@ class LogRetention:
 
     @property
     def pending_deletes(self) -> list[Path]:
+        """Files renamed ``.deleted`` that wait for ``file.delete.delay.ms`` before they are removed."""
         return [p for _, paths in self._pending_deletes for p in paths]

@@ -83,6 +83,7 @@ class RecoveryPlan:
 
     @property
     def loses_data(self) -> bool:
+        """True when recovery would truncate or delete anything (the dry run's warning)."""
         return bool(self.truncations or self.deleted)
 
     @property
@@ -94,6 +95,7 @@ class RecoveryPlan:
 
     @property
     def offsets_lost(self) -> int:
+        """How many offsets the lost ranges cover."""
         return sum(last - first + 1 for first, last in self.lost_ranges)
 
 

@@ -89,10 +89,12 @@ class SalvageReport:
 
     @property
     def changed(self) -> bool:
+        """True when salvage cut anything out of the partition (or would, in a dry run)."""
         return bool(self.ranges)
 
     @property
     def lost_ranges(self) -> list[tuple[int, int]]:
+        """The inclusive offset ranges removed, merged where they touch; unknown bounds left out."""
         out: list[tuple[int, int]] = []
         for r in self.ranges:
             if r.first_offset is None or r.last_offset is None:
@@ -105,9 +107,11 @@ class SalvageReport:
 
     @property
     def offsets_lost(self) -> int:
+        """How many offsets the lost ranges cover."""
         return sum(last - first + 1 for first, last in self.lost_ranges)
 
     def to_json(self) -> dict:
+        """The report as the JSON object ``kafkalog recover --salvage --json`` prints."""
         return {
             "partitionDir": str(self.dir),
             "dryRun": self.dry_run,

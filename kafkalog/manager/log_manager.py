@@ -136,18 +136,22 @@ class LogManager:
 
     @property
     def log_dirs(self) -> list[str]:
+        """Every configured log dir, online or not, in the order given."""
         return list(self._dir_paths)
 
     @property
     def live_log_dirs(self) -> list[str]:
+        """The log dirs still online (KIP-112: an I/O error takes one dir offline, not the manager)."""
         return [p for p, d in self._dirs.items() if d.online]
 
     @property
     def offline_log_dirs(self) -> list[str]:
+        """The log dirs taken offline by an I/O error since startup."""
         return [p for p, d in self._dirs.items() if not d.online]
 
     @property
     def is_running(self) -> bool:
+        """True between ``startup()`` and ``shutdown()``."""
         return self._started and not self._stopped
 
     def directory_id(self, log_dir: str | os.PathLike[str]) -> str | None:
@@ -170,6 +174,7 @@ class LogManager:
         return [s for d in self._dirs.values() for s in d.stray_dirs]
 
     def get_log(self, topic: str, partition: int, *, is_future: bool = False) -> Log | None:
+        """The open log of a partition (its ``-future`` replica with ``is_future``), None when absent."""
         e = self._registry.get((topic, partition), is_future=is_future)
         return None if e is None else e.log
 
@@ -178,11 +183,13 @@ class LogManager:
         return [e.log for e in self._registry.entries()]
 
     def logs_in_dir(self, log_dir: str | os.PathLike[str]) -> dict[TopicPartition, Log]:
+        """The current logs placed in ``log_dir``, by (topic, partition)."""
         d = self._registry.dir(log_dir)
         with self._registry.lock:
             return {e.key: e.log for e in self._registry.current.values() if e.dir is d}
 
     def log_dir_of(self, topic: str, partition: int) -> str | None:
+        """The log dir holding the partition's current log, None when absent."""
         e = self._registry.get((topic, partition))
         return None if e is None else e.dir.path
 
@@ -218,9 +225,11 @@ class LogManager:
         return self._checker.start(partitions)
 
     def sanity_check_state(self, topic: str, partition: int) -> PartitionCheckState | None:
+        """Where the partition's lazy KIP-263 index sanity check stands, None when not tracked."""
         return self._checker.state((topic, partition))
 
     def sanity_check_states(self) -> dict[TopicPartition, PartitionCheckState]:
+        """The lazy index sanity check's state of every tracked partition."""
         return self._checker.states()
 
     # --- startup -------------------------------------------------------------------------------------------------
@@ -271,6 +280,7 @@ class LogManager:
         return Log.open(path, self.config_for(key[0]), **kwargs)
 
     def config_for(self, topic: str) -> LogConfig:
+        """The topic's config override, else the manager's default ``log_config``."""
         return self._topic_configs.get(topic, self.log_config)
 
     # --- failure handling (offline.py) ---------------------------------------------------------------------------
@@ -307,6 +317,7 @@ class LogManager:
         return self._calls.call(topic, partition, "append", lambda log: log.append_as_leader(records, **kwargs))
 
     def append_as_follower(self, topic: str, partition: int, batch_bytes: bytes) -> LogAppendInfo:
+        """Append batches a leader wrote (offsets kept); an I/O error takes that log dir offline."""
         return self._calls.call(topic, partition, "append", lambda log: log.append_as_follower(batch_bytes))
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
@@ -320,9 +331,11 @@ class LogManager:
                                 before=check)
 
     def roll(self, topic: str, partition: int) -> Any:
+        """Start a new active segment for the partition; an I/O error takes that log dir offline."""
         return self._calls.call(topic, partition, "roll", lambda log: log.roll())
 
     def flush(self, topic: str, partition: int) -> None:
+        """fsync the partition's unflushed data; an I/O error takes that log dir offline."""
         def do(log: Log) -> None:
             log.flush()
 
@@ -339,6 +352,7 @@ class LogManager:
             return truncated
 
     def delete_old_segments(self, topic: str, partition: int) -> int:
+        """Apply retention to the partition now; returns the number of segments deleted."""
         return self._calls.call(topic, partition, "retention", lambda log: log.delete_old_segments())
 
     # --- creation and deletion -----------------------------------------------------------------------------------
@@ -510,6 +524,7 @@ class LogManager:
 
     @property
     def pending_deletions(self) -> list[str]:
+        """Partition dirs renamed ``-delete`` that wait for ``file.delete.delay.ms``."""
         return [t[1] for t in self._registry.pending_deletions()]
 
     @property

@@ -282,10 +282,13 @@ def _i32(x: int) -> int:
     return x - (1 << 32) if x & 0x80000000 else x
 
 
-def _improved_hash(topic: str, partition: int) -> int:
-    h = _i32(31 * _i32(31 + partition) + java_string_hash(topic))  # TopicPartition.hashCode
+def _improve(h: int) -> int:
     u = h & 0xFFFFFFFF
-    return _i32(u ^ (u >> 16))  # mutable.HashSet.improveHash
+    return _i32(u ^ (u >> 16))  # mutable.HashSet/HashMap.improveHash
+
+
+def _improved_hash(topic: str, partition: int) -> int:
+    return _improve(31 * _i32(31 + partition) + java_string_hash(topic))  # TopicPartition.hashCode
 
 
 def _table_size_for(capacity: int) -> int:
@@ -295,19 +298,44 @@ def _table_size_for(capacity: int) -> int:
 
 def scala_set_order(groups: list[list[tuple[str, int]]]) -> list[tuple[str, int]]:
     """The iteration order of a Scala 2.13 ``mutable.HashSet[TopicPartition]`` filled with ``++=`` once per group:
-    buckets in index order, each bucket sorted by hash (the order ``TransactionMetadata.topicPartitions`` prints)."""
+    buckets in index order, each bucket sorted by hash (the order ``TransactionMetadata.topicPartitions`` prints).
+
+    Each group arrives as ``partitionIds.map(...).toSet``. ``addAll`` first sizes the table for the group alone
+    (``sizeHint(knownSize)``); a set of up to 4 elements (``Set1``..``Set4``) is then added one ``add`` at a time,
+    each checking the load factor and doubling the table, while a larger one (an ``immutable.HashSet``) goes through
+    ``addElem`` with no growth check at all, so the table can stay fuller than 0.75 until a later group grows it.
+    """
     table, size = 16, 0
     seen: dict[tuple[str, int], int] = {}
     for group in groups:
         unique = list(dict.fromkeys(group))
         target = _table_size_for(int((len(unique) + 1) / 0.75))
         table = max(table, target)
+        grows = len(unique) <= 4
         for tp in unique:
+            if grows and size + 1 >= int(table * 0.75):
+                table *= 2
             if tp in seen:
                 continue
-            if size + 1 >= int(table * 0.75):
-                table *= 2
             seen[tp] = len(seen)
             size += 1
     mask = table - 1
     return sorted(seen, key=lambda tp: (_improved_hash(*tp) & mask, _improved_hash(*tp), seen[tp]))
+
+
+def scala_map_order(puts: list[str]) -> list[str]:
+    """The key order of a Scala 2.13 ``mutable.HashMap[String, _]`` after ``put(key, ...)`` of each key of ``puts``
+    in turn (a key may come again: every ``put`` checks the load factor before it looks for the key, so updates can
+    grow the table too). Buckets in index order, each sorted by improved ``String.hashCode``, then by arrival: the
+    order kafka-dump-log.sh prints its per-file reports in."""
+    table, size = 16, 0
+    seen: dict[str, int] = {}
+    for key in puts:
+        if size + 1 >= int(table * 0.75):
+            table *= 2
+        if key not in seen:
+            seen[key] = len(seen)
+            size += 1
+    mask = table - 1
+    hashes = {key: _improve(java_string_hash(key)) for key in seen}
+    return sorted(seen, key=lambda k: (hashes[k] & mask, hashes[k], seen[k]))

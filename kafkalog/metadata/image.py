@@ -103,9 +103,16 @@ class MetadataImage:
         return {t.topic_id: t for t in self.topics.values()}
 
 
+_LENGTHS = "The lengths for replicas and directories do not match"
+
+
 def _partition(data: dict[str, Any], version: int) -> PartitionImage:
+    """``new PartitionRegistration(PartitionRecord)``: no or empty directories mean MIGRATING for every replica;
+    a directory list of another length than the replicas is refused (``InvalidReplicaDirectoriesException``)."""
     replicas = list(data["replicas"])
     directories = list(data.get("directories") or []) if version >= 1 else []
+    if directories and len(directories) != len(replicas):
+        raise InvalidRecordError(f"{_LENGTHS}: {len(replicas)} replicas, {len(directories)} directories")
     if not directories:
         directories = [MIGRATING] * len(replicas)
     return PartitionImage(
@@ -117,14 +124,24 @@ def _partition(data: dict[str, Any], version: int) -> PartitionImage:
 
 
 def _change_partition(p: PartitionImage, d: dict[str, Any]) -> None:
-    """PartitionRegistration.merge: only the fields the record sets change."""
-    if d.get("replicas") is not None:
+    """PartitionRegistration.merge: only the fields the record sets change. An empty ``directories`` list counts as
+    absent (new replicas then keep their broker's directory, UNASSIGNED for a new broker); directories whose count
+    differs from the replicas' refuse the whole record (Kafka throws), leaving the partition as it was."""
+    replicas = p.replicas if d.get("replicas") is None else list(d["replicas"])
+    if d.get("directories"):
+        if d.get("replicas") is not None and len(d["replicas"]) != len(d["directories"]):
+            raise InvalidRecordError(f"{_LENGTHS}: {len(replicas)} replicas, {len(d['directories'])} directories")
+        directories = list(d["directories"])
+    elif d.get("replicas") is not None:
         old = dict(zip(p.replicas, p.directories, strict=False))
-        p.replicas = list(d["replicas"])
-        if d.get("directories") is None:
-            p.directories = [old.get(b, UNASSIGNED) for b in p.replicas]
-    if d.get("directories") is not None:
-        p.directories = list(d["directories"])
+        directories = [old.get(b, UNASSIGNED) for b in replicas]
+    else:
+        directories = p.directories
+    if not directories:  # defaultToMigrating(newDirectories, replicas.length): Kafka passes the old count
+        directories = [MIGRATING] * len(p.replicas)
+    if directories and len(directories) != len(replicas):
+        raise InvalidRecordError(f"{_LENGTHS}: {len(replicas)} replicas, {len(directories)} directories")
+    p.replicas, p.directories = replicas, directories
     if d.get("isr") is not None:
         p.isr = list(d["isr"])
     if d.get("leader", -2) != -2:

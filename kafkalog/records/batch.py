@@ -93,71 +93,88 @@ class RecordBatch:
     # --- header fields ---------------------------------------------------------------------------------------
     @property
     def base_offset(self) -> int:
+        """The offset of the batch's first record."""
         return self._h[0]
 
     @property
     def size_in_bytes(self) -> int:
+        """The whole batch on disk, the 12-byte offset/length prefix included."""
         return self._h[1] + LOG_OVERHEAD
 
     @property
     def partition_leader_epoch(self) -> int:
+        """The leader epoch the batch was appended in (the leader-epoch cache is built from it)."""
         return self._h[2]
 
     @property
     def crc(self) -> int:
+        """The stored CRC32C (over attributes to the end); ``is_valid()`` compares it with the bytes."""
         return self._h[4]
 
     @property
     def attributes(self) -> int:
+        """The raw attribute bits: compression, timestamp type, transactional, control, delete horizon."""
         return self._h[5]
 
     @property
     def last_offset_delta(self) -> int:
+        """``last_offset - base_offset``: compaction keeps it when it removes the last records."""
         return self._h[6]
 
     @property
     def last_offset(self) -> int:
+        """The offset of the batch's last record (before compaction), which indexes point at."""
         return self._h[0] + self._h[6]
 
     @property
     def next_offset(self) -> int:
+        """``last_offset + 1``: the log end offset after this batch."""
         return self._h[0] + self._h[6] + 1
 
     @property
     def base_timestamp(self) -> int:
+        """The first record's timestamp (or the delete horizon when ``has_delete_horizon``)."""
         return self._h[7]
 
     @property
     def max_timestamp(self) -> int:
+        """The largest record timestamp (the append time under LogAppendTime); the time index uses it."""
         return self._h[8]
 
     @property
     def producer_id(self) -> int:
+        """The idempotent/transactional producer's id, -1 for a plain producer."""
         return self._h[9]
 
     @property
     def producer_epoch(self) -> int:
+        """The producer's epoch, -1 for a plain producer; a newer epoch fences older ones."""
         return self._h[10]
 
     @property
     def base_sequence(self) -> int:
+        """The first record's sequence number, -1 for a plain producer."""
         return self._h[11]
 
     @property
     def last_sequence(self) -> int:
+        """The last record's sequence number (wrapping at 2^31-1 as Kafka does), -1 for none."""
         base = self._h[11]
         return -1 if base == -1 else _increment_sequence(base, self._h[6])
 
     @property
     def record_count(self) -> int:
+        """How many records the batch holds (after compaction, possibly fewer than the offset span)."""
         return self._h[12]
 
     @property
     def count(self) -> int:
+        """``record_count`` under the name Kafka's DumpLogSegments prints."""
         return self._h[12]
 
     @property
     def compression(self) -> CompressionType:
+        """The codec the records are compressed with (``CompressionType``)."""
         codec = _CODECS[self._h[5] & _COMPRESSION_MASK]
         if codec is None:
             return CompressionType.from_id(self._h[5] & _COMPRESSION_MASK)  # raises
@@ -165,18 +182,22 @@ class RecordBatch:
 
     @property
     def timestamp_type(self) -> TimestampType:
+        """CreateTime (the producer's clock) or LogAppendTime (the broker's)."""
         return _TS_TYPES[(self._h[5] & _TIMESTAMP_TYPE_MASK) >> 3]
 
     @property
     def is_transactional(self) -> bool:
+        """True for a batch written inside a transaction."""
         return bool(self._h[5] & _TRANSACTIONAL_MASK)
 
     @property
     def is_control(self) -> bool:
+        """True for a control batch (a transaction COMMIT/ABORT marker, KRaft control records)."""
         return bool(self._h[5] & _CONTROL_MASK)
 
     @property
     def has_delete_horizon(self) -> bool:
+        """True when the cleaner set ``base_timestamp`` to the KIP-534 delete horizon."""
         return bool(self._h[5] & _DELETE_HORIZON_MASK)
 
     @property
@@ -191,6 +212,7 @@ class RecordBatch:
 
     @property
     def has_producer_id(self) -> bool:
+        """True for an idempotent or transactional producer's batch."""
         return self._h[9] >= 0
 
     # --- integrity -------------------------------------------------------------------------------------------

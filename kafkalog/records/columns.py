@@ -188,12 +188,15 @@ class RecordColumns:
         return out
 
     def keys(self) -> list[bytes | None]:
+        """Every record's key as bytes (None for a null key), in offset order."""
         return self._binary_list("key")
 
     def values(self) -> list[bytes | None]:
+        """Every record's value as bytes (None for a tombstone), in offset order."""
         return self._binary_list("value")
 
     def headers(self) -> list[tuple[tuple[str, bytes | None], ...]]:
+        """Every record's headers as ``((key, value), ...)`` tuples, in offset order."""
         hk = self.arrays["header_key_data"].tobytes()
         hko = self.arrays.offsets("header_key_offsets").tolist()
         hvals = self._binary_list("header_value")

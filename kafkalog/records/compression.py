@@ -47,6 +47,7 @@ class CompressionType(enum.IntEnum):
 
     @classmethod
     def from_id(cls, codec_id: int) -> CompressionType:
+        """The codec of an attribute's compression id (0-4); ``UnsupportedCompressionError`` for others."""
         try:
             return _BY_ID[codec_id]
         except (KeyError, IndexError):
@@ -54,6 +55,7 @@ class CompressionType(enum.IntEnum):
 
     @classmethod
     def from_name(cls, name: str) -> CompressionType:
+        """The codec named as Kafka names it (``none``, ``gzip``, ...); ``UnsupportedCompressionError`` for others."""
         try:
             return cls[name.upper()]
         except KeyError:

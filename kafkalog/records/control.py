@@ -54,12 +54,15 @@ class EndTransactionMarker:
 
     @property
     def is_commit(self) -> bool:
+        """True for a COMMIT marker, False for an ABORT."""
         return self.control_type == ControlRecordType.COMMIT
 
     def key_bytes(self) -> bytes:
+        """The marker's record key: version 0 and the control type, as Kafka writes it."""
         return _KEY.pack(0, int(self.control_type))
 
     def value_bytes(self) -> bytes:
+        """The marker's record value: version and coordinator epoch, as Kafka writes it."""
         return _VALUE.pack(self.version, self.coordinator_epoch)
 
     @classmethod

@@ -153,26 +153,32 @@ class LegacyBatch:
     # --- header fields -----------------------------------------------------------------------------------------
     @property
     def magic(self) -> int:
+        """The message format version, 0 or 1."""
         return self._h[3]
 
     @property
     def crc(self) -> int:
+        """The stored CRC32 (zlib's, over magic to the end); ``is_valid()`` compares it with the bytes."""
         return self._h[2]
 
     @property
     def attributes(self) -> int:
+        """The raw attribute bits: compression codec and (magic 1) the timestamp type."""
         return self._h[4]
 
     @property
     def size_in_bytes(self) -> int:
+        """The whole message on disk, the 12-byte offset/length prefix included."""
         return self._h[1] + LOG_OVERHEAD
 
     @property
     def compression(self) -> CompressionType:
+        """The wrapper's codec; NONE for a single uncompressed message."""
         return _codec(self._h[4])
 
     @property
     def timestamp_type(self) -> TimestampType:
+        """NoTimestampType for magic 0, else CreateTime or LogAppendTime from the attributes."""
         if self._h[3] == 0:
             return TimestampType.NO_TIMESTAMP_TYPE
         return TimestampType.LOG_APPEND_TIME if self._h[4] & 0x08 else TimestampType.CREATE_TIME
@@ -184,10 +190,12 @@ class LegacyBatch:
 
     @property
     def max_timestamp(self) -> int:
+        """The wrapper's timestamp (-1 for magic 0), as Kafka reports it for the whole set."""
         return self._timestamp
 
     @property
     def base_timestamp(self) -> int:
+        """The same as ``max_timestamp``: a legacy message has one timestamp."""
         return self._timestamp
 
     @property
@@ -197,10 +205,12 @@ class LegacyBatch:
 
     @property
     def next_offset(self) -> int:
+        """The wrapper's offset + 1: the log end offset after this message set."""
         return self._h[0] + 1
 
     @property
     def offset_of_max_timestamp(self) -> int:
+        """The wrapper's offset, which Kafka's time index uses for a legacy set."""
         return self._h[0]
 
     @property
@@ -212,6 +222,7 @@ class LegacyBatch:
 
     @property
     def record_count(self) -> int:
+        """1 for an uncompressed message, else the number of inner messages (decompresses)."""
         if self._h[4] & 0x07 == 0:
             return 1
         return len(self.messages())
@@ -220,16 +231,20 @@ class LegacyBatch:
 
     @property
     def last_offset_delta(self) -> int:
+        """``last_offset - base_offset`` of the set."""
         return self.last_offset - self.base_offset
 
     # --- integrity ---------------------------------------------------------------------------------------------
     def compute_checksum(self) -> int:
+        """The CRC32 of the stored bytes, to compare with ``crc``."""
         return zlib.crc32(self.raw[_CRC_START:])
 
     def is_valid(self) -> bool:
+        """True when the stored CRC32 matches the bytes."""
         return zlib.crc32(self.raw[_CRC_START:]) == self._h[2]
 
     def ensure_valid(self) -> None:
+        """Raise ``CorruptRecordError`` naming the stored and computed CRC when they differ."""
         computed = zlib.crc32(self.raw[_CRC_START:])
         if computed != self._h[2]:
             raise CorruptRecordError(
@@ -332,6 +347,7 @@ class LegacyBatch:
         return iter(self.records())
 
     def control_marker(self) -> None:
+        """Always None: magic 0/1 has no control batches (the same call as on a ``RecordBatch``)."""
         return None
 
     def __repr__(self) -> str:
