@@ -198,7 +198,7 @@ def test_recover_json_ends_with_a_summary(tmp_path: Path) -> None:
         "salvagedRanges": 0, "bytesRemoved": sum(cut.values()),
         # corrupt-crc loses its readable batches 199-203; truncated-tail only a torn batch with no readable offset.
         "offsetsLost": crc["logEndOffsetBeforeDamage"] - crc["kafkaLoadResult"]["nextOffset"],
-        "unseenCorruption": 0, "checkpointsClamped": 0, "exitCode": 1, "ok": False,
+        "unseenCorruption": 0, "checkpointsClamped": 0, "errors": 0, "refusedDirs": 0, "exitCode": 1, "ok": False,
     }
     assert summaries[0] == want
     assert summaries[1] == want | {"dryRun": False}

@@ -1,0 +1,171 @@
+"""What Kafka's ``LogManager`` does at startup with the dirs of a log dir, predicted offline.
+
+Kafka 4's ``loadLogs`` lists every directory of a log dir (``File.isDirectory``: a symlink to a dir counts) but
+``remote-log-index-cache`` and parses its name (``UnifiedLog.parseTopicPartitionName``); a name it cannot parse
+throws, and the broker does not start ("Kafka's log directories (and children) should only contain Kafka topic
+data"). Two current logs (or two ``-future`` logs) of one partition in the log dirs of one broker throw too
+("Duplicate log directories ..."). Once the metadata image is known, a log whose topic id is missing, unknown
+to the metadata log, or whose partition no longer lists the broker is stray (``isStrayKraftReplica``): it is
+renamed ``-stray`` and no longer served. Malformed ``partition.metadata`` takes the whole log dir offline
+(``PartitionMetadataFile.read`` raises ``KafkaStorageException``).
+
+:func:`kafka_topic_partition` is Kafka's name rule (looser than :func:`kafkalog.names.parse_partition_dir`: Kafka
+does not validate the topic); :func:`startup_problems` gives every refusal per log dir, each naming the dir and
+what Kafka will do. ``verify`` reports them on its log-dir findings (exit 1); ``recover``, ``dirs describe`` and
+``dirs assignments`` name the dirs Kafka refuses (:func:`refused_dirs`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Collection, Iterable
+
+from ..checkpoint.meta_properties import read_meta_properties
+from ..checkpoint.partition_metadata import read_partition_metadata
+from ..errors import KafkaLogError
+from ..limits import INT_MAX
+from ..names import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX
+
+__all__ = [
+    "METADATA_TOPIC",
+    "REFUSED_NAME",
+    "kafka_topic_partition",
+    "refused_dirs",
+    "startup_problems",
+]
+
+#: the KRaft metadata log's topic: loaded by the raft layer, never by the LogManager
+METADATA_TOPIC = "__cluster_metadata"
+#: tiered storage's index cache: the one dir ``loadLogs`` skips by name
+REMOTE_INDEX_CACHE = "remote-log-index-cache"
+#: Kafka's words for a dir it refuses, after the dir's path
+REFUSED_NAME = ("not in the form of topic-partition or topic-partition.uniqueId-delete|-future|-stray: Kafka's "
+                "LogManager refuses to start (parseTopicPartitionName: a log dir may hold only Kafka topic data); "
+                "move it out of the log dir")
+
+_SUFFIXED = {suffix: re.compile(r"^(\S+)-(\S+)\.(\S+)" + suffix + "$")
+             for suffix in (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)}
+_JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
+
+
+def kafka_topic_partition(name: str) -> tuple[str, int, str] | None:
+    """(topic, partition, suffix) as Kafka's ``parseTopicPartitionName`` reads a dir name (suffix ``-delete``,
+    ``-future``, ``-stray`` or ""), None where Kafka throws. Java's ``Integer.parseInt`` takes a sign and leading
+    zeros, so ``t-007`` is partition 7 to Kafka."""
+    if not name or "-" not in name:
+        return None
+    suffix = ""
+    for s, pattern in _SUFFIXED.items():
+        if name.endswith(s):
+            if not pattern.match(name):
+                return None
+            suffix = s
+    stem = name[: name.rfind(".")] if suffix else name
+    index = stem.rfind("-")
+    topic, digits = stem[:index], stem[index + 1 :]
+    if not topic or not digits or not _JAVA_INT.match(digits) or not -(INT_MAX + 1) <= int(digits) <= INT_MAX:
+        return None
+    return topic, int(digits), suffix
+
+
+def _listed_dirs(log_dir: str) -> list[str]:
+    """The names ``loadLogs`` looks at: directories (symlinks followed, as ``File.isDirectory``), sorted."""
+    try:
+        names = sorted(os.listdir(log_dir))
+    except OSError:
+        return []
+    return [n for n in names if n != REMOTE_INDEX_CACHE and os.path.isdir(os.path.join(log_dir, n))]
+
+
+def refused_dirs(log_dir: str) -> list[str]:
+    """The paths of the dirs of ``log_dir`` whose name Kafka cannot parse: any one stops the broker at startup."""
+    return [os.path.join(log_dir, n) for n in _listed_dirs(log_dir) if kafka_topic_partition(n) is None]
+
+
+def _node_id(log_dir: str) -> int | None:
+    try:
+        return read_meta_properties(os.path.join(log_dir, "meta.properties")).node_id
+    except (KafkaLogError, OSError, ValueError):
+        return None
+
+
+def startup_problems(log_dirs: Iterable[str]) -> dict[str, list[str]]:
+    """Every startup refusal Kafka would meet in ``log_dirs`` (the log dirs of one or more brokers, by
+    ``meta.properties`` ``node.id``), as problem lines per log dir: names Kafka cannot parse, duplicate current or
+    future logs of one partition, a malformed ``partition.metadata`` (the log dir goes offline) and, when one of
+    them holds ``__cluster_metadata-0``, logs the metadata image makes stray."""
+    dirs = sorted(set(log_dirs))
+    out: dict[str, list[str]] = {d: [] for d in dirs}
+    by_node: dict[int | None, list[str]] = {}
+    for d in dirs:
+        by_node.setdefault(_node_id(d), []).append(d)
+    image = _metadata_image(dirs)
+    for node, group in by_node.items():
+        seen: dict[tuple[str, int, str], str] = {}
+        for d in group:
+            for name in _listed_dirs(d):
+                path = os.path.join(d, name)
+                parsed = kafka_topic_partition(name)
+                if parsed is None:
+                    out[d].append(f"{path}: {REFUSED_NAME}")
+                    continue
+                topic, partition, suffix = parsed
+                if topic == METADATA_TOPIC or suffix in (DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX):
+                    continue
+                key = (topic, partition, suffix)
+                if key in seen:
+                    what = "future logs" if suffix else "logs"
+                    out[d].append(f"{path}: duplicate {what} of {topic}-{partition} (also {seen[key]}): Kafka's "
+                                  "LogManager refuses to start (Duplicate log directories); delete the copy in the "
+                                  "dir known to have failed recently")
+                else:
+                    seen[key] = path
+                topic_id = _topic_id(path, out[d])
+                if image is not None and node is not None:
+                    stray = _stray_reason(image, node, topic, partition, topic_id)
+                    if stray is not None:
+                        out[d].append(f"{path}: {stray}: Kafka marks the log stray at startup (renames it "
+                                      f"{topic}-{partition}.<uuid>-stray) and no longer serves it")
+    return out
+
+
+def _topic_id(pdir: str, problems: list[str]) -> str | None:
+    meta = os.path.join(pdir, "partition.metadata")
+    if not os.path.exists(meta):
+        return None
+    try:
+        return read_partition_metadata(meta)
+    except (KafkaLogError, OSError, ValueError) as exc:
+        problems.append(f"{meta}: {exc}: Kafka takes the whole log dir offline at startup (KafkaStorageException "
+                        "reading partition.metadata)")
+        return None
+
+
+def _metadata_image(log_dirs: Collection[str]):  # -> MetadataImage | None
+    """The metadata image of the first ``__cluster_metadata-0`` among ``log_dirs`` (None: none, or unreadable:
+    then the stray rule cannot be predicted)."""
+    from ..metadata.image import read_metadata_log
+
+    for d in log_dirs:
+        path = os.path.join(d, f"{METADATA_TOPIC}-0")
+        if os.path.isdir(path):
+            try:
+                image = read_metadata_log(path)
+            except (KafkaLogError, OSError, ValueError):
+                return None
+            return image if image.topics or image.brokers else None
+    return None
+
+
+def _stray_reason(image, node: int, topic: str, partition: int, topic_id: str | None) -> str | None:
+    """Why ``isStrayKraftReplica`` would call this log stray (None: it would not)."""
+    if topic_id is None:
+        return "no topic id (partition.metadata missing)"
+    t = image.topics_by_id.get(topic_id)
+    p = None if t is None else t.partitions.get(partition)
+    if p is None:
+        return f"topic id {topic_id} partition {partition} is not in the metadata log"
+    if node not in p.replicas:
+        return f"the metadata log assigns {topic}-{partition} to brokers {p.replicas}, not to broker {node}"
+    return None

@@ -1,0 +1,113 @@
+"""``verify`` predicts Kafka's startup refusals (``kafkalog.verify.startup``): a dir whose name Kafka's
+``parseTopicPartitionName`` cannot parse stops the broker; duplicate logs of one partition stop it; a log the metadata
+log does not assign here (or with no topic id) is renamed ``-stray``. ``recover``, ``dirs describe`` and
+``dirs assignments`` name each refused dir."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import GOLDEN, needs_golden
+from kafkalog_cli.main import main
+
+from kafkalog.checkpoint.partition_metadata import write_partition_metadata
+from kafkalog.verify.startup import kafka_topic_partition, startup_problems
+from tests.test_cli_commands import writable
+
+pytestmark = needs_golden
+
+
+def run(*args: object):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _log_dir(tmp_path: Path) -> Path:
+    ld = tmp_path / "logdir"
+    shutil.copytree(GOLDEN / "logdir", ld)
+    return writable(ld)
+
+
+@pytest.mark.parametrize("name", ["lost+found", "foo-x", "orders", "t-1-delete", "t-", "-3", "t-99999999999"])
+def test_a_dir_kafka_cannot_parse_fails_verify(tmp_path: Path, name: str) -> None:
+    ld = _log_dir(tmp_path)
+    (ld / name).mkdir()
+    r = run("verify", "--json", ld)
+    assert r.exit_code == 1, r.output
+    logdir = [json.loads(x) for x in r.stdout.splitlines() if '"logdir"' in x]
+    problems = [p for o in logdir for p in o.get("problems", [])]
+    assert any(str(ld / name) in p and "refuses to start" in p for p in problems), problems
+
+
+def test_kafka_name_rule() -> None:
+    assert kafka_topic_partition("t-007") == ("t", 7, "")  # Integer.parseInt takes leading zeros
+    assert kafka_topic_partition("a b-3") == ("a b", 3, "")  # Kafka does not validate the topic here
+    assert kafka_topic_partition("t-1.x-future") == ("t", 1, "-future")
+    assert kafka_topic_partition("t-1-future") is None
+    assert kafka_topic_partition("lost+found") is None
+
+
+def test_duplicate_logs_of_one_partition_across_log_dirs(tmp_path: Path) -> None:
+    a = _log_dir(tmp_path / "a")
+    b = tmp_path / "b"
+    b.mkdir()
+    shutil.copy(a / "meta.properties", b / "meta.properties")  # the same broker (node.id 1)
+    shutil.copytree(a / "golden-none-0", b / "golden-none-0")
+    problems = startup_problems([str(a), str(b)])
+    assert any("duplicate logs of golden-none-0" in p for p in problems[str(b)]), problems
+    r = run("verify", a, b)
+    assert r.exit_code == 1
+    assert "Duplicate log directories" in r.output
+    # two -future copies of one partition: Kafka refuses them too
+    for d in (a, b):
+        shutil.copytree(a / "golden-gzip-0", d / "golden-gzip-0.0123456789abcdef0123456789abcd0f-future")
+    problems = startup_problems([str(a), str(b)])
+    assert any("duplicate future logs of golden-gzip-0" in p for p in problems[str(b)]), problems
+
+
+def test_stray_logs_by_the_metadata_log(tmp_path: Path) -> None:
+    """Broker 1's log dir with the golden metadata log: orders-0 (topic id of orders, replicas [1, 2, 3]) stays;
+    orders-7 (no such partition), a partition without partition.metadata and one of an unknown topic id are stray."""
+    ld = tmp_path / "logdir"
+    ld.mkdir()
+    shutil.copy(GOLDEN / "logdir" / "meta.properties", ld / "meta.properties")
+    shutil.copytree(GOLDEN / "metadata" / "__cluster_metadata-0", ld / "__cluster_metadata-0")
+    writable(ld)
+    for name, topic_id in (("orders-0", "WlpaWgAAAfUREQAAAAAB9Q"), ("orders-7", "WlpaWgAAAfUREQAAAAAB9Q"),
+                           ("payments-0", "WlpaWgAAAfcREQAAAAAB9w"), ("ghost-0", None)):
+        (ld / name).mkdir()
+        if topic_id is not None:
+            write_partition_metadata(ld / name / "partition.metadata", topic_id)
+    problems = startup_problems([str(ld)])[str(ld)]
+    stray = sorted(p.split(":")[0].rsplit("/", 1)[1] for p in problems if "stray" in p)
+    assert stray == ["ghost-0", "orders-7"], problems
+    r = run("verify", ld)
+    assert r.exit_code == 1 and "marks the log stray" in r.output
+
+
+def test_malformed_partition_metadata_takes_the_log_dir_offline(tmp_path: Path) -> None:
+    ld = _log_dir(tmp_path)
+    (ld / "golden-none-0" / "partition.metadata").write_text("garbage\n")
+    problems = startup_problems([str(ld)])[str(ld)]
+    assert any("takes the whole log dir offline" in p for p in problems), problems
+
+
+def test_recover_and_dirs_name_each_refused_dir(tmp_path: Path) -> None:
+    ld = _log_dir(tmp_path)
+    (ld / "lost+found").mkdir()
+    for args in (("recover", "--dry-run"), ("recover",)):
+        r = run(*args, "--json", ld)
+        refusals = [json.loads(x) for x in r.stdout.splitlines() if "startupRefusal" in x]
+        assert [o["path"] for o in refusals] == [str(ld / "lost+found")]
+        assert json.loads(r.stdout.splitlines()[-1])["refusedDirs"] == 1
+        assert r.exit_code == 1
+    r = run("dirs", "describe", "--json", ld)
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert doc["brokers"][0]["logDirs"][0]["refusedDirs"][0]["path"] == str(ld / "lost+found")
+    r = run("dirs", "assignments", ld)
+    assert r.exit_code == 1
+    assert f"{ld / 'lost+found'}" in r.output and "refuses to start" in r.output
