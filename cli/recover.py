@@ -32,6 +32,7 @@ import click
 from kafkalog.checkpoint.offset_checkpoint import read_log_dir_checkpoints, write_offset_checkpoint
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.config import LogConfig
+from kafkalog.log.recovery_trial import measured_load, trial_load
 from kafkalog.names import parse_partition_dir
 from kafkalog.verify.findings import describe_error
 from kafkalog.verify.startup import REFUSED_NAME, refused_dirs
@@ -64,6 +65,7 @@ class PartitionRecovery(Event):
     unseen: list[dict[str, Any]] = field(default_factory=list)
     salvage: dict[str, Any] | None = None  # the salvage report (to_json) with --salvage
     now_ms: int | None = None  # the load's clock (None: the wall clock)
+    changed_files: list[str] = field(default_factory=list)  # files of the partition dir the load changed
     error: str | None = None  # why this partition could not be recovered (one line; nothing of it changed)
     exit_code: int = EXIT_OK  # this partition's verdict: 1 data lost or corruption found, 2 not checked
     type = "partition"  # type: ignore[misc]
@@ -99,7 +101,7 @@ class PartitionRecovery(Event):
             return False
         if self.salvage is not None:
             return bool(self.salvage["ranges"] or self.salvage["rewritten"] or self.checkpoints)
-        return bool(self.truncations or self.deleted or self.actions or self.checkpoints)
+        return bool(self.changed_files or self.checkpoints)
 
     def text(self) -> str:
         would = "would " if self.dry_run else ""
@@ -152,6 +154,8 @@ class PartitionRecovery(Event):
                 lines.append(f"  removed bytes would be kept in {self.salvage['quarantineRoot']}")
         for c in self.checkpoints:
             lines.append(f"  {would}set {c['file']} {c['partition']} {c['before']} -> {c['after']}")
+        if self.changed_files:
+            lines.append(f"  files {'that would change' if self.dry_run else 'changed'}: {', '.join(self.changed_files)}")
         if self.salvage is None:
             lines.append(f"  log end offset {self.log_end_before} -> {self.log_end_after}")
             if self.lost_ranges:
@@ -191,6 +195,7 @@ class PartitionRecovery(Event):
         head["changed"] = self.changed
         if self.salvage is None:
             return {**head, "logEndOffsetAfter": self.log_end_after, **kafka, "actions": self.actions,
+                    "changedFiles": self.changed_files,
                     "checkpoints": self.checkpoints, "unseenCorruption": self.unseen, "lostData": self.lost_data}
         s = self.salvage
         return {
@@ -285,7 +290,7 @@ def _recover_or_error(pdir: str, config: Any, ckpts: dict[str, dict[tuple[str, i
     plan raises what the load would, before anything is written, so a dry run names the same errors."""
     try:
         return _recover_partition(pdir, config, ckpts, clean=clean, full=full, dry_run=dry_run, **kw)
-    except (KafkaLogError, OSError) as exc:
+    except (KafkaLogError, OSError, ValueError) as exc:  # a bug (anything else) still ends the run
         status, message = describe_error(exc)
         rec = PartitionRecovery(pdir, dry_run, clean and not kw.get("salvage"), 0, None, None)
         rec.error = message
@@ -355,13 +360,20 @@ def _recover_partition(
         rec.unseen = []  # salvage reads every segment
         rec.log_end_after = report.log_end_after
         return rec
-    if not dry_run:
-        log = Log.open(pdir, config, recovery_point=recovery_point, log_start_offset=log_start, clean_shutdown=clean,
+
+    def load(d: str) -> int:
+        log = Log.open(d, config, recovery_point=recovery_point, log_start_offset=log_start, clean_shutdown=clean,
                        clock=clock)
         try:
-            rec.log_end_after = log.log_end_offset
+            return log.log_end_offset
         finally:
             log.close()
+
+    # The files the load changes, measured; a dry run measures a load of a scratch copy (recovery_trial).
+    if dry_run:
+        rec.log_end_after, rec.changed_files = trial_load(pdir, load, writes_logs={t.segment for t in plan.truncations})
+    else:
+        rec.log_end_after, rec.changed_files = measured_load(pdir, load)
     return rec
 
 

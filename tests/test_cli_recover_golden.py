@@ -207,7 +207,7 @@ def test_recover_json_ends_with_a_summary(tmp_path: Path) -> None:
         "exitCode": 0, "ok": True,
     }
     assert (dry.exit_code, result.exit_code, again.exit_code) == (1, 1, 0)
-    text = run("recover", "--dry-run", log_dir).stdout.splitlines()[-1]
+    text = run("recover", "--dry-run", *config, log_dir).stdout.splitlines()[-1]
     assert text.startswith("Summary: 2 partitions, 2 recovered, 0 skipped (clean shutdown); 0 would be changed")
 
 

@@ -20,12 +20,16 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING
 
 from ..checkpoint.meta_properties import read_meta_properties
 from ..checkpoint.partition_metadata import read_partition_metadata
 from ..errors import KafkaLogError
 from ..limits import INT_MAX
 from ..names import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX
+
+if TYPE_CHECKING:
+    from ..metadata.image import MetadataImage
 
 __all__ = [
     "METADATA_TOPIC",
@@ -123,7 +127,9 @@ def startup_problems(log_dirs: Iterable[str]) -> dict[str, list[str]]:
                     seen[key] = path
                 topic_id = _topic_id(path, out[d])
                 if image is not None and node is not None:
-                    stray = _stray_reason(image, node, topic, partition, topic_id)
+                    from ..metadata.dir_assignments import stray_reason  # the record decoders: only with an image
+
+                    stray = stray_reason(image.topics_by_id, node, topic_id, partition)
                     if stray is not None:
                         out[d].append(f"{path}: {stray}: Kafka marks the log stray at startup (renames it "
                                       f"{topic}-{partition}.<uuid>-stray) and no longer serves it")
@@ -142,10 +148,10 @@ def _topic_id(pdir: str, problems: list[str]) -> str | None:
         return None
 
 
-def _metadata_image(log_dirs: Collection[str]):  # -> MetadataImage | None
+def _metadata_image(log_dirs: Collection[str]) -> MetadataImage | None:
     """The metadata image of the first ``__cluster_metadata-0`` among ``log_dirs`` (None: none, or unreadable:
     then the stray rule cannot be predicted)."""
-    from ..metadata.image import read_metadata_log
+    from ..metadata.image import read_metadata_log  # the record decoders: loaded only when there is one
 
     for d in log_dirs:
         path = os.path.join(d, f"{METADATA_TOPIC}-0")
@@ -155,17 +161,4 @@ def _metadata_image(log_dirs: Collection[str]):  # -> MetadataImage | None
             except (KafkaLogError, OSError, ValueError):
                 return None
             return image if image.topics or image.brokers else None
-    return None
-
-
-def _stray_reason(image, node: int, topic: str, partition: int, topic_id: str | None) -> str | None:
-    """Why ``isStrayKraftReplica`` would call this log stray (None: it would not)."""
-    if topic_id is None:
-        return "no topic id (partition.metadata missing)"
-    t = image.topics_by_id.get(topic_id)
-    p = None if t is None else t.partitions.get(partition)
-    if p is None:
-        return f"topic id {topic_id} partition {partition} is not in the metadata log"
-    if node not in p.replicas:
-        return f"the metadata log assigns {topic}-{partition} to brokers {p.replicas}, not to broker {node}"
     return None
