@@ -111,3 +111,42 @@ def test_recover_and_dirs_name_each_refused_dir(tmp_path: Path) -> None:
     r = run("dirs", "assignments", ld)
     assert r.exit_code == 1
     assert f"{ld / 'lost+found'}" in r.output and "refuses to start" in r.output
+
+
+def test_malformed_files_of_any_loaded_dir_take_the_log_dir_offline(tmp_path: Path) -> None:
+    """Kafka loads ``-delete`` and ``-stray`` dirs too; a malformed leader-epoch-checkpoint is an IOException in
+    its checkpoint reader like a malformed partition.metadata."""
+    ld = _log_dir(tmp_path)
+    (ld / "golden-gzip-0" / "leader-epoch-checkpoint").write_text("0\n1\nnot numbers\n")
+    gone = ld / "golden-lz4-0.0123456789abcdef0123456789abcdef-delete"
+    (ld / "golden-lz4-0").rename(gone)
+    (gone / "partition.metadata").write_text("garbage\n")
+    problems = startup_problems([str(ld)])[str(ld)]
+    offline = sorted(p.split(":")[0] for p in problems if "takes the whole log dir offline" in p)
+    assert offline == [str(ld / "golden-gzip-0" / "leader-epoch-checkpoint"), str(gone / "partition.metadata")]
+
+
+def test_one_brokers_log_dirs_must_agree(tmp_path: Path) -> None:
+    a = _log_dir(tmp_path / "a")
+    b = tmp_path / "b"
+    b.mkdir()
+    text = (a / "meta.properties").read_text()
+    (b / "meta.properties").write_text(text)  # the same directory.id
+    assert any("directory.id" in p for p in startup_problems([str(a), str(b)])[str(b)])
+    cluster = text.split("cluster.id=")[1].split()[0]
+    (b / "meta.properties").write_text(text.replace(cluster, "T3RoZXJDbHVzdGVyMDAwMQ").replace(
+        "T3JhY2xlRGlyZWN0MDAwMQ", "T3RoZXJEaXJlY3QwMDAwMg"))
+    problems = startup_problems([str(a), str(b)])
+    assert any("cluster.id" in p for p in problems[str(b)]) and not any("directory.id" in p for p in problems[str(b)])
+
+
+def test_a_topic_id_of_another_topic(tmp_path: Path) -> None:
+    ld = tmp_path / "logdir"
+    ld.mkdir()
+    shutil.copy(GOLDEN / "logdir" / "meta.properties", ld / "meta.properties")
+    shutil.copytree(GOLDEN / "metadata" / "__cluster_metadata-0", ld / "__cluster_metadata-0")
+    writable(ld)
+    (ld / "shipments-0").mkdir()
+    write_partition_metadata(ld / "shipments-0" / "partition.metadata", "WlpaWgAAAfUREQAAAAAB9Q")  # orders' id
+    problems = startup_problems([str(ld)])[str(ld)]
+    assert any("is topic 'orders' in the metadata log, not 'shipments'" in p for p in problems), problems

@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..checkpoint.leader_epoch import read_leader_epoch_checkpoint
 from ..checkpoint.meta_properties import read_meta_properties
 from ..checkpoint.partition_metadata import read_partition_metadata
 from ..errors import KafkaLogError
@@ -87,27 +88,23 @@ def refused_dirs(log_dir: str) -> list[str]:
     return [os.path.join(log_dir, n) for n in _listed_dirs(log_dir) if kafka_topic_partition(n) is None]
 
 
-def _node_id(log_dir: str) -> int | None:
-    try:
-        return read_meta_properties(os.path.join(log_dir, "meta.properties")).node_id
-    except (KafkaLogError, OSError, ValueError):
-        return None
-
-
 def startup_problems(log_dirs: Iterable[str]) -> dict[str, list[str]]:
     """Every startup refusal Kafka would meet in ``log_dirs`` (the log dirs of one or more brokers, by
     ``meta.properties`` ``node.id``), as problem lines per log dir: names Kafka cannot parse, duplicate current or
-    future logs of one partition, a malformed ``partition.metadata`` (the log dir goes offline) and, when one of
-    them holds ``__cluster_metadata-0``, logs the metadata image makes stray."""
+    future logs of one partition, two log dirs of a broker with one ``directory.id`` or different ``cluster.id``s,
+    a malformed ``partition.metadata`` or ``leader-epoch-checkpoint`` in any dir Kafka loads (the log dir goes
+    offline) and, when one of them holds ``__cluster_metadata-0``, logs the metadata image makes stray."""
     dirs = sorted(set(log_dirs))
     out: dict[str, list[str]] = {d: [] for d in dirs}
-    by_node: dict[int | None, list[str]] = {}
+    by_node: dict[int | None, list[tuple[str, Any]]] = {}
     for d in dirs:
-        by_node.setdefault(_node_id(d), []).append(d)
+        meta = _meta(d)
+        by_node.setdefault(None if meta is None else meta.node_id, []).append((d, meta))
     image = _metadata_image(dirs)
     for node, group in by_node.items():
+        _check_ensemble(group, out)
         seen: dict[tuple[str, int, str], str] = {}
-        for d in group:
+        for d, _meta_props in group:
             for name in _listed_dirs(d):
                 path = os.path.join(d, name)
                 parsed = kafka_topic_partition(name)
@@ -115,7 +112,10 @@ def startup_problems(log_dirs: Iterable[str]) -> dict[str, list[str]]:
                     out[d].append(f"{path}: {REFUSED_NAME}")
                     continue
                 topic, partition, suffix = parsed
-                if topic == METADATA_TOPIC or suffix in (DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX):
+                if topic == METADATA_TOPIC:
+                    continue  # the raft layer's, not the LogManager's
+                topic_id = _loaded_files(path, out[d])  # every dir Kafka loads, -delete and -stray ones too
+                if suffix in (DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX):
                     continue
                 key = (topic, partition, suffix)
                 if key in seen:
@@ -125,7 +125,6 @@ def startup_problems(log_dirs: Iterable[str]) -> dict[str, list[str]]:
                                   "dir known to have failed recently")
                 else:
                     seen[key] = path
-                topic_id = _topic_id(path, out[d])
                 if image is not None and node is not None:
                     from ..metadata.dir_assignments import stray_reason  # the record decoders: only with an image
 
@@ -133,19 +132,56 @@ def startup_problems(log_dirs: Iterable[str]) -> dict[str, list[str]]:
                     if stray is not None:
                         out[d].append(f"{path}: {stray}: Kafka marks the log stray at startup (renames it "
                                       f"{topic}-{partition}.<uuid>-stray) and no longer serves it")
+                    elif image.topics_by_id[topic_id].name != topic:
+                        out[d].append(f"{path}: its topic id {topic_id} is topic "
+                                      f"{image.topics_by_id[topic_id].name!r} in the metadata log, not {topic!r}")
     return out
 
 
-def _topic_id(pdir: str, problems: list[str]) -> str | None:
-    meta = os.path.join(pdir, "partition.metadata")
-    if not os.path.exists(meta):
-        return None
+def _meta(log_dir: str) -> Any:
+    """The log dir's ``MetaProperties``; None when absent or unreadable (``verify`` reports that itself)."""
     try:
-        return read_partition_metadata(meta)
-    except (KafkaLogError, OSError, ValueError) as exc:
-        problems.append(f"{meta}: {exc}: Kafka takes the whole log dir offline at startup (KafkaStorageException "
-                        "reading partition.metadata)")
+        return read_meta_properties(os.path.join(log_dir, "meta.properties"))
+    except (KafkaLogError, OSError, ValueError):
         return None
+
+
+def _check_ensemble(group: list[tuple[str, Any]], out: dict[str, list[str]]) -> None:
+    """One broker's log dirs (``MetaPropertiesEnsemble.verify``): one ``cluster.id``, a ``directory.id`` each."""
+    clusters = {m.cluster_id for _d, m in group if m is not None and m.cluster_id}
+    ids: dict[str, str] = {}
+    for d, m in group:
+        if m is None:
+            continue
+        if len(clusters) > 1 and m.cluster_id:
+            out[d].append(f"{d}: cluster.id {m.cluster_id} differs from the other log dirs of broker {m.node_id} "
+                          f"({', '.join(sorted(clusters - {m.cluster_id}))}): Kafka refuses to start")
+        if m.directory_id:
+            if m.directory_id in ids:
+                out[d].append(f"{d}: directory.id {m.directory_id} is also that of {ids[m.directory_id]}: Kafka "
+                              "refuses to start (duplicate directory id)")
+            else:
+                ids[m.directory_id] = d
+
+
+def _loaded_files(pdir: str, problems: list[str]) -> str | None:
+    """The topic id of a dir Kafka loads; a malformed ``partition.metadata`` or ``leader-epoch-checkpoint`` is an
+    ``IOException`` in Kafka's checkpoint reader, which takes the whole log dir offline."""
+    topic_id = None
+    for name, read in (("leader-epoch-checkpoint", read_leader_epoch_checkpoint),
+                       ("partition.metadata", read_partition_metadata)):
+        path = os.path.join(pdir, name)
+        if not os.path.exists(path):
+            continue
+        try:
+            value = read(path)
+        except (KafkaLogError, OSError, ValueError) as exc:
+            problems.append(f"{path}: {exc}: Kafka takes the whole log dir offline at startup (KafkaStorageException "
+                            f"reading {name})")
+            continue
+        if name == "partition.metadata":
+            topic_id = value
+    return topic_id
 
 
 def _metadata_image(log_dirs: Collection[str]) -> MetadataImage | None:
