@@ -99,8 +99,6 @@ class PartitionRecovery(Event):
         """The run changes (or, dry, would change) bytes of this partition's files or its checkpoint entries."""
         if self.error is not None:
             return False
-        if self.salvage is not None:
-            return bool(self.salvage["ranges"] or self.salvage["rewritten"] or self.checkpoints)
         return bool(self.changed_files or self.checkpoints)
 
     def text(self) -> str:
@@ -206,7 +204,8 @@ class PartitionRecovery(Event):
             "ranges": s["ranges"],
             "rewritten": s["rewritten"],
             "quarantine": s["quarantine"] or s["quarantineRoot"],
-            "reportFile": s["reportFile"] if s["quarantine"] else None,
+            "changedFiles": self.changed_files,
+            "reportFile": s["reportFile"] if s["ranges"] else None,
             "checkpoints": self.checkpoints,
             "lostData": self.lost_data,
             # Kafka's recovery after a crash from offset 0, on the same files: the comparison.
@@ -349,8 +348,24 @@ def _recover_partition(
     rec.unseen = [{"segment": u.segment, "position": u.position, "bytes": u.bytes, "index": u.index}
                   for u in plan.unseen_corruption]
     if salvage:
-        report = salvage_partition(pdir, quarantine_dir=quarantine_dir, dry_run=dry_run, config=config,
-                                   log_start_offset=log_start, clock=clock)
+        report = None
+
+        def run_salvage(d: str) -> int:
+            nonlocal report
+            # a trial's quarantine goes beside its scratch log dir, the real run's where the operator said
+            q = quarantine_dir if d == pdir else os.path.join(os.path.dirname(os.path.dirname(d)), "quarantine")
+            report = salvage_partition(d, quarantine_dir=q, dry_run=False, config=config, log_start_offset=log_start,
+                                       clock=clock)
+            return report.log_end_after
+
+        if dry_run:
+            dry_report = salvage_partition(pdir, quarantine_dir=quarantine_dir, dry_run=True, config=config,
+                                           log_start_offset=log_start, clock=clock)
+            _, rec.changed_files = trial_load(pdir, run_salvage, writes_logs=set(dry_report.rewritten))
+            report = dry_report  # the trial's paths are the scratch copy's: the report is the dry one
+        else:
+            _, rec.changed_files = measured_load(pdir, run_salvage)
+        assert report is not None
         doc = report.to_json()
         doc["kafkaLogEndOffsetAfter"] = plan.log_end_after
         doc["quarantineRoot"] = str(quarantine_dir or default_quarantine_dir(pdir))

@@ -60,13 +60,14 @@ def measured_load(pdir: str, load: Callable[[str], int]) -> tuple[int, list[str]
 
 
 def trial_load(pdir: str, load: Callable[[str], int], *, writes_logs: Collection[str] = ()) -> tuple[int, list[str]]:
-    """:func:`measured_load` on a scratch copy of ``pdir``: ``pdir`` is only read. ``writes_logs``: the ``.log``
-    names the load may truncate (copied; the last segment always is)."""
+    """:func:`measured_load` on a scratch copy of ``pdir`` (``<scratch>/logdir/<name>``: ``load`` may use
+    ``<scratch>`` beside the copy's log dir, e.g. for a quarantine): ``pdir`` is only read. ``writes_logs``: the
+    ``.log`` names the load may truncate or rewrite (copied; the last segment always is)."""
     log_dir = os.path.dirname(os.path.abspath(pdir))
     scratch = _scratch_root(log_dir)
     try:
-        copy = os.path.join(scratch, os.path.basename(os.path.abspath(pdir)))
-        os.mkdir(copy)
+        copy = os.path.join(scratch, "logdir", os.path.basename(os.path.abspath(pdir)))
+        os.makedirs(copy)
         logs = sorted(n for n in os.listdir(pdir) if n.endswith(LOG_SUFFIX))
         copied = set(writes_logs) | set(logs[-1:])
         for name in os.listdir(pdir):
