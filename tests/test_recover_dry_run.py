@@ -87,8 +87,12 @@ def test_dry_run_predicts_the_real_run(tmp_path: Path, damage: str, clean: bool,
     dry_dir = _log_dir(tmp_path / "dry", damage, clean)
     real_dir = _log_dir(tmp_path / "real", damage, clean)
     before = tree_hash(dry_dir)
+    stamps = {p: p.stat().st_mtime_ns for p in dry_dir.rglob("*")}
     dry = CliRunner().invoke(main, ["recover", *mode, "--dry-run", "--json", str(dry_dir)], catch_exceptions=False)
-    assert tree_hash(dry_dir) == before  # a dry run changes nothing
+    # a dry run changes nothing, not even the time of a segment its trial load hard-linked, and leaves no scratch
+    assert tree_hash(dry_dir) == before
+    assert {p: p.stat().st_mtime_ns for p in dry_dir.rglob("*")} == stamps
+    assert sorted(p.name for p in dry_dir.parent.iterdir()) == ["logdir"]
     ckpts = {n: (real_dir / n).read_bytes() for n in ("recovery-point-offset-checkpoint",
                                                       "replication-offset-checkpoint")}
     real_before = {p: tree_hash(real_dir / p) for p in PARTS}
