@@ -105,7 +105,8 @@ class PartitionRecovery(Event):
         would = "would " if self.dry_run else ""
         how = "clean shutdown: Kafka skips recovery" if self.clean_shutdown else "unclean shutdown"
         if self.error is not None:  # one line on stderr
-            return f"kafkalog: error: {self.error} (nothing of {self.path} {'would be ' if self.dry_run else ''}changed)"
+            was = "would be" if self.dry_run else "was"
+            return f"kafkalog: error: {self.error} (nothing of {self.path} {was} changed)"
         lines = [
             f"{'Dry run: ' if self.dry_run else ''}Recovering {self.path} ({how}, recovery point {self.recovery_point})"
         ]
@@ -153,7 +154,8 @@ class PartitionRecovery(Event):
         for c in self.checkpoints:
             lines.append(f"  {would}set {c['file']} {c['partition']} {c['before']} -> {c['after']}")
         if self.changed_files:
-            lines.append(f"  files {'that would change' if self.dry_run else 'changed'}: {', '.join(self.changed_files)}")
+            changed = "that would change" if self.dry_run else "changed"
+            lines.append(f"  files {changed}: {', '.join(self.changed_files)}")
         if self.salvage is None:
             lines.append(f"  log end offset {self.log_end_before} -> {self.log_end_after}")
             if self.lost_ranges:
