@@ -150,3 +150,11 @@ def test_a_topic_id_of_another_topic(tmp_path: Path) -> None:
     write_partition_metadata(ld / "shipments-0" / "partition.metadata", "WlpaWgAAAfUREQAAAAAB9Q")  # orders' id
     problems = startup_problems([str(ld)])[str(ld)]
     assert any("is topic 'orders' in the metadata log, not 'shipments'" in p for p in problems), problems
+
+
+def test_two_names_of_one_partition(tmp_path: Path) -> None:
+    """``golden-txn-00`` is partition 0 to Kafka's ``Integer.parseInt``: a second log of golden-txn-0."""
+    ld = _log_dir(tmp_path)
+    shutil.copytree(ld / "golden-txn-0", ld / "golden-txn-00")
+    r = run("verify", ld)
+    assert r.exit_code == 1 and "duplicate logs of golden-txn-0" in r.output
