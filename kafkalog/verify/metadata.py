@@ -118,25 +118,14 @@ def read_checkpoint_offsets(
 
 def gap_not_from_compaction(partition_dir: str, topic: str, partition: int,
                             gaps: list[tuple[int, int]]) -> str | None:
-    """Why the offset ``gaps`` between segments cannot be compaction's (None: they may be): a producer snapshot
-    inside a gap (Kafka snapshots at every roll, named by the new segment's base offset, and the cleaner deletes
-    the snapshots of the segments it merges: one left inside a gap marks a segment that went missing), or a log
-    dir whose checkpoints are there but whose ``cleaner-offset-checkpoint`` has no entry for this partition (the
-    cleaner never compacted it here; internal ``__`` topics aside)."""
+    """Why the offset ``gaps`` between segments cannot be compaction's (None: they may be). Only a partition the
+    log dir's ``cleaner-offset-checkpoint`` has no entry for (never compacted here) is judged: a producer snapshot
+    inside a gap (Kafka snapshots at every roll, named by the new segment's base offset) marks a segment that went
+    missing, and so does any gap in a dir beside a ``recovery-point-offset-checkpoint`` (a real log dir; internal
+    ``__`` topics aside)."""
     if not gaps:
         return None
-    orphans = []
-    for name in listdir_or_empty(partition_dir):
-        if name.endswith(".snapshot") and name[:20].isdigit():
-            offset = int(name[:20])
-            if any(lo <= offset <= hi for lo, hi in gaps):
-                orphans.append(offset)
-    if orphans:
-        return (f"producer snapshot(s) at {', '.join(map(str, sorted(orphans)))} inside the gap: a segment is "
-                "missing (compaction deletes the snapshots of the segments it merges)")
     logdir = os.path.dirname(os.path.normpath(partition_dir))
-    if topic.startswith("__") or not os.path.isfile(os.path.join(logdir, OFFSET_CHECKPOINT_FILES[0])):
-        return None
     cleaner = os.path.join(logdir, "cleaner-offset-checkpoint")
     try:
         st = os.stat(cleaner)
@@ -145,8 +134,20 @@ def gap_not_from_compaction(partition_dir: str, topic: str, partition: int,
     except FileNotFoundError:
         pass
     except (KafkaLogError, OSError):
+        return None  # cannot tell: the checkpoint's own problem is reported with the log dir
+    orphans = []
+    for name in listdir_or_empty(partition_dir):
+        if name.endswith(".snapshot") and name[:20].isdigit():
+            offset = int(name[:20])
+            if any(lo <= offset <= hi for lo, hi in gaps):
+                orphans.append(offset)
+    never = "no cleaner-offset-checkpoint entry (never compacted here)"
+    if orphans:
+        at = ", ".join(map(str, sorted(orphans)))
+        return f"{never} and producer snapshot(s) at {at} inside the gap: a segment is missing"
+    if topic.startswith("__") or not os.path.isfile(os.path.join(logdir, OFFSET_CHECKPOINT_FILES[0])):
         return None
-    return "the log dir's cleaner-offset-checkpoint has no entry for it: never compacted here, so a segment is missing"
+    return f"{never} in a log dir: a segment is missing"
 
 
 @functools.lru_cache(maxsize=16)

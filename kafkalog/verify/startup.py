@@ -89,22 +89,32 @@ def refused_dirs(log_dir: str) -> list[str]:
 
 
 def startup_problems(log_dirs: Iterable[str]) -> dict[str, list[str]]:
-    """Every startup refusal Kafka would meet in ``log_dirs`` (the log dirs of one or more brokers, by
-    ``meta.properties`` ``node.id``), as problem lines per log dir: names Kafka cannot parse, duplicate current or
-    future logs of one partition, two log dirs of a broker with one ``directory.id`` or different ``cluster.id``s,
-    a malformed ``partition.metadata`` or ``leader-epoch-checkpoint`` in any dir Kafka loads (the log dir goes
-    offline) and, when one of them holds ``__cluster_metadata-0``, logs the metadata image makes stray."""
+    """Every startup refusal Kafka would meet in ``log_dirs``, as problem lines per log dir: names Kafka cannot
+    parse; duplicate current or future logs of one partition in the log dirs of one broker (same ``cluster.id``
+    and ``node.id`` in ``meta.properties``; a dir with the ``directory.id`` of another is a copy of it, and a dir
+    without ``meta.properties`` belongs to no known broker: neither is compared); a malformed ``partition.metadata``
+    or ``leader-epoch-checkpoint`` in any dir Kafka loads (the log dir goes offline); and, when one of them holds
+    ``__cluster_metadata-0``, logs the metadata image makes stray."""
     dirs = sorted(set(log_dirs))
     out: dict[str, list[str]] = {d: [] for d in dirs}
-    by_node: dict[int | None, list[tuple[str, Any]]] = {}
+    metas = {d: _meta(d) for d in dirs}
+    brokers: dict[tuple, list[str]] = {}  # (cluster.id, node.id) -> its log dirs; a dir alone when unknown
     for d in dirs:
-        meta = _meta(d)
-        by_node.setdefault(None if meta is None else meta.node_id, []).append((d, meta))
-    image = _metadata_image(dirs)
-    for node, group in by_node.items():
-        _check_ensemble(group, out)
+        meta = metas[d]
+        if meta is None or meta.node_id is None:
+            brokers[("dir", d)] = [d]  # whose it is cannot be told: compared with no other dir
+            continue
+        group = brokers.setdefault((meta.cluster_id, meta.node_id), [])
+        if meta.directory_id and any(metas[o].directory_id == meta.directory_id for o in group):
+            brokers[("copy", d)] = [d]  # a copy of a dir already in the group, not a second dir of the broker
+        else:
+            group.append(d)
+    for group in brokers.values():
+        meta = metas[group[0]]
+        node = None if meta is None else meta.node_id
+        image = _metadata_image(group)  # the broker's own metadata log, when one of its log dirs holds it
         seen: dict[tuple[str, int, str], str] = {}
-        for d, _meta_props in group:
+        for d in group:
             for name in _listed_dirs(d):
                 path = os.path.join(d, name)
                 parsed = kafka_topic_partition(name)
@@ -117,14 +127,14 @@ def startup_problems(log_dirs: Iterable[str]) -> dict[str, list[str]]:
                 topic_id = _loaded_files(path, out[d])  # every dir Kafka loads, -delete and -stray ones too
                 if suffix in (DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX):
                     continue
-                key = (topic, partition, suffix)
-                if key in seen:
+                tp = (topic, partition, suffix)
+                if tp in seen:
                     what = "future logs" if suffix else "logs"
-                    out[d].append(f"{path}: duplicate {what} of {topic}-{partition} (also {seen[key]}): Kafka's "
+                    out[d].append(f"{path}: duplicate {what} of {topic}-{partition} (also {seen[tp]}): Kafka's "
                                   "LogManager refuses to start (Duplicate log directories); delete the copy in the "
                                   "dir known to have failed recently")
                 else:
-                    seen[key] = path
+                    seen[tp] = path
                 if image is not None and node is not None:
                     from ..metadata.dir_assignments import stray_reason  # the record decoders: only with an image
 
@@ -144,24 +154,6 @@ def _meta(log_dir: str) -> Any:
         return read_meta_properties(os.path.join(log_dir, "meta.properties"))
     except (KafkaLogError, OSError, ValueError):
         return None
-
-
-def _check_ensemble(group: list[tuple[str, Any]], out: dict[str, list[str]]) -> None:
-    """One broker's log dirs (``MetaPropertiesEnsemble.verify``): one ``cluster.id``, a ``directory.id`` each."""
-    clusters = {m.cluster_id for _d, m in group if m is not None and m.cluster_id}
-    ids: dict[str, str] = {}
-    for d, m in group:
-        if m is None:
-            continue
-        if len(clusters) > 1 and m.cluster_id:
-            out[d].append(f"{d}: cluster.id {m.cluster_id} differs from the other log dirs of broker {m.node_id} "
-                          f"({', '.join(sorted(clusters - {m.cluster_id}))}): Kafka refuses to start")
-        if m.directory_id:
-            if m.directory_id in ids:
-                out[d].append(f"{d}: directory.id {m.directory_id} is also that of {ids[m.directory_id]}: Kafka "
-                              "refuses to start (duplicate directory id)")
-            else:
-                ids[m.directory_id] = d
 
 
 def _loaded_files(pdir: str, problems: list[str]) -> str | None:
@@ -185,8 +177,8 @@ def _loaded_files(pdir: str, problems: list[str]) -> str | None:
 
 
 def _metadata_image(log_dirs: Collection[str]) -> MetadataImage | None:
-    """The metadata image of the first ``__cluster_metadata-0`` among ``log_dirs`` (None: none, or unreadable:
-    then the stray rule cannot be predicted)."""
+    """The metadata image of the first ``__cluster_metadata-0`` among ``log_dirs`` (one broker's; None: none, or
+    unreadable: then the stray rule cannot be predicted)."""
     from ..metadata.image import read_metadata_log  # the record decoders: loaded only when there is one
 
     for d in log_dirs:
