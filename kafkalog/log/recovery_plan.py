@@ -7,8 +7,8 @@ deleted) but only reads: no index rebuilt, nothing truncated, renamed or deleted
 on randomly damaged Kafka-written dirs (``tests/test_recovery_plan.py``).
 
 With ``look_everywhere`` it also reads the segments recovery would *not* read (every segment after a clean
-shutdown; those below the recovery point otherwise) and lists the ones holding bytes that are not valid batches,
-so a caller can say "Kafka would serve this corruption as is; recover with --full or --salvage".
+shutdown; those below the recovery point otherwise) and lists the ones holding bytes that are not valid batches or
+index files failing their strict check, so a caller can say "Kafka would serve this corruption as is; recover with --full or --salvage".
 """
 
 from __future__ import annotations
@@ -152,7 +152,9 @@ def plan_recovery(
     look_everywhere: bool = False,
 ) -> RecoveryPlan:
     """What ``Log.open(dir, config, clean_shutdown=..., recovery_point=..., log_start_offset=...)`` would do to the
-    files, without writing. ``look_everywhere`` also reads the segments recovery would skip (``unseen_corruption``)."""
+    files, without writing. ``look_everywhere`` also reads the segments recovery would skip (``unseen_corruption``:
+    bytes that are not valid batches, index files failing their strict check). A malformed ``partition.metadata``
+    raises the ``CorruptCheckpointError`` the load raises, before anything else is read."""
     d = Path(dir)
     config = config or LogConfig()
     names = sorted(e.name for e in os.scandir(d) if e.is_file())
