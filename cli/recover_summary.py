@@ -22,6 +22,7 @@ class _Partition(Protocol):
     checkpoints: list[dict[str, Any]]
     unseen: list[dict[str, Any]]
     salvage: dict[str, Any] | None
+    changed_files: list[str]
     error: str | None
     exit_code: int
 
@@ -36,9 +37,9 @@ class _Partition(Protocol):
 
 
 #: The summary's counters, in JSON order.
-COUNTS = ("partitions", "recovered", "skippedCleanShutdown", "changed", "withDataLost", "truncatedBytes",
-          "deletedSegments", "deletedBytes", "salvagedRanges", "bytesRemoved", "offsetsLost", "unseenCorruption",
-          "checkpointsClamped", "errors", "refusedDirs")  # fmt: skip
+COUNTS = ("partitions", "recovered", "skippedCleanShutdown", "changed", "filesChanged", "withDataLost",
+          "truncatedBytes", "deletedSegments", "deletedBytes", "salvagedRanges", "bytesRemoved", "offsetsLost",
+          "unseenCorruption", "checkpointsClamped", "errors", "refusedDirs")  # fmt: skip
 
 
 @dataclass
@@ -65,6 +66,7 @@ class RecoverSummary(Event):
                 n["errors"] += 1
                 continue
             n["changed"] += r.changed
+            n["filesChanged"] += len(r.changed_files)
             n["skippedCleanShutdown"] += r.clean_shutdown
             n["recovered"] += not r.clean_shutdown
             n["withDataLost"] += r.lost_data
@@ -85,7 +87,8 @@ class RecoverSummary(Event):
     def text(self) -> str:
         n, would = self.n, "would be " if self.dry_run else ""
         head = (f"Summary: {n['partitions']} partition{'s' if n['partitions'] != 1 else ''}, {n['recovered']} "
-                f"recovered, {n['skippedCleanShutdown']} skipped (clean shutdown); {n['changed']} {would}changed, "
+                f"recovered, {n['skippedCleanShutdown']} skipped (clean shutdown); {n['changed']} {would}changed "
+                f"({n['filesChanged']} files), "
                 f"{n['withDataLost']} losing data")
         if self.mode == "salvage":
             removed = f"{n['salvagedRanges']} damaged ranges ({n['bytesRemoved']} bytes) {would}removed"
