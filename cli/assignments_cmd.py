@@ -19,6 +19,7 @@ from kafkalog.checkpoint.meta_properties import read_meta_properties
 from kafkalog.errors import KafkaLogError, NothingToCheckError
 from kafkalog.metadata.image import read_metadata_log
 from kafkalog.names import parse_partition_dir
+from kafkalog.verify.startup import REFUSED_NAME, refused_dirs
 
 from .errors import EXIT_CORRUPT, EXIT_OK, CommandError
 from .output import make_output
@@ -71,14 +72,20 @@ def assignments(log_dirs: tuple[str, ...], expected_file: str | None, metadata_l
     if metadata_log is not None and (broker_id is None or expected_file is not None):
         raise click.UsageError("--metadata-log needs --broker-id and excludes --expected")
     states, errors = [], []
+    floor = EXIT_OK  # the least exit code: 1 when Kafka refuses a dir in a LOGDIR (a missing LOGDIR: 2, raised)
     for raw in log_dirs:
+        if not os.path.exists(raw):  # a typo is not an offline dir: nothing was checked
+            raise FileNotFoundError(2, "No such file or directory", raw)
         st, err = _scan(raw)
         states.append(st)
         if err is not None:
             errors.append(err)
             click.echo(f"kafkalog: warning: log dir offline: {err}", err=True)
+        for path in refused_dirs(st.path) if err is None else []:
+            floor = max(floor, EXIT_CORRUPT)
+            click.echo(f"kafkalog: error: {path}: {REFUSED_NAME}", err=True)
     if metadata_log is not None:
-        _against_metadata(states, metadata_log, broker_id, show_all, json_mode)  # type: ignore[arg-type]
+        _against_metadata(states, metadata_log, broker_id, show_all, json_mode, floor)  # type: ignore[arg-type]
         return
     rows = []
     seen: dict[tuple[str, int], list[str]] = {}
@@ -116,10 +123,11 @@ def assignments(log_dirs: tuple[str, ...], expected_file: str | None, metadata_l
         for m in mismatches:
             click.echo(f"mismatch: {m.kind.value} {m.topic}-{m.partition} expected: {m.expected_dir_id} "
                        f"actual: {m.actual_dir_id} ({m.detail})")
-    click.get_current_context().exit(EXIT_CORRUPT if (mismatches or duplicates) else EXIT_OK)
+    click.get_current_context().exit(max(floor, EXIT_CORRUPT if (mismatches or duplicates) else EXIT_OK))
 
 
-def _against_metadata(states: list, metadata_log: str, broker_id: int, show_all: bool, json_mode: bool) -> None:
+def _against_metadata(states: list, metadata_log: str, broker_id: int, show_all: bool, json_mode: bool,
+                      floor: int = EXIT_OK) -> None:
     """KIP-858 from the controller's records: the report is the library's (kafkalog.metadata.dir_assignments)."""
     from kafkalog.metadata.dir_assignments import check_broker_dirs
 
@@ -153,4 +161,4 @@ def _against_metadata(states: list, metadata_log: str, broker_id: int, show_all:
                        f"actual: {m['actualDirectoryId']} ({m['detail']})")
         for f in report.dir_findings:
             click.echo(f"mismatch: {f.kind} {f.log_dir} directoryId: {f.directory_id} ({f.detail})")
-    click.get_current_context().exit(EXIT_OK if report.consistent else EXIT_CORRUPT)
+    click.get_current_context().exit(max(floor, EXIT_OK if report.consistent else EXIT_CORRUPT))

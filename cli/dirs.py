@@ -28,9 +28,10 @@ from kafkalog.checkpoint.offset_checkpoint import (
 )
 from kafkalog.cleaner.dirty_range import INTERNAL_COMPACTED_TOPICS, dirty_ratio_from_sizes
 from kafkalog.names import parse_partition_dir, parse_segment_file_name
+from kafkalog.verify.startup import REFUSED_NAME, refused_dirs
 
 from .assignments_cmd import assignments  # KIP-858: its own module, a subcommand of `dirs`
-from .errors import EXIT_OK, EXIT_USAGE, CliState, classify
+from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, classify
 from .output import Progress, make_output
 
 DEFAULT_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
@@ -56,6 +57,9 @@ def describe(state: CliState | None, log_dirs: tuple[str, ...], json_mode: bool)
         if info["error"] is not None:
             code = EXIT_USAGE
             click.echo(f"kafkalog: error: {info['offlineReason']}", err=True)
+        for refused in info["refusedDirs"]:  # Kafka's LogManager stops at startup on each
+            code = max(code, EXIT_CORRUPT)
+            click.echo(f"kafkalog: error: {refused['path']}: {refused['reason']}", err=True)
         brokers.setdefault(broker, []).append(info)
     doc = {"version": 1, "brokers": [{"broker": b, "logDirs": d} for b, d in sorted(brokers.items())]}
     if json_mode:
@@ -101,6 +105,7 @@ def _describe_dir(raw: str, bar: Progress | None = None) -> tuple[int, dict[str,
         "totalBytes": None,
         "usableBytes": None,
         "partitions": [],
+        "refusedDirs": [],
     }
     broker = -1
     try:
@@ -117,6 +122,7 @@ def _describe_dir(raw: str, bar: Progress | None = None) -> tuple[int, dict[str,
         info["totalBytes"], info["usableBytes"] = usage.total, usage.free
         ckpts = read_log_dir_checkpoints(path, (*DEFAULT_CHECKPOINTS, CLEANER_OFFSET_CHECKPOINT))
         names = sorted(os.listdir(path))
+        info["refusedDirs"] = [{"path": p, "reason": REFUSED_NAME} for p in refused_dirs(path)]
         bar = bar or Progress()
         bar.update(total=len(names))
         for name in names:

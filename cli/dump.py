@@ -52,7 +52,7 @@ from .dump_files import (
     dump_partition_metadata,
     dump_producer_snapshot,
 )
-from .errors import EXIT_CORRUPT, EXIT_OK, CliState, classify, error_path, report_error
+from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError, classify, error_path, report_error
 from .output import Event, Line, Output, Progress, Simple, make_output
 from .storage_opts import rsm_config_option, storage_option
 
@@ -94,6 +94,8 @@ class DumpState:
     #: files that could not be read (absolute paths, each reported once) and the paths given that were not dumped
     unreadable: set[str] = field(default_factory=set)
     not_dumped: list[str] = field(default_factory=list)
+    #: files ignored for their name (Kafka's "Ignoring unknown file"): when every file is, nothing was dumped
+    ignored: int = 0
     debug: bool = False
 
     def corrupt(self) -> None:
@@ -206,6 +208,9 @@ def dump(
         with st.out.progress("dumping", total=len(files)) if len(files) > 1 else nullcontext(Progress()) as bar:
             _dump_all(files, st, bar)
     _print_findings(st)
+    if files and st.ignored == len(files):  # nothing Kafka wrote was named: nothing dumped is not a pass
+        st.code = max(st.code, report_error(CommandError(f"{', '.join(paths)}: no file Kafka writes (nothing dumped)"),
+                                            out=st.out))
     if st.not_dumped and (st.out.is_json or len(files) > 1):  # one file: its error line says it all
         st.out.emit(NotDumped(len(files), st.not_dumped, st.code))
     click.get_current_context().exit(st.code)
@@ -278,6 +283,7 @@ def dump_file(path: str, st: DumpState) -> None:
     if kind == "unknown":
         st.emit(FileHeader(path, kind))
         st.problem(f"Ignoring unknown file {path}", "ignored", file=path)
+        st.ignored += 1
         return
     handler: Callable[[str, str, DumpState], None] = _HANDLERS[kind]
     if kind in ("log", "kraft-snapshot"):

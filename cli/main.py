@@ -8,13 +8,17 @@ traceback unless they ask for it with ``--debug``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 
 import click
 
+from kafkalog.verify.findings import error_object
+
 from . import checkpoints, clean, demo, dirs, doctor, dump, recover, spark_cmd, tiered, txn, verify
+from .output import JsonOutput
 from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, CommandError, classify, report_error
 
 __all__ = ["EXIT_CORRUPT", "EXIT_OK", "EXIT_USAGE", "CliState", "CommandError", "KafkalogGroup", "classify", "main",
@@ -24,15 +28,34 @@ __all__ = ["EXIT_CORRUPT", "EXIT_OK", "EXIT_USAGE", "CliState", "CommandError", 
 class KafkalogGroup(click.Group):
     """A click group that converts any exception escaping a command into one stderr line and an exit code."""
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: object) -> click.Context:
+        json_mode = "--json" in args
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)  # type: ignore[arg-type]
+        except click.UsageError as exc:  # the group's own options: no context to remember --json in
+            if json_mode:
+                _json_usage_error(exc)
+            raise
+        ctx.meta[_JSON_ASKED] = json_mode
+        return ctx
+
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except click.BadParameter as exc:
             # a missing path option is click's usage error (its message is built at show time, empty here)
             if isinstance(exc, click.MissingParameter) or not isinstance(getattr(exc.param, "type", None), click.Path):
+                if ctx.meta.get(_JSON_ASKED):
+                    _json_usage_error(exc)
                 raise
             # a path argument click refused (a dir where a file is wanted): one line naming it, as every error
-            ctx.exit(report_error(CommandError(_path_error(exc)), out=_state(ctx).output))
+            out = _state(ctx).output or (JsonOutput() if ctx.meta.get(_JSON_ASKED) else None)
+            ctx.exit(report_error(CommandError(_path_error(exc)), out=out))
+        except click.UsageError as exc:  # click prints it with the usage; under --json the error object too
+            if ctx.meta.get(_JSON_ASKED):
+                _json_usage_error(exc)
+            raise
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except BrokenPipeError:
@@ -45,6 +68,16 @@ class KafkalogGroup(click.Group):
         except Exception as exc:  # noqa: BLE001 - this is the one funnel for all errors
             state = _state(ctx)
             ctx.exit(report_error(exc, debug=state.debug, out=state.output))
+
+
+#: ``ctx.meta`` key: ``--json`` was among the command line's arguments
+_JSON_ASKED = "kafkalog.json"
+
+
+def _json_usage_error(exc: click.UsageError) -> None:
+    """Under ``--json`` a usage error is also the JSON error object on stdout, as every other error is (click
+    prints its usage text on stderr)."""
+    click.echo(json.dumps(error_object(exc.format_message(), exc.exit_code, None)))
 
 
 def _state(ctx: click.Context) -> CliState:

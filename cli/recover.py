@@ -30,12 +30,16 @@ from typing import Any
 import click
 
 from kafkalog.checkpoint.offset_checkpoint import read_log_dir_checkpoints, write_offset_checkpoint
+from kafkalog.errors import KafkaLogError
 from kafkalog.log.config import LogConfig
+from kafkalog.log.recovery_trial import measured_load, trial_load
 from kafkalog.names import parse_partition_dir
+from kafkalog.verify.findings import describe_error
+from kafkalog.verify.startup import REFUSED_NAME, refused_dirs
 
-from .errors import EXIT_CORRUPT, EXIT_OK, CliState
+from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState
 from .locking import log_dir_writer
-from .output import Event, make_output
+from .output import Event, Line, make_output
 from .recover_summary import RecoverSummary
 from .targets import parse_config_items, resolve_partition_dirs
 
@@ -61,6 +65,9 @@ class PartitionRecovery(Event):
     unseen: list[dict[str, Any]] = field(default_factory=list)
     salvage: dict[str, Any] | None = None  # the salvage report (to_json) with --salvage
     now_ms: int | None = None  # the load's clock (None: the wall clock)
+    changed_files: list[str] = field(default_factory=list)  # files of the partition dir the load changed
+    error: str | None = None  # why this partition could not be recovered (one line; nothing of it changed)
+    exit_code: int = EXIT_OK  # this partition's verdict: 1 data lost or corruption found, 2 not checked
     type = "partition"  # type: ignore[misc]
 
     def _below_log_start(self, d: dict[str, Any]) -> bool:
@@ -83,9 +90,23 @@ class PartitionRecovery(Event):
     def offsets_lost(self) -> int:
         return sum(b - a + 1 for a, b in self.lost_ranges)
 
+    @property  # type: ignore[override]
+    def is_problem(self) -> bool:  # an error goes to stderr, as every error line does
+        return self.error is not None
+
+    @property
+    def changed(self) -> bool:
+        """The run changes (or, dry, would change) bytes of this partition's files or its checkpoint entries."""
+        if self.error is not None:
+            return False
+        return bool(self.changed_files or self.checkpoints)
+
     def text(self) -> str:
         would = "would " if self.dry_run else ""
         how = "clean shutdown: Kafka skips recovery" if self.clean_shutdown else "unclean shutdown"
+        if self.error is not None:  # one line on stderr
+            was = "would be" if self.dry_run else "was"
+            return f"kafkalog: error: {self.error} (nothing of {self.path} {was} changed)"
         lines = [
             f"{'Dry run: ' if self.dry_run else ''}Recovering {self.path} ({how}, recovery point {self.recovery_point})"
         ]
@@ -132,11 +153,18 @@ class PartitionRecovery(Event):
                 lines.append(f"  removed bytes would be kept in {self.salvage['quarantineRoot']}")
         for c in self.checkpoints:
             lines.append(f"  {would}set {c['file']} {c['partition']} {c['before']} -> {c['after']}")
+        if self.changed_files:
+            changed = "that would change" if self.dry_run else "changed"
+            lines.append(f"  files {changed}: {', '.join(self.changed_files)}")
         if self.salvage is None:
             lines.append(f"  log end offset {self.log_end_before} -> {self.log_end_after}")
             if self.lost_ranges:
                 lines.append(f"  offsets lost: {_range_text(self.lost_ranges)} ({self.offsets_lost} offsets)")
         for u in self.unseen:
+            if u.get("index"):
+                lines.append(f"  {u['segment']}: its index fails its check ({u['index']}): recovery does not read "
+                             "that segment, so Kafka would answer lookups from the index as is")
+                continue
             lines.append(f"  {u['segment']} holds {u['bytes']} bytes that are not valid batches from position "
                          f"{u['position']}: recovery does not read that segment, so Kafka would serve them as is")
         if self.unseen and self.salvage is None:
@@ -162,8 +190,12 @@ class PartitionRecovery(Event):
             "logEndOffsetBefore": self.log_end_before,
             "nowMs": self.now_ms,
         }
+        if self.error is not None:
+            return {**head, "error": self.error, "changed": False, "exitCode": self.exit_code}
+        head["changed"] = self.changed
         if self.salvage is None:
             return {**head, "logEndOffsetAfter": self.log_end_after, **kafka, "actions": self.actions,
+                    "changedFiles": self.changed_files,
                     "checkpoints": self.checkpoints, "unseenCorruption": self.unseen, "lostData": self.lost_data}
         s = self.salvage
         return {
@@ -174,7 +206,8 @@ class PartitionRecovery(Event):
             "ranges": s["ranges"],
             "rewritten": s["rewritten"],
             "quarantine": s["quarantine"] or s["quarantineRoot"],
-            "reportFile": s["reportFile"] if s["quarantine"] else None,
+            "changedFiles": self.changed_files,
+            "reportFile": s["reportFile"] if s["ranges"] else None,
             "checkpoints": self.checkpoints,
             "lostData": self.lost_data,
             # Kafka's recovery after a crash from offset 0, on the same files: the comparison.
@@ -227,22 +260,43 @@ def recover(
         _check_quarantine_dir(log_dir, quarantine_dir)
     code = EXIT_OK
     recs: list[PartitionRecovery] = []
+    refused = refused_dirs(log_dir) if len(pdirs) != 1 or pdirs[0] != os.path.abspath(path) else []
+    for dir_path in refused:  # Kafka stops at startup on each: name it, before and after the work alike
+        out.emit(Line(f"kafkalog: error: {dir_path}: {REFUSED_NAME}", kind="startupRefusal",
+                      extra={"path": dir_path}, problem=True))
+        code = EXIT_CORRUPT
     with log_dir_writer(log_dir, dry_run=dry_run):
         ckpts = read_log_dir_checkpoints(log_dir)
         clean = os.path.exists(os.path.join(log_dir, ".kafka_cleanshutdown")) and not full
         with out.progress("recovering", total=len(pdirs)) as bar:
             for pdir in pdirs:
-                rec = _recover_partition(pdir, config, ckpts, clean=clean, full=full, dry_run=dry_run,
-                                         salvage=salvage, quarantine_dir=quarantine_dir, now_ms=now_ms)
-                if rec.lost_data or rec.unseen:
-                    code = EXIT_CORRUPT
-                if rec.lost_data:
+                rec = _recover_or_error(pdir, config, ckpts, clean=clean, full=full, dry_run=dry_run,
+                                        salvage=salvage, quarantine_dir=quarantine_dir, now_ms=now_ms)
+                if rec.error is None and (rec.lost_data or rec.unseen):
+                    rec.exit_code = EXIT_CORRUPT
+                if rec.error is None and rec.lost_data:
                     rec.checkpoints = _clamp_checkpoints(log_dir, pdir, rec, ckpts, dry_run)
+                code = max(code, rec.exit_code)
                 out.emit(rec)
                 recs.append(rec)
                 bar.advance()
-    out.emit(RecoverSummary.of(recs, dry_run=dry_run, salvage=salvage, exit_code=code))
+    out.emit(RecoverSummary.of(recs, dry_run=dry_run, salvage=salvage, exit_code=code, refused=len(refused)))
     click.get_current_context().exit(code)
+
+
+def _recover_or_error(pdir: str, config: Any, ckpts: dict[str, dict[tuple[str, int], int]], *, clean: bool,
+                      full: bool, dry_run: bool, **kw: Any) -> PartitionRecovery:
+    """One partition's recovery; a partition that cannot be recovered (Kafka refuses it, a file cannot be read)
+    becomes a result with ``error`` set, so a log dir's run goes on to its other partitions and its summary. The
+    plan raises what the load would, before anything is written, so a dry run names the same errors."""
+    try:
+        return _recover_partition(pdir, config, ckpts, clean=clean, full=full, dry_run=dry_run, **kw)
+    except (KafkaLogError, OSError, ValueError) as exc:  # a bug (anything else) still ends the run
+        status, message = describe_error(exc)
+        rec = PartitionRecovery(pdir, dry_run, clean and not kw.get("salvage"), 0, None, None)
+        rec.error = message
+        rec.exit_code = EXIT_CORRUPT if status == "corrupt" else EXIT_USAGE
+        return rec
 
 
 def _check_quarantine_dir(log_dir: str, quarantine_dir: str | None) -> None:
@@ -293,10 +347,27 @@ def _recover_partition(
     ]
     rec.actions = [{"action": a, "file": f} for a, f in plan.actions]
     rec.lost_ranges = [list(r) for r in plan.lost_ranges]
-    rec.unseen = [{"segment": u.segment, "position": u.position, "bytes": u.bytes} for u in plan.unseen_corruption]
+    rec.unseen = [{"segment": u.segment, "position": u.position, "bytes": u.bytes, "index": u.index}
+                  for u in plan.unseen_corruption]
     if salvage:
-        report = salvage_partition(pdir, quarantine_dir=quarantine_dir, dry_run=dry_run, config=config,
-                                   log_start_offset=log_start, clock=clock)
+        report = None
+
+        def run_salvage(d: str) -> int:
+            nonlocal report
+            # a trial's quarantine goes beside its scratch log dir, the real run's where the operator said
+            q = quarantine_dir if d == pdir else os.path.join(os.path.dirname(os.path.dirname(d)), "quarantine")
+            report = salvage_partition(d, quarantine_dir=q, dry_run=False, config=config, log_start_offset=log_start,
+                                       clock=clock)
+            return report.log_end_after
+
+        if dry_run:
+            dry_report = salvage_partition(pdir, quarantine_dir=quarantine_dir, dry_run=True, config=config,
+                                           log_start_offset=log_start, clock=clock)
+            _, rec.changed_files = trial_load(pdir, run_salvage, writes_logs=set(dry_report.rewritten))
+            report = dry_report  # the trial's paths are the scratch copy's: the report is the dry one
+        else:
+            _, rec.changed_files = measured_load(pdir, run_salvage)
+        assert report is not None
         doc = report.to_json()
         doc["kafkaLogEndOffsetAfter"] = plan.log_end_after
         doc["quarantineRoot"] = str(quarantine_dir or default_quarantine_dir(pdir))
@@ -306,13 +377,20 @@ def _recover_partition(
         rec.unseen = []  # salvage reads every segment
         rec.log_end_after = report.log_end_after
         return rec
-    if not dry_run:
-        log = Log.open(pdir, config, recovery_point=recovery_point, log_start_offset=log_start, clean_shutdown=clean,
+
+    def load(d: str) -> int:
+        log = Log.open(d, config, recovery_point=recovery_point, log_start_offset=log_start, clean_shutdown=clean,
                        clock=clock)
         try:
-            rec.log_end_after = log.log_end_offset
+            return log.log_end_offset
         finally:
             log.close()
+
+    # The files the load changes, measured; a dry run measures a load of a scratch copy (recovery_trial).
+    if dry_run:
+        rec.log_end_after, rec.changed_files = trial_load(pdir, load, writes_logs={t.segment for t in plan.truncations})
+    else:
+        rec.log_end_after, rec.changed_files = measured_load(pdir, load)
     return rec
 
 

@@ -22,6 +22,12 @@ class _Partition(Protocol):
     checkpoints: list[dict[str, Any]]
     unseen: list[dict[str, Any]]
     salvage: dict[str, Any] | None
+    changed_files: list[str]
+    error: str | None
+    exit_code: int
+
+    @property
+    def changed(self) -> bool: ...
 
     @property
     def lost_data(self) -> bool: ...
@@ -31,9 +37,9 @@ class _Partition(Protocol):
 
 
 #: The summary's counters, in JSON order.
-COUNTS = ("partitions", "recovered", "skippedCleanShutdown", "changed", "withDataLost", "truncatedBytes",
-          "deletedSegments", "deletedBytes", "salvagedRanges", "bytesRemoved", "offsetsLost", "unseenCorruption",
-          "checkpointsClamped")  # fmt: skip
+COUNTS = ("partitions", "recovered", "skippedCleanShutdown", "changed", "filesChanged", "withDataLost",
+          "truncatedBytes", "deletedSegments", "deletedBytes", "salvagedRanges", "bytesRemoved", "offsetsLost",
+          "unseenCorruption", "checkpointsClamped", "errors", "refusedDirs")  # fmt: skip
 
 
 @dataclass
@@ -49,11 +55,18 @@ class RecoverSummary(Event):
     type = "summary"  # type: ignore[misc]
 
     @classmethod
-    def of(cls, recs: list[_Partition], *, dry_run: bool, salvage: bool, exit_code: int) -> RecoverSummary:
+    def of(cls, recs: list[_Partition], *, dry_run: bool, salvage: bool, exit_code: int,
+           refused: int = 0) -> RecoverSummary:
         s = cls(dry_run, "salvage" if salvage else "kafka", exit_code)
         n = s.n
         n["partitions"] = len(recs)
+        n["refusedDirs"] = refused
         for r in recs:
+            if r.error is not None:
+                n["errors"] += 1
+                continue
+            n["changed"] += r.changed
+            n["filesChanged"] += len(r.changed_files)
             n["skippedCleanShutdown"] += r.clean_shutdown
             n["recovered"] += not r.clean_shutdown
             n["withDataLost"] += r.lost_data
@@ -64,19 +77,18 @@ class RecoverSummary(Event):
                 n["truncatedBytes"] += sum(t["bytes"] for t in r.truncations)
                 n["deletedSegments"] += len(r.deleted)
                 n["deletedBytes"] += sum(d["bytes"] for d in r.deleted)
-                n["changed"] += bool(r.truncations or r.deleted or r.actions)
             else:
                 ranges = r.salvage["ranges"]
                 n["salvagedRanges"] += len(ranges)
                 n["bytesRemoved"] += sum(x["bytes"] for x in ranges)
-                n["changed"] += bool(ranges or r.salvage["rewritten"])
         n["bytesRemoved"] += n["truncatedBytes"] + n["deletedBytes"]
         return s
 
     def text(self) -> str:
         n, would = self.n, "would be " if self.dry_run else ""
         head = (f"Summary: {n['partitions']} partition{'s' if n['partitions'] != 1 else ''}, {n['recovered']} "
-                f"recovered, {n['skippedCleanShutdown']} skipped (clean shutdown); {n['changed']} {would}changed, "
+                f"recovered, {n['skippedCleanShutdown']} skipped (clean shutdown); {n['changed']} {would}changed "
+                f"({n['filesChanged']} files), "
                 f"{n['withDataLost']} losing data")
         if self.mode == "salvage":
             removed = f"{n['salvagedRanges']} damaged ranges ({n['bytesRemoved']} bytes) {would}removed"
@@ -88,6 +100,10 @@ class RecoverSummary(Event):
             parts.append(f"{n['unseenCorruption']} with corruption recovery does not read")
         if n["checkpointsClamped"]:
             parts.append(f"{n['checkpointsClamped']} checkpoint entries {would}clamped")
+        if n["errors"]:
+            parts.append(f"{n['errors']} not recovered (error)")
+        if n["refusedDirs"]:
+            parts.append(f"{n['refusedDirs']} dirs Kafka refuses at startup")
         return "; ".join(parts)
 
     def fields(self) -> dict[str, Any]:

@@ -79,7 +79,7 @@ def _check_roots(roots: list[str], options: dict[str, str]) -> None:
     """Fail before Spark starts: a missing root, a listing that fails, or no segment at all (exit 2)."""
     for root in roots:
         if not storage.is_remote(root) and not os.path.exists(storage.local_path(root)):
-            raise CommandError(f"{root}: no such file or directory")
+            raise CommandError(f"{root}: no such file or directory", path=root)
     try:
         items = kafkalog_spark.discover_segments(roots, options=options)
     except KafkaLogError as exc:
@@ -112,11 +112,12 @@ def export(
 
     Exit 0 exported, 1 a corrupt segment (onCorrupt=fail, the default), 2 usage or I/O error or nothing to export.
     """
+    state = state or CliState()
+    output = make_output(json_mode=json_mode, quiet=state.quiet)  # first: every error below is JSON too
     try:
         import pyspark  # noqa: F401
     except ImportError:
         raise CommandError("pyspark is not installed: pip install 'kafkalog[spark]'") from None
-    state = state or CliState()
     options = {**parse_config_items(ds_options, param_hint="--option"), **storage_opts}
     check_options(options)  # an unknown --option key or a bad value: exit 2 naming it, before Spark starts
     cols = () if partition_by.strip().lower() == "none" else tuple(c.strip() for c in partition_by.split(",") if c.strip())
@@ -126,7 +127,6 @@ def export(
 
     from pyspark.sql import SparkSession
 
-    output = make_output(json_mode=json_mode, quiet=state.quiet)
     had_session = SparkSession.getActiveSession() is not None
     spark = kafkalog_spark.get_session(master or "local[*]", "kafkalog-export")
     try:

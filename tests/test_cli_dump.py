@@ -343,8 +343,10 @@ def test_directory_and_unknown_files(tmp_path: Path) -> None:
     other = tmp_path / "notes.txt"
     other.write_text("x")
     result = run("dump", str(other))
-    assert result.exit_code == 0
-    assert result.stderr.splitlines() == [f"Ignoring unknown file {other}"]
+    # Kafka's line, then: nothing was dumped, which is not a pass (exit 2, as for a dir holding nothing)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"Ignoring unknown file {other}",
+                                          f"kafkalog: error: {other}: no file Kafka writes (nothing dumped)"]
 
 
 def test_keeps_going_after_a_bad_file(golden_tree: Path, tmp_path: Path) -> None:

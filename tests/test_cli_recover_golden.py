@@ -191,14 +191,15 @@ def test_recover_json_ends_with_a_summary(tmp_path: Path) -> None:
     for r in (dry, result, again):
         out = [json.loads(line) for line in r.stdout.splitlines()]
         assert [o["type"] for o in out] == ["partition", "partition", "summary"]
-        summaries.append(out[-1])
+        assert out[-1]["filesChanged"] == sum(len(o["changedFiles"]) for o in out[:-1])
+        summaries.append({k: v for k, v in out[-1].items() if k != "filesChanged"})
     want = {
         "type": "summary", "dryRun": True, "mode": "kafka", "partitions": 2, "recovered": 2, "skippedCleanShutdown": 0,
         "changed": 2, "withDataLost": 2, "truncatedBytes": sum(cut.values()), "deletedSegments": 0, "deletedBytes": 0,
         "salvagedRanges": 0, "bytesRemoved": sum(cut.values()),
         # corrupt-crc loses its readable batches 199-203; truncated-tail only a torn batch with no readable offset.
         "offsetsLost": crc["logEndOffsetBeforeDamage"] - crc["kafkaLoadResult"]["nextOffset"],
-        "unseenCorruption": 0, "checkpointsClamped": 0, "exitCode": 1, "ok": False,
+        "unseenCorruption": 0, "checkpointsClamped": 0, "errors": 0, "refusedDirs": 0, "exitCode": 1, "ok": False,
     }
     assert summaries[0] == want
     assert summaries[1] == want | {"dryRun": False}
@@ -207,7 +208,7 @@ def test_recover_json_ends_with_a_summary(tmp_path: Path) -> None:
         "exitCode": 0, "ok": True,
     }
     assert (dry.exit_code, result.exit_code, again.exit_code) == (1, 1, 0)
-    text = run("recover", "--dry-run", log_dir).stdout.splitlines()[-1]
+    text = run("recover", "--dry-run", *config, log_dir).stdout.splitlines()[-1]
     assert text.startswith("Summary: 2 partitions, 2 recovered, 0 skipped (clean shutdown); 0 would be changed")
 
 

@@ -7,8 +7,8 @@ deleted) but only reads: no index rebuilt, nothing truncated, renamed or deleted
 on randomly damaged Kafka-written dirs (``tests/test_recovery_plan.py``).
 
 With ``look_everywhere`` it also reads the segments recovery would *not* read (every segment after a clean
-shutdown; those below the recovery point otherwise) and lists the ones holding bytes that are not valid batches,
-so a caller can say "Kafka would serve this corruption as is; recover with --full or --salvage".
+shutdown; those below the recovery point otherwise) and lists the ones holding bytes that are not valid batches or
+index files failing their strict check, so a caller can say "Kafka would serve this corruption as is; recover with --full or --salvage".
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
+from kafkalog.checkpoint.partition_metadata import read_partition_metadata
 from kafkalog.errors import CorruptCheckpointError, CorruptIndexError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE
+from kafkalog.log.index_check import check_segment, is_corruption
 from kafkalog.log.loader import classify_leftovers, offset_prefix
 from kafkalog.names import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, offset_to_name
 from kafkalog.segment import LogSegment
@@ -56,11 +58,14 @@ class SegmentDrop:
 
 @dataclass(frozen=True)
 class UnseenCorruption:
-    """A segment recovery would not read whose bytes from ``position`` on are not valid batches."""
+    """A segment recovery would not read whose bytes from ``position`` on are not valid batches, or (``index``
+    set, ``position`` None) whose index files fail their strict check: Kafka's load does not check the offset and
+    time indexes of segments it does not recover, and serves lookups from them as they are."""
 
     segment: str
-    position: int
+    position: int | None
     bytes: int
+    index: str | None = None
 
 
 @dataclass
@@ -149,10 +154,14 @@ def plan_recovery(
     look_everywhere: bool = False,
 ) -> RecoveryPlan:
     """What ``Log.open(dir, config, clean_shutdown=..., recovery_point=..., log_start_offset=...)`` would do to the
-    files, without writing. ``look_everywhere`` also reads the segments recovery would skip (``unseen_corruption``)."""
+    files, without writing. ``look_everywhere`` also reads the segments recovery would skip (``unseen_corruption``:
+    bytes that are not valid batches, index files failing their strict check). A malformed ``partition.metadata``
+    raises the ``CorruptCheckpointError`` the load raises, before anything else is read."""
     d = Path(dir)
     config = config or LogConfig()
     names = sorted(e.name for e in os.scandir(d) if e.is_file())
+    if "partition.metadata" in names:
+        read_partition_metadata(d / "partition.metadata")  # raises as the load does (Kafka: the log dir offline)
     doomed, swaps = classify_leftovers(names)
     actions: list[tuple[str, str]] = list(doomed)
     if CHECKPOINT_FILE in names and _malformed_epoch_checkpoint(d / CHECKPOINT_FILE):
@@ -263,6 +272,13 @@ def plan_recovery(
             prefix = seg.valid_prefix()
             if prefix < seg.size:
                 unseen.append(UnseenCorruption(seg.name, prefix, seg.size - prefix))
+                continue
+            try:
+                check_segment(seg.seg)
+            except Exception as exc:  # noqa: BLE001 - is_corruption decides; anything else is the caller's
+                if not is_corruption(exc):
+                    raise
+                unseen.append(UnseenCorruption(seg.name, None, 0, f"{type(exc).__name__}: {exc}"))
     for seg in segs.values():
         seg.seg.close_handlers()
     return RecoveryPlan(

@@ -27,6 +27,7 @@ Kafka's loader does.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -263,11 +264,13 @@ def salvage_partition(
             if last is None or last < first:
                 first = last = None
             report.ranges.append(SalvagedRange(files[i][1].name, start, end - start, reasons, first, last))
-    if dry_run:
+    touched = sorted({r.segment for r in report.ranges})
+    if dry_run:  # the names the real run would give: a dry run's report is the real run's
+        report.ranges = [dataclasses.replace(r, quarantine_file=_quarantine_name(r)) for r in report.ranges]
+        report.rewritten.extend(touched)
         return report
     if report.ranges:
         _quarantine(report, quarantine, d, dict((p.name, p) for _b, p in files))
-        touched = sorted({r.segment for r in report.ranges})
         kept_by_name = {files[i][1].name: chosen[i] for i in range(len(files))}
         for name in touched:
             _rewrite(d, name, kept_by_name[name])
@@ -327,7 +330,7 @@ def _quarantine(report: SalvageReport, root: Path, d: Path, paths: dict[str, Pat
         with open(paths[r.segment], "rb") as f:
             f.seek(r.position)
             data = f.read(r.bytes)
-        name = f"{r.segment}.{r.position}-{r.position + r.bytes}.bin"
+        name = _quarantine_name(r)
         atomic_write(qdir / name, data)
         ranges.append(SalvagedRange(r.segment, r.position, r.bytes, r.reasons, r.first_offset, r.last_offset, name))
         doc_ranges.append(hashlib.sha256(data).hexdigest())
@@ -338,6 +341,11 @@ def _quarantine(report: SalvageReport, root: Path, d: Path, paths: dict[str, Pat
         entry["sha256"] = digest
     atomic_write(qdir / REPORT_FILE, (json.dumps(doc, indent=2) + "\n").encode())
     fsync_dir(qdir.parent)
+
+
+def _quarantine_name(r: SalvagedRange) -> str:
+    """The file one removed range is kept in, inside the run's quarantine dir."""
+    return f"{r.segment}.{r.position}-{r.position + r.bytes}.bin"
 
 
 def _rewrite(d: Path, name: str, kept: list[Kept]) -> None:

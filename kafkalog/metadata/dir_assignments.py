@@ -101,6 +101,24 @@ def _local_topic_id(d: DirState, tp: TopicPartition) -> tuple[str | None, str]:
         return None, f"unreadable partition.metadata ({exc})"
 
 
+def stray_reason(by_id: dict[str, Any], broker_id: int, topic_id: str | None, partition_id: int,
+                 why: str = "no partition.metadata") -> str | None:
+    """Why Kafka's ``LogManager.isStrayKraftReplica`` calls a log stray (None: it does not): no topic id
+    (``why``), a topic id or partition the image (its ``topics_by_id``) does not hold, or a partition whose
+    replicas leave ``broker_id`` out."""
+    topic = by_id.get(topic_id) if topic_id is not None else None
+    partition = topic.partitions.get(partition_id) if topic is not None else None
+    if topic_id is None:
+        return f"{why}: Kafka treats the log as stray"
+    if topic is None:
+        return f"topic id {topic_id} is not in the metadata (deleted or re-created topic)"
+    if partition is None:
+        return f"topic {topic.name} ({topic_id}) has no partition {partition_id}"
+    if broker_id not in partition.replicas:
+        return f"the replicas {partition.replicas} do not include broker {broker_id}"
+    return None
+
+
 def _strays(states: list[DirState], image: MetadataImage, broker_id: int) -> list[dict[str, Any]]:
     """Kafka's ``LogManager.isStrayKraftReplica`` for each current replica: no topic id, a topic id or partition
     the image does not hold, or a partition whose replicas do not include this broker."""
@@ -111,17 +129,8 @@ def _strays(states: list[DirState], image: MetadataImage, broker_id: int) -> lis
             continue
         for tp in sorted(d.current):
             topic_id, why = _local_topic_id(d, tp)
-            topic = by_id.get(topic_id) if topic_id is not None else None
-            partition = topic.partitions.get(tp[1]) if topic is not None else None
-            if topic_id is None:
-                detail = f"{why}: Kafka treats the log as stray"
-            elif topic is None:
-                detail = f"topic id {topic_id} is not in the metadata (deleted or re-created topic)"
-            elif partition is None:
-                detail = f"topic {topic.name} ({topic_id}) has no partition {tp[1]}"
-            elif broker_id not in partition.replicas:
-                detail = f"the replicas {partition.replicas} do not include broker {broker_id}"
-            else:
+            detail = stray_reason(by_id, broker_id, topic_id, tp[1], why)
+            if detail is None:
                 continue
             out.append({"kind": STRAY, "topic": tp[0], "partition": tp[1], "expectedDirectoryId": None,
                         "actualDirectoryId": d.directory_id, "detail": f"live in {d.path}; {detail}"})

@@ -30,6 +30,7 @@ __all__ = [
     "check_file",
     "check_log_dir",
     "check_partition_files",
+    "gap_not_from_compaction",
     "is_log_dir",
     "listdir_or_empty",
     "read_checkpoint_offsets",
@@ -115,6 +116,40 @@ def read_checkpoint_offsets(
     return out[0], out[1], out[2]
 
 
+def gap_not_from_compaction(partition_dir: str, topic: str, partition: int,
+                            gaps: list[tuple[int, int]]) -> str | None:
+    """Why the offset ``gaps`` between segments cannot be compaction's (None: they may be). Only a partition the
+    log dir's ``cleaner-offset-checkpoint`` has no entry for (never compacted here) is judged: a producer snapshot
+    inside a gap (Kafka snapshots at every roll, named by the new segment's base offset) marks a segment that went
+    missing, and so does any gap in a dir beside a ``recovery-point-offset-checkpoint`` (a real log dir; internal
+    ``__`` topics aside)."""
+    if not gaps:
+        return None
+    logdir = os.path.dirname(os.path.normpath(partition_dir))
+    cleaner = os.path.join(logdir, "cleaner-offset-checkpoint")
+    try:
+        st = os.stat(cleaner)
+        if (topic, partition) in _parsed_checkpoint(cleaner, st.st_mtime_ns, st.st_size, st.st_ino):
+            return None
+    except FileNotFoundError:
+        pass
+    except (KafkaLogError, OSError):
+        return None  # cannot tell: the checkpoint's own problem is reported with the log dir
+    orphans = []
+    for name in listdir_or_empty(partition_dir):
+        if name.endswith(".snapshot") and name[:20].isdigit():
+            offset = int(name[:20])
+            if any(lo <= offset <= hi for lo, hi in gaps):
+                orphans.append(offset)
+    never = "no cleaner-offset-checkpoint entry (never compacted here)"
+    if orphans:
+        at = ", ".join(map(str, sorted(orphans)))
+        return f"{never} and producer snapshot(s) at {at} inside the gap: a segment is missing"
+    if topic.startswith("__") or not os.path.isfile(os.path.join(logdir, OFFSET_CHECKPOINT_FILES[0])):
+        return None
+    return f"{never} in a log dir: a segment is missing"
+
+
 @functools.lru_cache(maxsize=16)
 def _parsed_checkpoint(path: str, mtime_ns: int, size: int, inode: int) -> dict[tuple[str, int], int]:
     """One offset checkpoint, parsed once per version of the file (keyed by its stat): a log dir's checkpoints
@@ -157,6 +192,10 @@ def check_log_dir(log_dir: str, partition_dirs: Collection[str]) -> Finding:
             continue
         absent = sorted(f"{t}-{p}" for t, p in offsets if f"{t}-{p}" not in present)
         data[name] = {"entries": len(offsets), "partitionsNotInDir": absent}
+        negative = sorted(f"{t}-{p} {o}" for (t, p), o in offsets.items() if o < 0)
+        if negative:  # Kafka never writes one; its load would take it as is
+            status = "corrupt" if status == "ok" else status
+            problems.append(f"{name}: negative offset (Kafka never writes one): {', '.join(negative)}")
     return Finding("logdir", log_dir, status, f"{len(present)} partition dirs", problems, data)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from ..checkpoint.offset_checkpoint import effective_log_start_offset
 from ..errors import InvalidArgumentError
 from .findings import Finding, row_value
-from .metadata import PartitionFiles, check_partition_files, read_checkpoint_offsets
+from .metadata import PartitionFiles, check_partition_files, gap_not_from_compaction, read_checkpoint_offsets
 from .segment import SegmentReport, segment_status
 
 __all__ = ["PARTITION_FIELDS", "PARTITION_STATUS", "PartitionReport", "partition_finding", "row_value", "verify_partition"]
@@ -113,7 +113,10 @@ def verify_partition(segments: Iterable[SegmentReport | dict | Any]) -> Partitio
     log_start = effective_log_start_offset(lso, int(get(rows[0], "base_offset")))
     if overlaps:
         problems.append(f"{len(overlaps)} segment(s) overlap the previous one")
-    if gaps:
+    missing = gap_not_from_compaction(pdir, topic, partition, gaps)
+    if missing is not None:
+        problems.append(f"{len(gaps)} offset gap(s) between segments ({_ranges(gaps)}) not from compaction: {missing}")
+    elif gaps:
         problems.append(f"{len(gaps)} offset gap(s) between segments (normal after compaction)")
     if corrupt:
         problems.append(f"{corrupt} segment(s) not ok")
@@ -127,7 +130,7 @@ def verify_partition(segments: Iterable[SegmentReport | dict | Any]) -> Partitio
     if hwm is not None and hwm > log_end:
         ck.append(f"high watermark {hwm} is beyond the log end offset {log_end}")
     problems.extend(ck)
-    if corrupt:
+    if corrupt or missing is not None:
         continuity = "corrupt"
     elif overlaps:
         continuity = "overlap"
@@ -148,6 +151,10 @@ def verify_partition(segments: Iterable[SegmentReport | dict | Any]) -> Partitio
         pdir, topic, partition, len(rows), corrupt + unreadable, log_start, log_end, gaps, overlaps, recovery, lso, hwm, status,
         problems, continuity, files,
     )  # fmt: skip
+
+
+def _ranges(gaps: list[tuple[int, int]]) -> str:
+    return ", ".join(f"{a}-{b}" for a, b in gaps)
 
 
 def _int_or_none(v) -> int | None:

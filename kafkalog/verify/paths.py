@@ -18,6 +18,7 @@ from .findings import Finding, error_finding
 from .metadata import check_file, check_log_dir, is_log_dir, listdir_or_empty
 from .partition import partition_finding
 from .segment import SegmentReport, segment_finding, verify_segment
+from .startup import startup_problems
 
 __all__ = ["VerifyPlan", "plan_paths", "run_plan"]
 
@@ -129,7 +130,8 @@ def run_plan(
 ) -> Iterator[Finding]:
     """Check everything in ``plan``: each segment (``on_segment(size)`` after it, for progress), then each partition
     dir from the reports of all its segments (one that could not be read makes its partition ERROR), then each log
-    dir, then the loose files. ``rsm``: the :class:`kafkalog.tiered.RsmConfig` that tiered-storage objects were
+    dir (with what Kafka's startup would refuse or mark stray in it: :mod:`.startup`), then the loose files.
+    ``rsm``: the :class:`kafkalog.tiered.RsmConfig` that tiered-storage objects were
     written with (see ``verify_segment``)."""
     by_partition: dict[str, list[SegmentReport]] = defaultdict(list)
     for item in plan.segments:
@@ -140,7 +142,14 @@ def run_plan(
             on_segment(max(item.size_bytes, 0))
     for pdir in sorted(plan.partition_dirs):
         yield partition_finding(pdir, by_partition.get(pdir, []))
+    refusals = startup_problems(plan.log_dirs)
     for ldir in sorted(plan.log_dirs):
-        yield check_log_dir(ldir, plan.partition_dirs)
+        finding = check_log_dir(ldir, plan.partition_dirs)
+        if refusals.get(ldir):
+            finding.problems.extend(refusals[ldir])
+            if finding.status == "ok":
+                finding.status = "corrupt"
+            finding.data["startupRefusals"] = refusals[ldir]
+        yield finding
     for path in plan.files:
         yield check_file(path)
