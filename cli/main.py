@@ -18,8 +18,8 @@ import click
 from kafkalog.verify.findings import error_object
 
 from . import checkpoints, clean, demo, dirs, doctor, dump, recover, spark_cmd, tiered, txn, verify
-from .output import JsonOutput
 from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, CommandError, classify, report_error
+from .output import JsonOutput
 
 __all__ = ["EXIT_CORRUPT", "EXIT_OK", "EXIT_USAGE", "CliState", "CommandError", "KafkalogGroup", "classify", "main",
            "report_error"]  # fmt: skip
