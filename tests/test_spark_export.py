@@ -286,9 +286,10 @@ def test_names_are_unique_and_the_export_checks_what_it_committed(spark, tmp_pat
     partition`` on the log dir Kafka's own code generates. Every record read is on disk, in the files reported."""
     from dataclasses import replace
 
+    from kafkalog_cli.main import main
+
     from kafkalog.spark.export import _check_committed, _Out
     from kafkalog.storage import StorageError
-    from kafkalog_cli.main import main
     from tests.oracle import UNAVAILABLE_REASON, run_oracle
 
     runner = CliRunner()
@@ -354,8 +355,9 @@ def test_skip_reports_what_it_dropped_on_the_driver(spark, tmp_path: Path, caplo
     """``onCorrupt=skip``: the offsets lost per segment in the result, the CLI's output and the driver's log."""
     import logging
 
-    from kafkalog.spark import export_archive
     from kafkalog_cli.main import main
+
+    from kafkalog.spark import export_archive
 
     root = _copy(tmp_path / "logdir", ["golden-none-0", "golden-gzip-0"])
     log = root / "golden-none-0" / "00000000000000000000.log"

@@ -114,8 +114,8 @@ def _consumer_offsets(dump: list[dict]) -> list[int]:
 
 @needs_oracle
 def test_read_committed_is_what_a_read_committed_consumer_gets(tmp_path: Path) -> None:
-    from kafkalog.log.committed import committed_view
     from kafkalog.discovery import discover_segments
+    from kafkalog.log.committed import committed_view
 
     run_oracle("generate", tmp_path / "gen")
     dirs = {"gen-txn-0": tmp_path / "gen" / "gen-txn-0", "golden-txn-0": GOLDEN / "logdir" / "golden-txn-0"}

@@ -86,8 +86,8 @@ from kafkalog.log.index_check import checked_range
 from kafkalog.log.timestamp_offsets import PartitionTimes, indexes_on_disk
 from kafkalog.spark import channel
 from kafkalog.spark.daemon import quiet_stock_daemon
-from kafkalog.spark.options import check_options, flag
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
+from kafkalog.spark.options import check_options, flag
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 from kafkalog.spark.split import split_big_segments
 from kafkalog.spark.worker_gc import freeze_worker_once

@@ -39,9 +39,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kafkalog import errors, storage
-from kafkalog.spark import channel
 from kafkalog.checkpoint.atomic import fsync_dir
 from kafkalog.errors import InvalidArgumentError, KafkaLogError, NothingToCheckError
+from kafkalog.spark import channel
 from kafkalog.spark.options import check_options
 from kafkalog.verify.findings import describe_error, one_line
 
@@ -588,11 +588,11 @@ def _remove_ours(dest: _Out) -> None:
 def read_export(spark, out: str | os.PathLike):
     """The export at ``out`` as a DataFrame with the DataSource's schema (partition columns typed as the
     DataSource types them, whatever Spark would infer from the dir names), columns in the DataSource's order."""
-    from kafkalog.spark.datasource import full_schema
-    from kafkalog.spark.scan import COLUMNS
-
     from pyspark.sql.functions import col, unix_millis
     from pyspark.sql.types import StructField, StructType, TimestampType
+
+    from kafkalog.spark.datasource import full_schema
+    from kafkalog.spark.scan import COLUMNS
 
     schema = StructType([StructField(f.name, TimestampType()) if f.name == "timestamp" else f
                          for f in full_schema().fields])  # fmt: skip
