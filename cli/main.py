@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from . import checkpoints, clean, demo, dirs, dump, recover, spark_cmd, txn, verify
+from . import checkpoints, clean, demo, dirs, dump, iceberg_cmd, recover, spark_cmd, txn, verify
 from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, CommandError, classify, report_error
 
 __all__ = ["EXIT_CORRUPT", "EXIT_OK", "EXIT_USAGE", "CliState", "CommandError", "KafkalogGroup", "classify", "main",
@@ -94,5 +94,5 @@ def main(ctx: click.Context, debug: bool, quiet: bool) -> None:
 
 
 for _command in (dump.dump, verify.verify, dirs.dirs, recover.recover, clean.clean, checkpoints.checkpoints, txn.txn,
-                 demo.demo, spark_cmd.spark):
+                 demo.demo, spark_cmd.spark, iceberg_cmd.iceberg):
     main.add_command(_command)
