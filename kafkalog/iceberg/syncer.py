@@ -30,6 +30,9 @@ from kafkalog.tiered import as_rsm_config
 
 __all__ = ["COMMIT_ATTEMPTS", "IN_PROCESS_MAX_BYTES", "ISOLATION_PROPERTY", "SyncResult", "sync"]
 
+#: pyiceberg's own retry re-applies an append on top of whatever was committed meanwhile, which would add the
+#: same records twice after a concurrent sync: kafkalog tables turn it off and retry from a fresh plan instead
+NO_REBASE = {"commit.retry.num-retries": "0"}
 #: how often a sync starts again after another writer's commit won
 COMMIT_ATTEMPTS = 4
 #: the table property recording the isolation its rows were read with (a sync with the other one is refused)
@@ -129,7 +132,7 @@ def _open_table(cat: Any, namespace: str, name: str, isolation: str) -> Any:
             pass
         try:
             tbl = cat.create_table(ident, schema=iceberg_schema(), partition_spec=partition_spec(),
-                                   properties={ISOLATION_PROPERTY: isolation,
+                                   properties={ISOLATION_PROPERTY: isolation, **NO_REBASE,
                                                "write.parquet.compression-codec": "zstd"})  # fmt: skip
         except TableAlreadyExistsError:  # another sync created it first
             tbl = cat.load_table(ident)
@@ -140,6 +143,9 @@ def _open_table(cat: Any, namespace: str, name: str, isolation: str) -> Any:
     if had is not None and had != isolation:
         raise IcebergConfigError(f"table {namespace}.{name} holds {had} rows; a {isolation} sync would mix them "
                                  "(use another table)")  # fmt: skip
+    if any(tbl.properties.get(k) != v for k, v in NO_REBASE.items()):
+        with tbl.transaction() as tx:
+            tx.set_properties(**NO_REBASE)
     return tbl
 
 
