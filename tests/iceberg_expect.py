@@ -75,3 +75,15 @@ def table_rows(table: Any) -> list[Row]:
         out.append((d["topic"], d["partition"], d["offset"], ms, None if d["key"] is None else d["key"].hex(),
                     None if d["value"] is None else d["value"].hex(), headers))  # fmt: skip
     return sorted(out, key=lambda r: (r[0], r[1], r[2]))
+
+
+def stable_end(batches: list[dict]) -> int:
+    """Where a read_committed consumer stops: the first offset of the earliest transaction with no marker, else
+    the offset after the last batch."""
+    open_first: dict[int, int] = {}
+    for b in batches:
+        if b["isTransactional"] and b["isControl"]:
+            open_first.pop(b["producerId"], None)
+        elif b["isTransactional"]:
+            open_first.setdefault(b["producerId"], b["baseOffset"])
+    return min(open_first.values()) if open_first else batches[-1]["lastOffset"] + 1
