@@ -131,3 +131,26 @@ def test_orphans_of_a_dead_run_are_removed_by_the_next_sync(tmp_path):
     again = sync([src], "kafka.history", warehouse=tmp_path / "wh")
     assert again.orphans_removed == 2 and not orphan.exists() and not stale_meta.exists()
     assert table_rows(open_table(tmp_path / "wh")) == expected("golden-none-0")
+
+
+def test_a_sync_after_clean_syncs_reads_no_old_manifests(tmp_path, monkeypatch):
+    """With no killed run behind it, the orphan check reads only the last commit's files: a sync's cost does not
+    grow with the table's history."""
+    from kafkalog.iceberg import orphans
+
+    part = tmp_path / "logdir" / "golden-txn-0"
+    part.mkdir(parents=True)
+    for f in _segments("golden-txn-0"):
+        if int(f.name[:20]) < 88:
+            shutil.copy2(f, part / f.name)
+    sync([part], "kafka.history", warehouse=tmp_path / "wh")
+    for f in _segments("golden-txn-0"):
+        shutil.copy2(f, part / f.name)
+    sync([part], "kafka.history", warehouse=tmp_path / "wh")
+
+    def forbidden(table):
+        raise AssertionError("read every manifest of the table")
+
+    monkeypatch.setattr(orphans, "referenced_files", forbidden)
+    again = sync([part], "kafka.history", warehouse=tmp_path / "wh")
+    assert again.snapshot_id is None and again.orphans_removed == 0

@@ -25,6 +25,8 @@ __all__ = ["ORPHAN_MIN_AGE", "clean_orphans", "referenced_files", "sync_lock"]
 
 #: an unreferenced file younger than this may belong to a sync still running (where no lock tells)
 ORPHAN_MIN_AGE = 3600.0
+#: seconds a file's mtime may precede the commit time of the snapshot it was written after (clock granularity)
+_CLOCK_SLACK = 2.0
 
 
 @contextlib.contextmanager
@@ -58,35 +60,70 @@ def referenced_files(table: Any) -> set[str]:
     out.update(_path(entry.metadata_file) for entry in meta.metadata_log)
     for stats in (*getattr(meta, "statistics", ()), *getattr(meta, "partition_statistics", ())):
         out.add(_path(stats.statistics_path))
+    seen: set[str] = set()  # an append's manifest list repeats every earlier manifest: each is read once
     for snap in meta.snapshots:
         out.add(_path(snap.manifest_list))
         for manifest in snap.manifests(io):
+            if manifest.manifest_path in seen:
+                continue
+            seen.add(manifest.manifest_path)
             out.add(_path(manifest.manifest_path))
             for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
                 out.add(_path(entry.data_file.file_path))
     return out
 
 
-def clean_orphans(table: Any, *, min_age: float = ORPHAN_MIN_AGE) -> list[str]:
+def _last_commit_files(table: Any, snap: Any) -> set[str]:
+    """The metadata files, manifest list, manifests and the data files that the current snapshot added."""
+    out = {_path(table.metadata_location), _path(snap.manifest_list)}
+    out.update(_path(entry.metadata_file) for entry in table.metadata.metadata_log)
+    for manifest in snap.manifests(table.io):
+        out.add(_path(manifest.manifest_path))
+        if manifest.added_snapshot_id == snap.snapshot_id:
+            out.update(_path(e.data_file.file_path) for e in manifest.fetch_manifest_entry(table.io))
+    return out
+
+
+def clean_orphans(table: Any, *, min_age: float = ORPHAN_MIN_AGE, locked: bool = False) -> list[str]:
     """Remove the table's unreferenced files at least ``min_age`` seconds old; return their paths. Only a local
-    table location is cleaned (the list of a remote one is left to Iceberg's own maintenance jobs)."""
+    table location is cleaned (the list of a remote one is left to Iceberg's own maintenance jobs).
+
+    ``locked``: the caller holds the sync lock, so every orphan was written after the current snapshot was
+    committed (the runs are serialized); when no file is that recent the table's manifests are not read at all,
+    and a sync's cost does not grow with the table's history."""
     root = _path(table.location())
     if "://" in root or not os.path.isdir(root):
         return []
-    keep = referenced_files(table)
     now = time.time()
-    removed: list[str] = []
+    snap = table.current_snapshot()
+    since = snap.timestamp_ms / 1000 - _CLOCK_SLACK if locked and snap is not None else None
+    current = _path(table.metadata_location)
+    candidates = []
     for sub in ("data", "metadata"):
         for dirpath, _dirs, names in os.walk(os.path.join(root, sub)):
             for name in names:
                 path = os.path.join(dirpath, name)
-                if path in keep or not name.endswith((".parquet", ".avro", ".metadata.json")):
+                if path == current or not name.endswith((".parquet", ".avro", ".metadata.json")):
                     continue
                 try:
-                    if now - os.stat(path).st_mtime < min_age:
-                        continue
-                    os.remove(path)
+                    mtime = os.stat(path).st_mtime
                 except FileNotFoundError:
                     continue
-                removed.append(path)
+                if now - mtime >= min_age and (since is None or mtime >= since):
+                    candidates.append(path)
+    if candidates and snap is not None:  # the files of the last commit itself are the usual recent ones
+        recent = _last_commit_files(table, snap)
+        candidates = [p for p in candidates if p not in recent]
+    if not candidates:
+        return []
+    keep = referenced_files(table)
+    removed: list[str] = []
+    for path in candidates:
+        if path in keep:
+            continue
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            continue
+        removed.append(path)
     return removed

@@ -104,7 +104,7 @@ def sync(roots: str | os.PathLike | Sequence[str | os.PathLike], table: str, *, 
         tbl = _open_table(cat, namespace, name, isolation)
         removed: list[str] = []
         if clean_orphans_files or (clean_orphans_files is None and locked):
-            removed = clean_orphans(tbl, min_age=0.0 if locked else ORPHAN_MIN_AGE)
+            removed = clean_orphans(tbl, min_age=0.0 if locked else ORPHAN_MIN_AGE, locked=locked)
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             result = _attempt(tbl, full, items, root_list, isolation, on_corrupt, options, rsm, spark, master,
                               on_progress)  # fmt: skip
