@@ -73,13 +73,18 @@ def referenced_files(table: Any) -> set[str]:
     return out
 
 
-def _last_commit_files(table: Any, snap: Any) -> set[str]:
-    """The metadata files, manifest list, manifests and the data files that the current snapshot added."""
-    out = {_path(table.metadata_location), _path(snap.manifest_list)}
-    out.update(_path(entry.metadata_file) for entry in table.metadata.metadata_log)
+def _recent_files(table: Any, snap: Any, since: float) -> set[str]:
+    """Files the table references that may be as recent as ``since``: every metadata file and manifest list (no
+    read needed), the current snapshot's manifests, and the data files of those added by snapshots committed
+    after ``since`` (the last commits, not the history)."""
+    meta = table.metadata
+    out = {_path(table.metadata_location)}
+    out.update(_path(entry.metadata_file) for entry in meta.metadata_log)
+    out.update(_path(s.manifest_list) for s in meta.snapshots)
+    recent = {s.snapshot_id for s in meta.snapshots if s.timestamp_ms / 1000 >= since - _CLOCK_SLACK}
     for manifest in snap.manifests(table.io):
         out.add(_path(manifest.manifest_path))
-        if manifest.added_snapshot_id == snap.snapshot_id:
+        if manifest.added_snapshot_id in recent:
             out.update(_path(e.data_file.file_path) for e in manifest.fetch_manifest_entry(table.io))
     return out
 
@@ -111,8 +116,8 @@ def clean_orphans(table: Any, *, min_age: float = ORPHAN_MIN_AGE, locked: bool =
                     continue
                 if now - mtime >= min_age and (since is None or mtime >= since):
                     candidates.append(path)
-    if candidates and snap is not None:  # the files of the last commit itself are the usual recent ones
-        recent = _last_commit_files(table, snap)
+    if candidates and snap is not None:  # the files of the last commits themselves are the usual recent ones
+        recent = _recent_files(table, snap, since if since is not None else 0.0)
         candidates = [p for p in candidates if p not in recent]
     if not candidates:
         return []
