@@ -119,7 +119,7 @@ def incremental_section(logdir: Path, work: Path, rounds: int) -> None:
     added = add_one_percent(grown)
     sync([str(logdir)], "bench.t", warehouse=str(work / "warm"))  # imports warm
     best = {"full": float("inf"), "incremental": float("inf")}
-    for r in range(rounds):
+    for _ in range(rounds):
         base = work / "inc-base"
         shutil.rmtree(base, ignore_errors=True)
         t = time.perf_counter()

@@ -33,7 +33,14 @@ def iceberg_schema() -> Any:
     if "schema" not in _CACHE:
         from pyiceberg.schema import Schema
         from pyiceberg.types import (
-            BinaryType, IntegerType, ListType, LongType, NestedField, StringType, StructType, TimestamptzType,
+            BinaryType,
+            IntegerType,
+            ListType,
+            LongType,
+            NestedField,
+            StringType,
+            StructType,
+            TimestamptzType,
         )  # fmt: skip
 
         header = StructType(NestedField(12, "key", StringType(), required=False),
