@@ -96,14 +96,16 @@ def spark_section(logdir: Path, work: Path, rounds: int) -> None:
                 out = work / f"spark-{name}"
                 shutil.rmtree(out, ignore_errors=True)
                 t = time.perf_counter()
+                parts = ""
                 if name == "sync":
-                    sync([str(logdir)], "bench.t", warehouse=str(out), spark=spark)
+                    res = sync([str(logdir)], "bench.t", warehouse=str(out), spark=spark)
+                    parts = " (" + ", ".join(f"{k} {v:.2f}s" for k, v in res.timings.items()) + ")"
                 else:
                     export_archive(spark, [str(logdir)], str(out))
                 took = time.perf_counter() - t
                 if r:
                     best[name] = min(best[name], took)
-                print(f"  spark {name}: {took:.2f}s{'' if r else ' (warm-up)'} (load {load_average():.2f})",
+                print(f"  spark {name}: {took:.2f}s{parts}{'' if r else ' (warm-up)'} (load {load_average():.2f})",
                       flush=True)  # fmt: skip
     finally:
         spark.stop()

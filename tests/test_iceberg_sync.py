@@ -131,3 +131,17 @@ def test_resume_seeks_instead_of_scanning(tmp_path, monkeypatch):
     assert [s[0] for s in starts] == [holding]
     assert starts[0][1] > 0
     assert again.rows == len([r for r in expected("golden-segments-0") if r[2] >= resume])
+
+
+def test_legacy_magic_0_and_1_rows_null_timestamps_included(tmp_path):
+    """Magic 0 records have no timestamp: null in the table (its own day partition), Kafka's value -1 nowhere."""
+    cases = sorted(p.name for p in (GOLDEN / "legacy" / "logdir").iterdir() if p.is_dir())
+    sync([GOLDEN / "legacy" / "logdir"], "kafka.history", warehouse=tmp_path / "wh")
+    want = []
+    for case in cases:
+        topic, _, p = case.rpartition("-")
+        batches = manifest_batches(load_manifest(f"legacy/manifests/{case}.json"))
+        want += consumer_view(batches, topic, int(p))
+    got = table_rows(open_table(tmp_path / "wh"))
+    assert got == sorted(want, key=lambda r: (r[0], r[1], r[2]))
+    assert any(r[3] is None for r in got) and all(r[3] is None or r[3] >= 0 for r in got)

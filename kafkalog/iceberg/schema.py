@@ -72,9 +72,19 @@ def partition_spec() -> Any:
 def arrow_schema() -> Any:
     """The table's rows as Arrow (what pyiceberg's writer is handed)."""
     if "arrow" not in _CACHE:
-        from pyiceberg.io.pyarrow import schema_to_pyarrow
+        import pyarrow as pa
 
-        _CACHE["arrow"] = schema_to_pyarrow(iceberg_schema(), include_field_ids=False)
+        def f(fid: int, name: str, typ: Any, nullable: bool = True) -> Any:  # Parquet readers map columns by id
+            return pa.field(name, typ, nullable=nullable, metadata={b"PARQUET:field_id": str(fid).encode()})
+
+        header = pa.struct([f(12, "key", pa.string()), f(13, "value", pa.binary())])
+        _CACHE["arrow"] = pa.schema([  # the decoder's own types (not pyiceberg's large ones: no cast, no copy)
+            f(1, "topic", pa.string(), False), f(2, "partition", pa.int32(), False), f(3, "offset", pa.int64(), False),
+            f(4, "timestamp", pa.timestamp("us", tz="UTC")), f(5, "timestamp_type", pa.string(), False),
+            f(6, "key", pa.binary()), f(7, "value", pa.binary()),
+            f(8, "headers", pa.list_(f(11, "element", header, False))),
+            f(9, "leader_epoch", pa.int32()), f(10, "producer_id", pa.int64()),
+        ])  # fmt: skip
     return _CACHE["arrow"]
 
 

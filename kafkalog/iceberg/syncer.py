@@ -64,6 +64,7 @@ class SyncResult:
     orphans_removed: int = 0
     attempts: int = 1
     seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)  # seconds of the last attempt: plan, write, commit
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,7 +134,7 @@ def _open_table(cat: Any, namespace: str, name: str, isolation: str) -> Any:
         try:
             tbl = cat.create_table(ident, schema=iceberg_schema(), partition_spec=partition_spec(),
                                    properties={ISOLATION_PROPERTY: isolation, **NO_REBASE,
-                                               "write.parquet.compression-codec": "zstd"})  # fmt: skip
+                                               "write.parquet.compression-codec": "snappy"})  # fmt: skip
         except TableAlreadyExistsError:  # another sync created it first
             tbl = cat.load_table(ident)
     except Exception as exc:  # noqa: BLE001 - a catalog that fails to answer is a config problem
@@ -160,6 +161,7 @@ def _attempt(tbl: Any, full: str, items: list, roots: list[str], isolation: str,
              options: dict[str, str], rsm: Any, spark: Any, master: str | None,
              on_progress: ProgressCallback | None) -> SyncResult | None:  # fmt: skip
     """Plan, write and commit once; None when another writer's commit won (the files written were removed)."""
+    t0 = time.perf_counter()
     resume = table_next_offsets(tbl)
     plans = plan_partitions(items, resume, isolation, options=options, rsm=rsm)
     reader = make_reader(roots, isolation, on_corrupt, options, rsm)
@@ -168,8 +170,9 @@ def _attempt(tbl: Any, full: str, items: list, roots: list[str], isolation: str,
         on_progress("plan", len(parts), len(parts))
     next_offsets = {**resume, **{p.key: p.stop for p in plans}}
     engine = "in-process"
+    t1 = time.perf_counter()
     if not plans:
-        return SyncResult(full, None, 0, [], 0, next_offsets, 0, 0, isolation, engine)
+        return SyncResult(full, None, 0, [], 0, next_offsets, 0, 0, isolation, engine, timings={"plan": t1 - t0})
     read_bytes = sum(p.read_bytes for p in plans)
     if spark is not None or master is not None or read_bytes > IN_PROCESS_MAX_BYTES:
         from kafkalog.iceberg.spark import write_on_spark
@@ -182,6 +185,7 @@ def _attempt(tbl: Any, full: str, items: list, roots: list[str], isolation: str,
         out = write_parts(reader, parts, tbl.metadata, tbl.io)
         if on_progress is not None:
             on_progress("write", len(parts), len(parts))
+    t2 = time.perf_counter()
     if on_progress is not None:
         on_progress("commit", 0, 1)
     props = {NEXT_OFFSETS: json.dumps(dict(sorted(next_offsets.items())), separators=(",", ":"))}
@@ -192,9 +196,10 @@ def _attempt(tbl: Any, full: str, items: list, roots: list[str], isolation: str,
         return None
     if on_progress is not None:
         on_progress("commit", 1, 1)
+    timings = {"plan": t1 - t0, "write": t2 - t1, "commit": time.perf_counter() - t2}
     return SyncResult(full, snapshot_id, out.rows, [f.file_path for f in out.data_files],
                       sum(int(f.file_size_in_bytes) for f in out.data_files), next_offsets, len(plans),
-                      out.segments, isolation, engine, out.skipped)  # fmt: skip
+                      out.segments, isolation, engine, out.skipped, timings=timings)  # fmt: skip
 
 
 def _commit(tbl: Any, out: TaskOutput, props: dict[str, str]) -> int | None:
