@@ -3,10 +3,11 @@
 The records come from the ``kafkalog`` DataSource's own segment scan (:class:`kafkalog.spark.datasource.
 KafkaLogReader`: index seek, remote byte ranges, Aiven chunks, ``isolation`` with the ``.txnindex`` aborts,
 ``onCorrupt``), bounded to each partition's [start, stop) offsets, and are converted to the table's columns
-(:func:`kafkalog.iceberg.schema.to_table_rows`). They are buffered up to :data:`FLUSH_BYTES` of Arrow data and
-handed to pyiceberg's writer, which splits them by partition (topic, day) and cuts files at the table's
-``write.target-file-size-bytes``: files of hundreds of MB, not one per segment. The files are written; nothing is
-committed here (the driver commits every file of a sync in one snapshot).
+(:func:`kafkalog.iceberg.schema.to_table_rows`). They are buffered up to :data:`FLUSH_BYTES` of Arrow data, split
+by partition (topic, day), cut at the table's ``write.target-file-size-bytes`` (pyiceberg's bin packing) and
+written as Parquet data files with pyiceberg's layout and column metrics: files of hundreds of MB, not one per
+segment. The files are written; nothing is committed here (the driver commits every file of a sync in one
+snapshot).
 """
 
 from __future__ import annotations
@@ -150,7 +151,9 @@ class _Files:
         repeat) and to skip its per-batch schema projection: the rows already have the table's schema."""
         import pyarrow.parquet as pq
         from pyiceberg.io.pyarrow import (
-            _get_parquet_writer_kwargs, compute_statistics_plan, data_file_statistics_from_parquet_metadata,
+            _get_parquet_writer_kwargs,
+            compute_statistics_plan,
+            data_file_statistics_from_parquet_metadata,
             parquet_path_to_id_mapping,
         )  # fmt: skip
         from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
