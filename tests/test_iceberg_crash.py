@@ -154,3 +154,24 @@ def test_a_sync_after_clean_syncs_reads_no_old_manifests(tmp_path, monkeypatch):
     monkeypatch.setattr(orphans, "referenced_files", forbidden)
     again = sync([part], "kafka.history", warehouse=tmp_path / "wh")
     assert again.snapshot_id is None and again.orphans_removed == 0
+
+
+def test_without_the_lock_clean_orphans_removes_only_old_ones(tmp_path, monkeypatch):
+    """Where no lock serializes the writers (a remote catalog), a recent unreferenced file may be a running sync's:
+    --clean-orphans removes only files older than ORPHAN_MIN_AGE, and without it nothing is removed."""
+    from kafkalog.iceberg import syncer
+    from kafkalog.iceberg.orphans import ORPHAN_MIN_AGE
+
+    src = GOLDEN / "logdir" / "golden-none-0"
+    sync([src], "kafka.history", warehouse=tmp_path / "wh")
+    monkeypatch.setattr(syncer, "sync_lock", lambda *a: contextlib.nullcontext(False))
+    root = Path(open_table(tmp_path / "wh").location().removeprefix("file://"))
+    young, old = root / "data" / "00000-0-young.parquet", root / "data" / "00000-0-old.parquet"
+    for f in (young, old):
+        f.write_bytes(b"PAR1")
+    past = time.time() - ORPHAN_MIN_AGE - 60
+    os.utime(old, (past, past))
+    assert sync([src], "kafka.history", warehouse=tmp_path / "wh").orphans_removed == 0
+    assert young.exists() and old.exists()
+    result = sync([src], "kafka.history", warehouse=tmp_path / "wh", clean_orphans_files=True)
+    assert result.orphans_removed == 1 and young.exists() and not old.exists()
