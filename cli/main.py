@@ -17,7 +17,7 @@ import click
 
 from kafkalog.verify.findings import error_object
 
-from . import checkpoints, clean, demo, dirs, doctor, dump, recover, spark_cmd, tiered, txn, verify
+from . import checkpoints, clean, demo, dirs, doctor, dump, iceberg_cmd, recover, spark_cmd, tiered, txn, verify
 from .errors import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE, CliState, CommandError, classify, report_error
 from .output import JsonOutput
 
@@ -127,5 +127,5 @@ def main(ctx: click.Context, debug: bool, quiet: bool) -> None:
 
 
 for _command in (dump.dump, verify.verify, dirs.dirs, recover.recover, clean.clean, checkpoints.checkpoints, txn.txn,
-                 demo.demo, spark_cmd.spark, doctor.doctor, tiered.tiered):
+                 demo.demo, spark_cmd.spark, iceberg_cmd.iceberg, doctor.doctor, tiered.tiered):
     main.add_command(_command)

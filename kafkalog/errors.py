@@ -277,3 +277,17 @@ class CorruptTieredObjectError(KafkaLogError):
         self.obj = obj
         self.chunk = chunk
         self.original_range = original_range
+
+
+# --- Iceberg tables ----------------------------------------------------------------------------------------------
+
+
+class IcebergConfigError(ConfigError):
+    """An Iceberg catalog that cannot be used: a bad ``--catalog-config`` file, a catalog that cannot be reached,
+    a table name that is not ``NAMESPACE.TABLE``, or a table that is not kafkalog's (its schema, its isolation).
+    The table is untouched (exit 2)."""
+
+
+class IcebergCommitError(KafkaLogError):
+    """A sync whose snapshot could not be committed: other writers kept committing to the table while it retried
+    (the table holds none of this sync's rows; the next sync resumes from what the table says)."""

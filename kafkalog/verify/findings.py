@@ -48,6 +48,7 @@ _USAGE_ERRORS = (
     E.InvalidPartitionDirError,
     E.InvalidArgumentError,
     E.InvalidArgumentTypeError,
+    E.IcebergCommitError,  # other writers kept the table busy: nothing about the archive's bytes
 )
 
 

@@ -1,0 +1,249 @@
+"""Decoded records into the table's data files: the same code in one process and in a Spark task.
+
+The records come from the ``kafkalog`` DataSource's own segment scan (:class:`kafkalog.spark.datasource.
+KafkaLogReader`: index seek, remote byte ranges, Aiven chunks, ``isolation`` with the ``.txnindex`` aborts,
+``onCorrupt``), bounded to each partition's [start, stop) offsets, and are converted to the table's columns
+(:func:`kafkalog.iceberg.schema.to_table_rows`). They are buffered up to :data:`FLUSH_BYTES` of Arrow data, split
+by partition (topic, day), cut at the table's ``write.target-file-size-bytes`` (pyiceberg's bin packing) and
+written as Parquet data files with pyiceberg's layout and column metrics: files of hundreds of MB, not one per
+segment. The files are written; nothing is committed here (the driver commits every file of a sync in one
+snapshot).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkalog.iceberg.offsets import PartitionPlan
+from kafkalog.iceberg.schema import SCAN_COLUMNS, arrow_schema, to_table_rows
+
+__all__ = ["FLUSH_BYTES", "TaskOutput", "make_reader", "segment_parts", "write_parts"]
+
+#: Arrow bytes buffered before pyiceberg writes them (its bin-packing then cuts files at the target size)
+FLUSH_BYTES = 256 << 20
+_TS = SCAN_COLUMNS.index("timestamp")
+_DAY_US = 86_400_000_000
+#: a row's partition key is topic number * stride + day (days since 1970; _NO_DAY for a null timestamp)
+_NO_DAY = -(1 << 31)
+_TOPIC_STRIDE = 1 << 33
+#: the columns whose values repeat within a file (the rest are mostly distinct: a dictionary tried first only costs)
+DICTIONARY_COLUMNS = ("topic", "timestamp_type")
+#: rows per Parquet row group (pyiceberg's default ``write.parquet.row-group-limit``)
+_ROW_GROUP_ROWS = 1 << 20
+
+
+@dataclass
+class TaskOutput:
+    """What one writer produced: pyiceberg DataFiles (not yet in any snapshot), rows, and what was skipped."""
+
+    data_files: list[Any] = field(default_factory=list)
+    rows: int = 0
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    segments: int = 0
+
+
+def make_reader(roots: list[str], isolation: str, on_corrupt: str, storage_options: dict[str, str],
+                rsm: Any) -> Any:  # fmt: skip
+    """The DataSource's reader with the sync's options, emitting :data:`SCAN_COLUMNS` only."""
+    import json
+
+    from kafkalog.spark.datasource import KafkaLogReader
+    from kafkalog.spark.scan import arrow_schema as scan_schema
+
+    opts = {**storage_options, "paths": json.dumps(roots), "isolation": isolation, "onCorrupt": on_corrupt}
+    reader = KafkaLogReader(opts, None)
+    reader.rsm = rsm
+    full = scan_schema()
+    import pyarrow as pa
+
+    reader.columns = (*SCAN_COLUMNS, "is_control")  # read_uncommitted: the DataSource keeps markers, a consumer not
+    reader.out_schema = pa.schema([full.field(c) for c in reader.columns])
+    return reader
+
+
+def segment_parts(plan: PartitionPlan, reader: Any) -> list[Any]:
+    """The DataSource's input partitions (one per segment) that hold offsets in [plan.start, plan.stop), each
+    bounded to that range, with the aborted transactions overlapping it (read_committed)."""
+    from kafkalog.spark.datasource import Bounds, SegmentPartition, _aborted_txns
+
+    bounds = Bounds(plan.start, plan.stop - 1)
+    items = plan.items
+    wanted = [i for i, item in enumerate(items)
+              if (i + 1 == len(items) or items[i + 1].base_offset > plan.start) and item.base_offset < plan.stop]  # fmt: skip
+    aborted: list[tuple[int, int, int]] = []
+    if reader.isolation == "read_committed":
+        # an abort of a transaction with records at or after the start has its marker there too
+        aborted = _aborted_txns([items[i] for i in wanted] + items[wanted[-1] + 1:] if wanted else [],
+                                reader.storage, reader.rsm)  # fmt: skip
+    parts = []
+    for i in wanted:
+        item = items[i]
+        nxt = items[i + 1].base_offset if i + 1 < len(items) else 1 << 63
+        if item.size_bytes <= 0:
+            continue
+        mine = [a for a in aborted if a[1] < nxt and a[2] >= item.base_offset]
+        parts.append(SegmentPartition(item, nxt, mine, bounds=bounds))
+    return parts
+
+
+class _Files:
+    """Buffered rows to data files through pyiceberg's file writer (statistics, names, locations, the target file
+    size), split by partition here: a chunk of one segment is one topic and nearly always one day, which a numpy
+    comparison tells; pyiceberg's generic split (a group-by, then a filter per partition) cost more than the
+    decode."""
+
+    def __init__(self, metadata: Any, io: Any) -> None:
+        from pyiceberg.table import TableProperties
+        from pyiceberg.utils.properties import property_as_int
+
+        self.metadata, self.io = metadata, io
+        self.write_uuid = uuid.uuid4()  # file names: 00000-<n>-<uuid>.parquet, unique per writer
+        self.counter = itertools.count(0)
+        self.buffer: list[Any] = []
+        self.keys: list[Any] = []  # per buffered chunk: its (topic, day) key of every row
+        self.topics: dict[str, int] = {}
+        self.size = 0
+        self.out: list[Any] = []
+        self.spec, self.schema = metadata.spec(), metadata.schema()
+        self.locations: Any = None
+        self.target = property_as_int(metadata.properties, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+                                      TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT)  # fmt: skip
+
+    def add(self, rows: Any) -> None:
+        """Buffer one chunk (rows of one segment: one topic)."""
+        import numpy as np
+        import pyarrow as pa
+
+        ts = rows.column(_TS)
+        us = ts.view(pa.int64()).to_numpy(zero_copy_only=False)
+        days = np.floor_divide(us, _DAY_US)
+        if ts.null_count:
+            days[ts.is_null().to_numpy(zero_copy_only=False)] = _NO_DAY
+        topic = self.topics.setdefault(rows.column(0)[0].as_py(), len(self.topics)) if rows.num_rows else 0
+        self.keys.append(days + topic * _TOPIC_STRIDE)
+        self.buffer.append(rows)
+        self.size += rows.nbytes
+        if self.size >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        import numpy as np
+        import pyarrow as pa
+        from pyiceberg.io.pyarrow import bin_pack_arrow_table
+
+        table = pa.Table.from_batches(self.buffer)
+        key = np.concatenate(self.keys)
+        self.buffer, self.keys, self.size = [], [], 0
+        for pk, part in self._partitions(table, key):
+            for batches in bin_pack_arrow_table(part, self.target):
+                self.out.append(self._write_file(pk, batches))
+
+    def _write_file(self, pk: Any, batches: list[Any]) -> Any:
+        """One Parquet data file of ``batches`` (pyiceberg's layout: field ids in the schema, the table's codec,
+        Iceberg's column metrics from the footer) as a pyiceberg DataFile. Written here rather than through
+        pyiceberg's ``write_file`` to use the export's Parquet settings (dictionary pages only for the columns that
+        repeat) and to skip its per-batch schema projection: the rows already have the table's schema."""
+        import pyarrow.parquet as pq
+        from pyiceberg.io.pyarrow import (
+            _get_parquet_writer_kwargs,
+            compute_statistics_plan,
+            data_file_statistics_from_parquet_metadata,
+            parquet_path_to_id_mapping,
+        )  # fmt: skip
+        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+        from pyiceberg.table.locations import load_location_provider
+
+        if self.locations is None:
+            self.locations = load_location_provider(table_location=self.metadata.location,
+                                                    table_properties=self.metadata.properties)  # fmt: skip
+        name = f"00000-{next(self.counter)}-{self.write_uuid}.parquet"
+        path = self.locations.new_data_location(data_file_name=name, partition_key=pk)
+        kwargs = _get_parquet_writer_kwargs(self.metadata.properties)
+        out = self.io.new_output(path)
+        with out.create(overwrite=True) as fos:
+            writer = pq.ParquetWriter(fos, schema=arrow_schema(), use_dictionary=list(DICTIONARY_COLUMNS), **kwargs)
+            for batch in batches:
+                writer.write_batch(batch, row_group_size=_ROW_GROUP_ROWS)
+            writer.close()
+        stats = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=writer.writer.metadata,
+            stats_columns=compute_statistics_plan(self.schema, self.metadata.properties),
+            parquet_column_mapping=parquet_path_to_id_mapping(self.schema))  # fmt: skip
+        return DataFile.from_args(content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET,
+                                  partition=pk.partition, file_size_in_bytes=len(out), sort_order_id=None,
+                                  spec_id=self.metadata.default_spec_id, equality_ids=None, key_metadata=None,
+                                  **stats.to_serialized_dict())  # fmt: skip
+
+    def _partitions(self, table: Any, key: Any) -> Iterator[tuple[Any, Any]]:
+        """(PartitionKey, rows) per (topic, day) of ``table``, rows in their order within each; ``key``: each
+        row's topic number * stride + day."""
+        import numpy as np
+        import pyarrow as pa
+        from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
+
+        topic_field, day_field = self.spec.fields
+        names = {v: k for k, v in self.topics.items()}
+        if len(key) and (key == key[0]).all():
+            order, bounds = None, [0, len(key)]
+        else:
+            order = np.argsort(key, kind="stable")
+            key = key[order]
+            bounds = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), len(key)]
+            table = table.take(pa.array(order))
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            topic, day = divmod(int(key[lo]) - _NO_DAY, _TOPIC_STRIDE)
+            day += _NO_DAY
+            pk = PartitionKey(field_values=[PartitionFieldValue(topic_field, names[topic]),
+                                            PartitionFieldValue(day_field, None if day == _NO_DAY else day)],
+                              partition_spec=self.spec, schema=self.schema)  # fmt: skip
+            yield pk, table.slice(lo, hi - lo)
+
+
+def write_parts(reader: Any, parts: Iterable[Any], metadata: Any, io: Any) -> TaskOutput:
+    """Decode ``parts`` (SegmentPartitions) and write their rows as data files of the table ``metadata``
+    describes; a corrupt segment raises the decoder's ``CorruptRecordError`` naming it (``onCorrupt=fail``) after
+    removing the files this writer wrote, or is read past and listed in ``skipped`` (``skip``)."""
+    files = _Files(metadata, io)
+    out = TaskOutput()
+    try:
+        for part in parts:
+            out.segments += 1
+            for batch in _scan(reader, part, out):
+                rows = to_table_rows(batch)
+                out.rows += rows.num_rows
+                files.add(rows)
+        files.flush()
+    except BaseException:
+        remove_files(io, files.out)
+        raise
+    out.data_files = files.out
+    return out
+
+
+def _scan(reader: Any, part: Any, out: TaskOutput) -> Iterator[Any]:
+    from kafkalog.spark.datasource import _scan_segment
+    from kafkalog.spark.scan import ScanMetrics
+
+    m = ScanMetrics(part.item.path)
+    for batch in _scan_segment(reader, part, m):
+        if batch.num_rows:
+            yield batch
+    if m.skipped_regions or m.skipped_batches:
+        out.skipped.append({"segment": part.item.path, "position": m.first_skipped_position,
+                            "regions": m.skipped_regions, "bytes": m.skipped_bytes, "batches": m.skipped_batches,
+                            "error": m.first_skipped_error})  # fmt: skip
+
+
+def remove_files(io: Any, data_files: Iterable[Any]) -> None:
+    """Delete written data files that will not be committed (best effort: what remains is an orphan)."""
+    for f in data_files:
+        try:
+            io.delete(f.file_path)
+        except Exception:  # noqa: BLE001,S112 - left for the orphan cleanup
+            continue
