@@ -68,7 +68,8 @@ def make_reader(roots: list[str], isolation: str, on_corrupt: str, storage_optio
 def segment_parts(plan: PartitionPlan, reader: Any) -> list[Any]:
     """The DataSource's input partitions (one per segment) that hold offsets in [plan.start, plan.stop), each
     bounded to that range, with the aborted transactions overlapping it (read_committed)."""
-    from kafkalog.spark.datasource import Bounds, SegmentPartition, _aborted_txns
+    from kafkalog.log.committed import aborted_txns
+    from kafkalog.spark.datasource import Bounds, SegmentPartition
 
     bounds = Bounds(plan.start, plan.stop - 1)
     items = plan.items
@@ -77,7 +78,7 @@ def segment_parts(plan: PartitionPlan, reader: Any) -> list[Any]:
     aborted: list[tuple[int, int, int]] = []
     if reader.isolation == "read_committed":
         # an abort of a transaction with records at or after the start has its marker there too
-        aborted = _aborted_txns([items[i] for i in wanted] + items[wanted[-1] + 1:] if wanted else [],
+        aborted = aborted_txns([items[i] for i in wanted] + items[wanted[-1] + 1:] if wanted else [],
                                 reader.storage, reader.rsm)  # fmt: skip
     parts = []
     for i in wanted:

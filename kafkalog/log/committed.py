@@ -12,7 +12,9 @@ and the batch headers after it open (a transactional data batch) and close (a co
 Without a snapshot (or for remote roots, whose listing has none) every batch header of the partition is read. The
 walk stops at damage: the scan that reads the records reports it.
 
-One function, :func:`committed_view`, so the DataSource, the export and whatever else reads committed records agree.
+One function, :func:`committed_view`, so the DataSource, the export and whatever else reads committed records agree;
+the header replay itself is :mod:`kafkalog.log.stable_offset`'s, which the Iceberg sync also runs from its resume
+offset.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from kafkalog import storage
 from kafkalog.errors import CorruptSnapshotError
 from kafkalog.index import TransactionIndex
 from kafkalog.log.producer_snapshot import read_producer_snapshot
-from kafkalog.log.timestamp_offsets import _aiven_size, _walk, indexes_on_disk
+from kafkalog.log.stable_offset import partition_tail
+from kafkalog.log.timestamp_offsets import indexes_on_disk
 from kafkalog.names import SNAPSHOT_SUFFIX, parse_segment_file_name
 from kafkalog.tiered import is_aiven_item
 
@@ -68,25 +71,13 @@ def aborted_txns(items: Sequence[Any], options: dict[str, str] | None = None, rs
 
 
 def last_stable_offset(items: Sequence[Any], options: dict[str, str] | None = None, rsm: Any = None) -> int | None:
-    """The first offset of the earliest transaction open at the end of the partition, None when none is."""
+    """The first offset of the earliest transaction open at the end of the partition, None when none is: the
+    header replay of :func:`kafkalog.log.stable_offset.partition_tail`, started at the newest producer snapshot
+    with the transactions it records as open (from the log start without one)."""
     if not items:
         return None
     start, open_txns = _snapshot_state(items)
-    for i, item in enumerate(items):
-        if i + 1 < len(items) and items[i + 1].base_offset <= start:
-            continue  # wholly below the snapshot
-        size = _aiven_size(item, options, rsm) if is_aiven_item(item) else max(item.size_bytes, 0)
-        walk = _walk(item, 0, size, options, rsm)
-        for batch in walk:
-            if batch.last_offset < start or batch.magic < 2 or not batch.is_transactional:
-                continue
-            if batch.is_control:
-                open_txns.pop(batch.producer_id, None)
-            else:
-                open_txns.setdefault(batch.producer_id, batch.base_offset)
-        if walk.damaged:
-            break
-    return min(open_txns.values()) if open_txns else None
+    return partition_tail(items, max(start, 0), options=options, rsm=rsm, open_at_start=open_txns).first_unstable
 
 
 def _snapshot_state(items: Sequence[Any]) -> tuple[int, dict[int, int]]:

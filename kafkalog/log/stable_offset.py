@@ -41,8 +41,8 @@ class OpenTransactions:
     """Producer id -> first offset of its open transaction, fed batch headers in log order; ``log_end``: the
     offset after the last batch fed (None before the first)."""
 
-    def __init__(self) -> None:
-        self.first: dict[int, int] = {}
+    def __init__(self, first: dict[int, int] | None = None) -> None:
+        self.first: dict[int, int] = dict(first or {})
         self.log_end: int | None = None
 
     def feed(self, base_offset: int, attributes: int, producer_id: int, last_offset: int | None = None) -> None:
@@ -77,11 +77,12 @@ class PartitionTail:
 
 
 def partition_tail(items: Sequence[Any], start: int = 0, *, options: dict[str, str] | None = None,
-                   rsm: Any = None) -> PartitionTail:  # fmt: skip
+                   rsm: Any = None, open_at_start: dict[int, int] | None = None) -> PartitionTail:  # fmt: skip
     """Replay the batch headers of one partition's segments ``items`` (:class:`kafkalog.discovery.SegmentItem`,
-    in offset order) from ``start``: open transactions and the log end. A damaged batch ends the replay of its
-    segment (the decode that follows reports it)."""
-    txns = OpenTransactions()
+    in offset order) from ``start``: open transactions and the log end. ``open_at_start``: the transactions
+    already open at ``start`` (a producer snapshot's ``currentTxnFirstOffset``s taken there). A damaged batch ends
+    the replay of its segment (the decode that follows reports it)."""
+    txns = OpenTransactions(open_at_start)
     for i, item in enumerate(items):
         nxt = items[i + 1].base_offset if i + 1 < len(items) else None
         if nxt is not None and nxt <= start:
