@@ -22,7 +22,7 @@ from types import FrameType
 from kafkalog.checkpoint.atomic import atomic_write, fsync_dir
 from kafkalog.checkpoint.clean_shutdown import CLEAN_SHUTDOWN_FILE_NAME
 from kafkalog.errors import LogCleaningAbortedError
-from kafkalog.names import LOG_SUFFIX, parse_segment_file_name
+from kafkalog.names import LOG_SUFFIX, SNAPSHOT_SUFFIX, parse_segment_file_name
 
 __all__ = ["EXIT_INTERRUPTED", "Interrupt", "MarkerHold", "PartitionSnapshot", "interruptible"]
 
@@ -65,9 +65,10 @@ class MarkerHold:
 
 @dataclass
 class PartitionSnapshot:
-    """The files of a partition dir that opening and closing a log after a clean shutdown may rewrite (the active
-    segment's, the leader-epoch checkpoint, ``partition.metadata``): bytes and times, to put back on refusal.
-    Every other file's size and times are kept too, so that ``restore`` also removes files the open created."""
+    """The files of a partition dir that opening and closing a log after a clean shutdown may rewrite or delete
+    (the active segment's indexes, producer snapshots, the leader-epoch checkpoint, ``partition.metadata``): bytes
+    and times, to put back on refusal. Every file's times are kept too, so that ``restore`` also removes files the
+    open created."""
 
     dir: str
     contents: dict[str, bytes] = field(default_factory=dict)
@@ -85,7 +86,8 @@ class PartitionSnapshot:
             st = os.stat(path)
             snap.times[name] = (st.st_atime_ns, st.st_mtime_ns)
             parsed = parse_segment_file_name(name)
-            if parsed is None or (parsed.offset == active and parsed.suffix != LOG_SUFFIX):
+            if parsed is None or parsed.suffix == SNAPSHOT_SUFFIX or (parsed.offset == active
+                                                                      and parsed.suffix != LOG_SUFFIX):
                 with open(path, "rb") as fh:
                     snap.contents[name] = fh.read()
         return snap
@@ -97,13 +99,16 @@ class PartitionSnapshot:
                 os.unlink(entry.path)
         for name, data in self.contents.items():
             path = os.path.join(self.dir, name)
-            with open(path, "r+b" if os.path.exists(path) else "wb") as fh:
-                if fh.read() != data:
-                    fh.seek(0)
-                    fh.write(data)
-                    fh.truncate()
-                    fh.flush()
-                    os.fsync(fh.fileno())
+            try:
+                with open(path, "rb") as fh:
+                    if fh.read() == data:
+                        continue
+            except FileNotFoundError:
+                pass
+            with open(path, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
         for name, times in self.times.items():
             path = os.path.join(self.dir, name)
             if os.path.exists(path):
