@@ -91,18 +91,21 @@ class CleanSummary(Event):
     segments: int
     skipped: int
     dry_run: bool
+    deleted: int = 0
     type = "summary"  # type: ignore[misc]
 
     def text(self) -> str:
         verb = "would remove" if self.dry_run else "removed"
         skipped = f"; {self.skipped} partition dirs not known as compacted (--all-partitions)" if self.skipped else ""
+        deleted = (f"; {'would delete' if self.dry_run else 'deleted'} {self.deleted} segments (log start offset, "
+                   "retention)") if self.deleted else ""
         return (f"{self.partitions} partitions, {self.cleaned} {'to clean' if self.dry_run else 'cleaned'}: {verb} "
-                f"{self.records} records, {self.bytes} bytes, {self.segments} segments{skipped}")
+                f"{self.records} records, {self.bytes} bytes, {self.segments} segments{deleted}{skipped}")
 
     def fields(self) -> dict[str, Any]:
         return {"partitions": self.partitions, "cleaned": self.cleaned, "recordsRemoved": self.records,
                 "bytesRemoved": self.bytes, "segmentsRemoved": self.segments, "skipped": self.skipped,
-                "dryRun": self.dry_run}
+                "retentionSegmentsDeleted": self.deleted, "dryRun": self.dry_run}
 
 
 @click.command()
@@ -116,10 +119,11 @@ class CleanSummary(Event):
 @click.pass_obj
 def clean(state: CliState | None, path: str, dry_run: bool, configs: tuple[str, ...], now_ms: int | None,
           all_partitions: bool, json_mode: bool) -> None:
-    """Compact a stopped broker's partition dir or log dir with Kafka's log cleaner (one pass).
+    """Compact a stopped broker's partition dir or log dir with Kafka's log cleaner (one round: the pass, then
+    the segments below the log start offset and, for compact,delete, past retention are deleted).
 
-    Refuses while the log dir is locked. The first dirty offset comes from the log dir's
-    cleaner-offset-checkpoint, which the pass advances.
+    Refuses while the log dir is locked, and a partition holding a batch that fails its CRC. The first dirty offset
+    comes from the log dir's cleaner-offset-checkpoint, which the pass advances. Ctrl-C stops cleanly (exit 130).
     """
     state = state or CliState()
     out = make_output(json_mode=json_mode, quiet=state.quiet)
@@ -172,6 +176,7 @@ def clean(state: CliState | None, path: str, dry_run: bool, configs: tuple[str, 
                 after = r["checkpointAfter"]
                 if after is not None and not dry_run:
                     checkpoint = update_cleaner_checkpoint(log_dir, {_key(pdir): after}, keep=present)
+                totals.deleted += r["retentionSegmentsDeleted"]
                 if r["cleaned"]:
                     totals.cleaned += 1
                     totals.records += r["recordsRemoved"]

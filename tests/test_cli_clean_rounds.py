@@ -75,6 +75,7 @@ def test_a_round_deletes_what_kafkas_round_deletes(name: str, tmp_path: Path) ->
     assert doc["retentionSegmentsDeleted"] == deleted == json.loads(dry.output.splitlines()[0])[
         "retentionSegmentsDeleted"]
     assert _segments(ours) == expected
+    assert json.loads(result.output.splitlines()[-1])["retentionSegmentsDeleted"] == deleted  # the summary
     assert not [n for n in os.listdir(ours) if n.endswith(".deleted")]
     text = CliRunner().invoke(main, ["clean", str(ours), *args, "--now-ms", str(NOW)])
     assert text.exit_code == 0 and "deleted" not in text.output.splitlines()[0]  # a second round: nothing left
