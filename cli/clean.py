@@ -263,14 +263,15 @@ def _pass(pdir: str, key: tuple[str, int], config: LogConfig, cleaner: Any, now:
         log = Log.open(pdir, config, clean_shutdown=marker, clock=lambda: now, recovery_point=recovery_point,
                        log_start_offset=log_start)
     except BaseException:
-        if snapshot is not None:
+        if snapshot is not None and snapshot.restorable():
             snapshot.restore()
         raise
     try:
         report = clean_partition(log, checkpointed=checkpoint.get(key), now_ms=now, cleaner=cleaner,
                                  step=swapped.append)
     except BaseException as exc:
-        if snapshot is not None and not swapped and not isinstance(exc, LogCleaningAbortedError):
+        if (snapshot is not None and not swapped and not isinstance(exc, LogCleaningAbortedError)
+                and snapshot.restorable()):
             log.close_handlers()
             snapshot.restore()
         else:

@@ -73,6 +73,7 @@ class PartitionSnapshot:
     dir: str
     contents: dict[str, bytes] = field(default_factory=dict)
     times: dict[str, tuple[int, int]] = field(default_factory=dict)
+    log_sizes: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def take(cls, pdir: str) -> PartitionSnapshot:
@@ -86,11 +87,23 @@ class PartitionSnapshot:
             st = os.stat(path)
             snap.times[name] = (st.st_atime_ns, st.st_mtime_ns)
             parsed = parse_segment_file_name(name)
+            if parsed is not None and parsed.suffix == LOG_SUFFIX:
+                snap.log_sizes[name] = st.st_size
             if parsed is None or parsed.suffix == SNAPSHOT_SUFFIX or (parsed.offset == active
                                                                       and parsed.suffix != LOG_SUFFIX):
                 with open(path, "rb") as fh:
                     snap.contents[name] = fh.read()
         return snap
+
+    def restorable(self) -> bool:
+        """Whether every ``.log`` file is still there at its size (``restore`` does not keep their bytes)."""
+        for name, size in self.log_sizes.items():
+            try:
+                if os.path.getsize(os.path.join(self.dir, name)) != size:
+                    return False
+            except FileNotFoundError:
+                return False
+        return True
 
     def restore(self) -> None:
         """Put the kept files back (bytes, then times) and remove files that appeared since ``take``."""
