@@ -265,6 +265,8 @@ def _pass(pdir: str, key: tuple[str, int], config: LogConfig, cleaner: Any, now:
     except BaseException:
         if snapshot is not None and snapshot.restorable():
             snapshot.restore()
+        elif marker and not scratch:
+            unclean.append(pdir)  # an open that failed half way: no marker, Kafka's next load recovers
         raise
     try:
         report = clean_partition(log, checkpointed=checkpoint.get(key), now_ms=now, cleaner=cleaner,
