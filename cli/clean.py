@@ -13,12 +13,20 @@ The cleaning is the library's (``kafkalog.cleaner``: Kafka 4.0's ``Cleaner``, by
   (atomically); after a clean shutdown the log is opened as Kafka does, otherwise it is recovered first from the
   checkpointed recovery point, unless that recovery would cut data: then the partition is refused (exit 1) and
   ``kafkalog recover`` is the command to run;
-* it says what it removed (records, bytes, segments) or, with ``--dry-run``, would remove: the pass then runs on
+* each round is a cleaner thread's: the pass when the log is dirty enough, then, cleaned or not, Kafka's
+  ``deleteOldSegments`` (segments wholly below the log start offset; time and size retention for
+  ``compact,delete``);
+* every batch a pass reads has its CRC checked: a failing one refuses the partition before anything is
+  rewritten (exit 1, ``kafkalog recover --salvage`` is the way on);
+* a failed, refused or interrupted run leaves a dir Kafka loads correctly (``clean_safety``): the clean-shutdown
+  marker is away while logs are open, a refused partition is put back as it was, Ctrl-C stops the pass at its next
+  chunk and exits 130;
+* it says what it removed (records, bytes, segments) or, with ``--dry-run``, would remove: the round then runs on
   a scratch copy of each partition dir (temporary space of its size), so the dir, its lock file and the
   checkpoint are left exactly as they were.
 
-Exit 0 when every partition was examined (cleaned or not dirty enough), 2 on a usage or I/O error or a partition
-the cleaner could not clean.
+Exit 0 when every partition was examined (cleaned or not dirty enough), 1 when a partition holds corrupt data, 2
+on a usage or I/O error or a partition the cleaner could not clean, 130 after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -35,11 +43,12 @@ from kafkalog.checkpoint.offset_checkpoint import read_log_dir_checkpoints
 from kafkalog.cleaner.checkpoint import read_cleaner_checkpoint, update_cleaner_checkpoint
 from kafkalog.cleaner.config import CLEANER_KEYS, CleanerConfig
 from kafkalog.cleaner.dirty_range import INTERNAL_COMPACTED_TOPICS
-from kafkalog.errors import KafkaLogError
+from kafkalog.errors import KafkaLogError, LogCleaningAbortedError
 from kafkalog.limits import wall_clock_ms
 from kafkalog.log.config import LogConfig
 from kafkalog.names import parse_partition_dir
 
+from .clean_safety import EXIT_INTERRUPTED, MarkerHold, PartitionSnapshot, interruptible
 from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError, classify, report_error
 from .locking import log_dir_writer
 from .output import Event, make_output
@@ -58,13 +67,16 @@ class PartitionClean(Event):
         ratio = "n/a" if r["cleanableRatio"] is None else f"{r['cleanableRatio']:.2f}"
         head = f"{self.partition}: dirty offsets {r['firstDirtyOffset']}-{r['firstUncleanableOffset'] - 1}" \
             if r["firstUncleanableOffset"] > r["firstDirtyOffset"] else f"{self.partition}: nothing dirty"
+        deleted = r["retentionSegmentsDeleted"]
+        gone = (f"; {'would delete' if r['dryRun'] else 'deleted'} {deleted} segments (log start offset, "
+                "retention)") if deleted else ""
         if not r["cleaned"]:
-            return f"{head} (dirty ratio {ratio}): not cleaned, below min.cleanable.dirty.ratio"
+            return f"{head} (dirty ratio {ratio}): not cleaned, below min.cleanable.dirty.ratio{gone}"
         verb = "would remove" if r["dryRun"] else "removed"
         done = "would clean" if r["dryRun"] else "cleaned"
         return (f"{head} (dirty ratio {ratio}): {done} up to offset {r['endOffset']}, {verb} "
                 f"{r['recordsRemoved']} records, {r['bytesRemoved']} bytes, {r['segmentsRemoved']} segments"
-                + ("" if r["dryRun"] else f"; first dirty offset now {r['checkpointAfter']}"))
+                + ("" if r["dryRun"] else f"; first dirty offset now {r['checkpointAfter']}") + gone)
 
     def fields(self) -> dict[str, Any]:
         return {"path": self.path, "partition": self.partition, **self.report}
@@ -79,18 +91,21 @@ class CleanSummary(Event):
     segments: int
     skipped: int
     dry_run: bool
+    deleted: int = 0
     type = "summary"  # type: ignore[misc]
 
     def text(self) -> str:
         verb = "would remove" if self.dry_run else "removed"
         skipped = f"; {self.skipped} partition dirs not known as compacted (--all-partitions)" if self.skipped else ""
+        deleted = (f"; {'would delete' if self.dry_run else 'deleted'} {self.deleted} segments (log start offset, "
+                   "retention)") if self.deleted else ""
         return (f"{self.partitions} partitions, {self.cleaned} {'to clean' if self.dry_run else 'cleaned'}: {verb} "
-                f"{self.records} records, {self.bytes} bytes, {self.segments} segments{skipped}")
+                f"{self.records} records, {self.bytes} bytes, {self.segments} segments{deleted}{skipped}")
 
     def fields(self) -> dict[str, Any]:
         return {"partitions": self.partitions, "cleaned": self.cleaned, "recordsRemoved": self.records,
                 "bytesRemoved": self.bytes, "segmentsRemoved": self.segments, "skipped": self.skipped,
-                "dryRun": self.dry_run}
+                "retentionSegmentsDeleted": self.deleted, "dryRun": self.dry_run}
 
 
 @click.command()
@@ -104,10 +119,11 @@ class CleanSummary(Event):
 @click.pass_obj
 def clean(state: CliState | None, path: str, dry_run: bool, configs: tuple[str, ...], now_ms: int | None,
           all_partitions: bool, json_mode: bool) -> None:
-    """Compact a stopped broker's partition dir or log dir with Kafka's log cleaner (one pass).
+    """Compact a stopped broker's partition dir or log dir with Kafka's log cleaner (one round: the pass, then
+    the segments below the log start offset and, for compact,delete, past retention are deleted).
 
-    Refuses while the log dir is locked. The first dirty offset comes from the log dir's
-    cleaner-offset-checkpoint, which the pass advances.
+    Refuses while the log dir is locked, and a partition holding a batch that fails its CRC. The first dirty offset
+    comes from the log dir's cleaner-offset-checkpoint, which the pass advances. Ctrl-C stops cleanly (exit 130).
     """
     state = state or CliState()
     out = make_output(json_mode=json_mode, quiet=state.quiet)
@@ -126,7 +142,8 @@ def clean(state: CliState | None, path: str, dry_run: bool, configs: tuple[str, 
     now = wall_clock_ms() if now_ms is None else now_ms
     log_dir, pdirs = resolve_partition_dirs(path, verb="clean")
     code = EXIT_OK
-    with log_dir_writer(log_dir, dry_run=dry_run):
+    with log_dir_writer(log_dir, dry_run=dry_run), interruptible() as interrupt:
+        cleaner.set_check_done(interrupt.check)
         checkpoint = read_cleaner_checkpoint(log_dir)
         single = len(pdirs) == 1 and os.path.abspath(path) == pdirs[0]
         chosen = pdirs if single or all_partitions else [p for p in pdirs if _known_compacted(p, checkpoint)]
@@ -135,12 +152,22 @@ def clean(state: CliState | None, path: str, dry_run: bool, configs: tuple[str, 
                                "--all-partitions cleans every one)" if pdirs else f"{log_dir}: no partition dirs")
         totals = CleanSummary(len(chosen), 0, 0, 0, 0, len(pdirs) - len(chosen), dry_run)
         ckpts = read_log_dir_checkpoints(log_dir)
-        marker = os.path.exists(os.path.join(log_dir, ".kafka_cleanshutdown"))
+        hold = MarkerHold(log_dir)
+        if dry_run:
+            marker = os.path.exists(hold.path)
+        else:
+            hold.release()  # as Kafka's load: a crash while logs are open must count as an unclean shutdown
+            marker = hold.present
         present = {_key(p) for p in pdirs}
+        unclean: list[str] = []  # partitions whose log could not be closed cleanly
         with out.progress("cleaning", total=len(chosen)) as bar:
             for pdir in chosen:
+                if interrupt.seen:
+                    break
                 try:
-                    event = _clean_one(pdir, config, cleaner, now, checkpoint, ckpts, marker, dry_run)
+                    event = _clean_one(pdir, config, cleaner, now, checkpoint, ckpts, marker, dry_run, unclean)
+                except LogCleaningAbortedError:
+                    break  # Ctrl-C: the log was closed cleanly
                 except Exception as exc:  # noqa: BLE001 - one partition's failure, reported, the others go on
                     code = max(code, report_error(_naming(exc, pdir), debug=state.debug, out=out, path=pdir))
                     bar.advance()
@@ -149,6 +176,7 @@ def clean(state: CliState | None, path: str, dry_run: bool, configs: tuple[str, 
                 after = r["checkpointAfter"]
                 if after is not None and not dry_run:
                     checkpoint = update_cleaner_checkpoint(log_dir, {_key(pdir): after}, keep=present)
+                totals.deleted += r["retentionSegmentsDeleted"]
                 if r["cleaned"]:
                     totals.cleaned += 1
                     totals.records += r["recordsRemoved"]
@@ -156,7 +184,14 @@ def clean(state: CliState | None, path: str, dry_run: bool, configs: tuple[str, 
                     totals.segments += r["segmentsRemoved"]
                 out.emit(event)
                 bar.advance()
+        if not unclean:
+            hold.restore()  # every log opened was closed cleanly
         out.emit(totals)
+    if interrupt.seen:
+        report_error(CommandError("interrupted (SIGINT): the pass in progress stopped, the partitions before it "
+                                  "are done; the log dir was closed cleanly", EXIT_INTERRUPTED, path=log_dir),
+                     debug=False, out=out, path=log_dir)
+        code = EXIT_INTERRUPTED
     click.get_current_context().exit(code)
 
 
@@ -184,17 +219,17 @@ def _known_compacted(pdir: str, checkpoint: dict[tuple[str, int], int]) -> bool:
 
 def _clean_one(pdir: str, config: LogConfig, cleaner: Any, now: int,
                checkpoint: dict[tuple[str, int], int], ckpts: dict[str, dict[tuple[str, int], int]], marker: bool,
-               dry_run: bool) -> PartitionClean:
-    """One pass over ``pdir``; a dry run makes it on a scratch copy (opening a log may recover it and resizes
-    its active segment's indexes: the original must not change)."""
+               dry_run: bool, unclean: list[str]) -> PartitionClean:
+    """One round over ``pdir``; a dry run makes it on a scratch copy (opening a log may recover it and resizes
+    its active segment's indexes: the original must not change), so its answer is the real run's."""
     key = _key(pdir)
     if not dry_run:
-        report = _pass(pdir, key, config, cleaner, now, checkpoint, ckpts, marker)
+        report = _pass(pdir, key, config, cleaner, now, checkpoint, ckpts, marker, unclean)
     else:
         with tempfile.TemporaryDirectory(prefix="kafkalog-clean-") as scratch:
             copy = os.path.join(scratch, os.path.basename(pdir))
             shutil.copytree(pdir, copy)  # copy2: mtimes kept (legacy delete horizons and cleaned mtimes use them)
-            report = _pass(copy, key, config, cleaner, now, checkpoint, ckpts, marker)
+            report = _pass(copy, key, config, cleaner, now, checkpoint, ckpts, marker, unclean, scratch=True)
             report.dry_run = True
     doc = report.to_json()
     for name in ("recordsRemoved", "bytesRemoved", "segmentsRemoved", "endOffset"):
@@ -203,7 +238,11 @@ def _clean_one(pdir: str, config: LogConfig, cleaner: Any, now: int,
 
 
 def _pass(pdir: str, key: tuple[str, int], config: LogConfig, cleaner: Any, now: int,
-          checkpoint: dict[tuple[str, int], int], ckpts: dict[str, dict[tuple[str, int], int]], marker: bool) -> Any:
+          checkpoint: dict[tuple[str, int], int], ckpts: dict[str, dict[tuple[str, int], int]], marker: bool,
+          unclean: list[str], *, scratch: bool = False) -> Any:
+    """Open, one round, close. A partition refused before anything was swapped in is put back as it was (after a
+    clean shutdown the open rewrote only the active segment's files); after a swap, or after an unclean shutdown
+    (the open was Kafka's recovery), it is closed cleanly, as Kafka closes a log whose pass failed."""
     from kafkalog.cleaner.run import clean_partition
     from kafkalog.log.log import Log
     from kafkalog.log.recovery_plan import plan_recovery
@@ -218,13 +257,39 @@ def _pass(pdir: str, key: tuple[str, int], config: LogConfig, cleaner: Any, now:
             raise CommandError(f"{pdir}: recovery after the unclean shutdown would cut data (offsets "
                                f"{plan.log_end_after}-{(plan.log_end_before or 1) - 1}); run `kafkalog recover` first",
                                EXIT_CORRUPT, path=pdir)
-    log = Log.open(pdir, config, clean_shutdown=marker, clock=lambda: now, recovery_point=recovery_point,
-                   log_start_offset=log_start)
+    snapshot = PartitionSnapshot.take(pdir) if marker and not scratch else None
+    swapped: list[str] = []
     try:
-        report = clean_partition(log, checkpointed=checkpoint.get(key), now_ms=now, cleaner=cleaner)
-        log.delete_expired_files(now=1 << 62)  # a stopped broker: nobody reads the replaced segments any more
+        log = Log.open(pdir, config, clean_shutdown=marker, clock=lambda: now, recovery_point=recovery_point,
+                       log_start_offset=log_start)
     except BaseException:
+        if snapshot is not None and snapshot.restorable():
+            snapshot.restore()
+        elif marker and not scratch:
+            unclean.append(pdir)  # an open that failed half way: no marker, Kafka's next load recovers
+        raise
+    try:
+        report = clean_partition(log, checkpointed=checkpoint.get(key), now_ms=now, cleaner=cleaner,
+                                 step=swapped.append)
+    except BaseException as exc:
+        if (snapshot is not None and not swapped and not isinstance(exc, LogCleaningAbortedError)
+                and snapshot.restorable()):
+            log.close_handlers()
+            snapshot.restore()
+        else:
+            _close(log, unclean)
+        raise
+    _close(log, unclean)
+    return report
+
+
+def _close(log: Any, unclean: list[str]) -> None:
+    """Scheduled deletions run (a stopped broker: nobody reads the replaced segments any more), then a clean
+    close; if that fails the handles are released and the error goes on (the marker is then not restored)."""
+    try:
+        log.delete_expired_files(now=1 << 62)
+        log.close()
+    except BaseException:
+        unclean.append(str(log.dir))
         log.close_handlers()
         raise
-    log.close()
-    return report

@@ -131,6 +131,23 @@ class CleanerError(KafkaLogError):
     buffers may grow to, an empty legacy batch to keep, an offset map too small to make progress."""
 
 
+class CleanerCorruptBatchError(CorruptRecordError):
+    """A batch a cleaning pass read fails its CRC: the pass is refused before anything is rewritten (a rewrite
+    would give the damaged records a fresh, valid CRC). Names the segment (``path``), the batch's ``position``
+    and ``base_offset``/``last_offset``."""
+
+    def __init__(self, path: str, position: int, base_offset: int, last_offset: int, stored: int,
+                 computed: int) -> None:
+        super().__init__(
+            f"{path}: batch at offsets {base_offset}-{last_offset}, position {position}, fails its CRC (stored "
+            f"{stored}, computed {computed}); cleaning would rewrite the damaged records under a valid CRC, so the "
+            f"partition is not cleaned: run `kafkalog recover --salvage` on it first")
+        self.position = position
+        self.path = path
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+
+
 class LogCleaningAbortedError(CleanerError):
     """A pass stopped on request (pause, truncation, deletion, a move); what it wrote is removed."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog.cleaner import Cleaner, CleanerConfig, OffsetMap, columnar, native
-from kafkalog.errors import InvalidArgumentError
+from kafkalog.errors import CleanerError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.records.batch import build_batch
@@ -68,14 +68,16 @@ def test_compiled_map_answers_as_the_dict() -> None:
     assert compiled.size == 0 and compiled.get(keys[0]) == -1 and not compiled.table.any()
 
 
-def test_a_full_compiled_map_refuses_a_new_key_only() -> None:
-    omap = OffsetMap(24 * 4, compiled=True)
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_full_map_refuses_every_put_as_kafkas(compiled: bool) -> None:
+    # SkimpyOffsetMap.put: require(entries < slots), checked before it looks for the key
+    omap = OffsetMap(24 * 4, compiled=compiled)
     for i in range(4):
         omap.put(b"k%d" % i, i)
-    omap.put(b"k1", 10)  # an existing key is replaced
-    assert omap.get(b"k1") == 10 and omap.get(b"zz") == -1
-    with pytest.raises(InvalidArgumentError, match="full"):
-        omap.put(b"new", 11)
+    assert omap.get(b"k1") == 1 and omap.get(b"zz") == -1
+    for key in (b"k1", b"new"):
+        with pytest.raises(CleanerError, match="full"):
+            omap.put(key, 11)
 
 
 def _write_log(part: Path, seed: int, config: dict[str, str], start_ms: int = T0, batches: int = 160,

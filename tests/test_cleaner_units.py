@@ -10,7 +10,7 @@ import pytest
 
 from kafkalog.cleaner import CleanerConfig, OffsetMap, clean_partition, dirty_ratio_from_sizes
 from kafkalog.cleaner.throttle import Throttler
-from kafkalog.errors import ConfigError, InvalidArgumentError, InvalidRecordError
+from kafkalog.errors import CleanerError, ConfigError, InvalidArgumentError, InvalidRecordError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.records.batch import RecordBatch, build_batch, build_empty_batch
@@ -24,10 +24,10 @@ def test_offset_map_capacity_is_kafkas_rule() -> None:
     assert m.slots == 40 and m.desired_size(0.9) == 36
     for i in range(40):
         m.put(b"k%d" % i, i)
-    m.put(b"k3", 99)  # an existing key never needs a slot
-    assert m.size == 40 and m.get(b"k3") == 99 and m.get(b"nope") == -1 and m.latest_offset == 99
-    with pytest.raises(InvalidArgumentError):
-        m.put(b"one more", 100)
+    assert m.size == 40 and m.get(b"k3") == 3 and m.get(b"nope") == -1 and m.latest_offset == 39
+    for key in (b"k3", b"one more"):  # SkimpyOffsetMap.put: require(entries < slots), even for a known key
+        with pytest.raises(CleanerError, match="full"):
+            m.put(key, 100)
     assert m.utilization == 1.0
     m.clear()
     assert (m.size, m.latest_offset) == (0, -1)

@@ -195,3 +195,21 @@ def test_the_cleaner_deletes_segments_below_a_moved_log_start(two_dirs) -> None:
     assert log.maybe_increment_log_start_offset(bases[2])
     assert m.cleaner.delete_old_segments() == 2  # compact only: no retention, but the log start moved
     assert log.segments.base_offsets()[0] == bases[2]
+
+
+def test_a_batch_failing_its_crc_makes_the_partition_uncleanable_not_rewritten(two_dirs) -> None:
+    m, _ = two_dirs
+    m.get_or_create_log("ta", 0)
+    _fill(m, "ta")
+    log = m.get_log("ta", 0)
+    first = Path(log.segments.values()[0].log_path)
+    data = bytearray(first.read_bytes())
+    data[len(data) - 3] ^= 0x01  # a value byte of the segment's last record
+    first.write_bytes(bytes(data))
+    files = {p.name: p.read_bytes() for p in first.parent.glob("*.log")}
+    assert m.cleaner.clean_filthiest() is True
+    assert m.cleaner.passes == []  # the pass was refused
+    assert {p.name: p.read_bytes() for p in first.parent.glob("*.log")} == files
+    assert not [p for p in first.parent.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
+    assert sum(m.metrics()["LogCleaner"]["uncleanable-partitions-count"].values()) == 1
+    assert m.cleaner.clean_filthiest() is False  # uncleanable: not picked again

@@ -231,7 +231,8 @@ static uint8_t *chunk_hashes(const Keys *k, const Table *t, int64_t from) {
 /* build_map(table, size, desired, start, latest, offsets, key_offsets, key_valid, key_data, batch_start,
  *           batch_kind, batch_last_offset, batch_count) -> (size, latest, messages_read, full)
  * Cleaner.buildOffsetMapForSegment over one chunk: batch_kind 0 = data (its keyed records at or past start go into
- * the map until it holds `desired` entries), 1 = control (one message), 2 = aborted (batch_count messages). */
+ * the map until it holds `desired` entries; OverflowError when all its slots are taken first, which a load factor
+ * above 1 allows, as Kafka's put refuses a full map), 1 = control (one message), 2 = aborted (batch_count messages). */
 static PyObject *py_build_map(PyObject *self, PyObject *args) {
     PyObject *table, *offsets, *koff, *kvalid, *kdata, *bstart_o, *bkind_o, *blast_o, *bcount_o;
     Py_ssize_t size, desired, nb, nb2, nb3, nb4;
@@ -251,7 +252,7 @@ static PyObject *py_build_map(PyObject *self, PyObject *args) {
         !(bstart = bufs_get(&bs, bstart_o, 8, 0, &nb)) || !(bkind = bufs_get(&bs, bkind_o, 1, 0, &nb2)) ||
         !(blast = bufs_get(&bs, blast_o, 8, 0, &nb3)) || !(bcount = bufs_get(&bs, bcount_o, 4, 0, &nb4)))
         goto fail;
-    if (nb2 != nb || nb3 != nb || nb4 != nb || desired > t.slots) {
+    if (nb2 != nb || nb3 != nb || nb4 != nb) {
         PyErr_SetString(PyExc_ValueError, "batch columns do not match");
         goto fail;
     }
@@ -275,6 +276,10 @@ static PyObject *py_build_map(PyObject *self, PyObject *args) {
                     if (size >= desired) {
                         full = 1;
                         break;
+                    }
+                    if (size >= t.slots) { /* a load factor above 1: Kafka's put requires a free slot */
+                        PyErr_Format(PyExc_OverflowError, "offset map is full (%zd slots)", t.slots);
+                        goto fail;
                     }
                     size += put(&t, size, hs + i * HASH, k.offset[i]);
                     latest = k.offset[i];
@@ -334,6 +339,38 @@ fail:
 #include "_cleaner_encode.h"
 #include "_cleaner_write.h"
 
+/* check_crcs(buf, pos, end) -> (stop, bad): walks the whole magic 2 batches of buf[pos:end] checking each CRC32C
+ * (over attributes .. end, as Kafka's DefaultRecordBatch.isValid). Stops at the first batch whose CRC does not
+ * match (bad = 1, stop = its position), or (bad = 0) at end, at a batch that is not whole in buf[pos:end], at a
+ * batch of another magic or one shorter than a v2 header; the caller frames those. */
+static PyObject *py_check_crcs(PyObject *self, PyObject *args) {
+    Py_buffer v;
+    Py_ssize_t pos, end;
+    int bad = 0;
+    if (!PyArg_ParseTuple(args, "y*nn", &v, &pos, &end)) return NULL;
+    if (pos < 0 || end > v.len || pos > end) {
+        PyBuffer_Release(&v);
+        PyErr_SetString(PyExc_ValueError, "check_crcs: range outside the buffer");
+        return NULL;
+    }
+    const uint8_t *b = v.buf;
+    Py_BEGIN_ALLOW_THREADS
+    while (end - pos >= BATCH_HEADER) {
+        const uint8_t *h = b + pos;
+        int64_t size = (int32_t)((uint32_t)h[8] << 24 | (uint32_t)h[9] << 16 | (uint32_t)h[10] << 8 | h[11]);
+        if (h[16] != 2 || size < BATCH_HEADER - 12 || size > end - pos - 12) break;
+        uint32_t stored = (uint32_t)h[17] << 24 | (uint32_t)h[18] << 16 | (uint32_t)h[19] << 8 | h[20];
+        if (crc32c_of(h + 21, (size_t)(size + 12 - 21)) != stored) {
+            bad = 1;
+            break;
+        }
+        pos += 12 + size;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    return Py_BuildValue("nO", pos, bad ? Py_True : Py_False);
+}
+
 static PyMethodDef module_methods[] = {
     {"md5", py_md5, METH_O, "md5(buf) -> bytes: the 16-byte MD5 digest (the offset map's key hash)"},
     {"table_put", py_table_put, METH_VARARGS,
@@ -345,6 +382,9 @@ static PyMethodDef module_methods[] = {
     {"classify", py_classify, METH_VARARGS,
      "classify(table, size, latest, offsets, key_offsets, key_valid, key_data, out): per record 3 past the map, "
      "2 keyless, 1 latest of its key, 0 superseded"},
+    {"check_crcs", py_check_crcs, METH_VARARGS,
+     "check_crcs(buf, pos, end) -> (stop, bad): the CRC32C of each whole magic 2 batch from pos; bad when the "
+     "batch at stop fails it"},
     ENCODE_METHODS
     WRITE_METHODS
     {NULL, NULL, 0, NULL},

@@ -7,13 +7,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kafkalog.errors import CleanerError, CorruptRecordError, LogCleaningAbortedError, LogSegmentOffsetOverflowError
+from kafkalog.errors import (
+    CleanerError,
+    ConfigError,
+    CorruptRecordError,
+    LogCleaningAbortedError,
+    LogSegmentOffsetOverflowError,
+)
 from kafkalog.file_access import pread
 from kafkalog.segment import LogSegment
 
 from .batch_filter import CleanerFilter, CleanerStats, LastRecord, filter_batches
 from .columnar import Chunk, filter_chunk, map_chunk, read_chunk
 from .config import CleanerConfig
+from .crc_check import check_chunk, crc_scan, raise_corrupt
 from .dirty_range import LogToClean
 from .grouping import group_segments_by_size
 from .offset_map import OffsetMap
@@ -109,7 +116,14 @@ class Cleaner:
         if self.offset_map.slots * self.config.dedupe_buffer_load_factor <= 1:
             raise CleanerError("offset map is too small to fit in even a single message: increase "
                                "log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads")
+        if self.config.cleaner_io_buffer_size < 1:
+            raise ConfigError(
+                f"log.cleaner.io.buffer.size={self.config.io_buffer_size} leaves each of the "
+                f"{max(self.config.threads, 1)} cleaner threads an empty read buffer, which cannot grow (Kafka's "
+                f"cleaner loops forever on it): use at least {2 * max(self.config.threads, 1)}")
         self._buffers = _Buffers(self.config.cleaner_io_buffer_size, self.config.max_message_size)
+        #: per segment (base offset), the byte range this pass has read and CRC-checked
+        self._checked: dict[int, tuple[int, int]] = {}
         self._check_done = check_done or (lambda: None)
         self._throttle = throttle or (lambda _n: None)
 
@@ -128,6 +142,7 @@ class Cleaner:
         legacy_horizon = last_modified_ms(below[-1].log_path) - config.delete_retention_ms if below else 0
         stats = CleanerStats()
         upper = to_clean.first_uncleanable_offset
+        self._checked = {}
         self.build_offset_map(log, to_clean.first_dirty_offset, upper, stats)
         end_offset = self.offset_map.latest_offset + 1
         result = PassResult(to_clean.first_dirty_offset, upper, end_offset, now_ms + config.delete_retention_ms,
@@ -135,6 +150,8 @@ class Cleaner:
         txn = CleanedTransactionMetadata()
         groups = group_segments_by_size(log.segments.values(0, end_offset), config.segment_bytes,
                                         config.segment_index_bytes, upper)
+        for seg in (s for group in groups for s in group):
+            self._check_unread(log, seg)  # every batch the groups read, checked before the first swap
         for group in groups:
             result.groups.append(self.clean_segments(log, group, now_ms, stats, txn, legacy_horizon, upper,
                                                      dry_run=dry_run, step=step))
@@ -189,27 +206,49 @@ class Cleaner:
         omap.update_latest_offset(next_start - 1)
         return False
 
-    def _chunks(self, log: Log, seg: LogSegment, position: int) -> Iterator[Chunk]:
-        """The chunks from ``position`` to the end of the segment, one read buffer at a time (each holding whole
-        batches); the buffer grows while not even one batch fits. On the compiled path (the offset map's buffer
-        exists) each chunk comes decoded into columns when it can be."""
+    def _chunks(self, log: Log, seg: LogSegment, position: int, end: int | None = None, *,
+                decode: bool = True) -> Iterator[Chunk]:
+        """The chunks from ``position`` to ``end`` (default: the end of the segment), one read buffer at a time
+        (each holding whole batches); the buffer grows while not even one batch fits. Every batch's CRC is checked
+        (``CleanerCorruptBatchError``) before its chunk is handed out. On the compiled path (the offset map's
+        buffer exists) each chunk comes decoded into columns when it can be; ``decode=False`` only frames."""
         compiled = self.offset_map.table is not None
         buffers = self._buffers
         path = seg.log_path
         max_message = log.config.max_message_bytes
+        first = position
         with open(path, "rb") as fh:
-            size = seg.size
+            size = seg.size if end is None else end
             while position < size:
                 self._check_done()
                 data = pread(fh, position, min(buffers.size, size - position))
                 self._throttle(len(data))
-                chunk = read_chunk(data, compiled)
+                if decode:
+                    chunk = read_chunk(data, compiled)
+                    check_chunk(chunk.data, chunk.valid, compiled, path, position)
+                else:
+                    view = memoryview(data)
+                    valid, bad = crc_scan(view, 0, len(view), compiled)
+                    if bad is not None:
+                        raise_corrupt(view, bad, len(view), path, position)
+                    chunk = Chunk(view, valid, None)
                 if not chunk.valid:
                     buffers.grow_or_fail(path, position, data, size, max_message)
                     continue
+                self._checked[seg.base_offset] = (first, position + chunk.valid)
                 yield chunk
                 position += chunk.valid
         buffers.restore()
+
+    def _check_unread(self, log: Log, seg: LogSegment) -> None:
+        """CRC-check the bytes of ``seg`` that building the map did not read (the clean section, the rest of the
+        segment where the map filled), so that a pass refused for a bad batch has swapped nothing in."""
+        read = self._checked.get(seg.base_offset)
+        spans = [(0, seg.size)] if read is None else [(0, read[0]), (read[1], seg.size)]
+        for start, end in spans:
+            if start < end:
+                for _ in self._chunks(log, seg, start, end, decode=False):
+                    pass
 
     # --- one group --------------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from kafkalog.errors import CorruptRecordError
+from kafkalog.errors import CleanerError, CorruptRecordError
 from kafkalog.records.batch import assemble_batch, build_empty_batch
 from kafkalog.records.columns import RecordColumns, read_record_columns
 from kafkalog.records.compression import CompressionType
@@ -135,9 +135,12 @@ def map_chunk(chunk: Chunk, omap: OffsetMap, start: int, desired: int, txn: Clea
             elif txn.on_batch_read(batch):
                 kinds[i] = 2
     a = cc.cols.arrays
-    size, latest, read, full = native.compiled.build_map(
-        omap.table, omap.size, desired, start, omap.latest_offset, a["offset"], a["key_offsets"], a["key_valid"],
-        a["key_data"], cc.batch_start, kinds, cc.last_offset, cc.header_count)
+    try:
+        size, latest, read, full = native.compiled.build_map(
+            omap.table, omap.size, desired, start, omap.latest_offset, a["offset"], a["key_offsets"],
+            a["key_valid"], a["key_data"], cc.batch_start, kinds, cc.last_offset, cc.header_count)
+    except OverflowError as exc:  # a load factor above 1 filled every slot: Kafka's put refuses that too
+        raise CleanerError(str(exc)) from None
     omap.set_state(size, latest)
     stats.map_messages_read += read
     return full

@@ -15,7 +15,7 @@ from hashlib import md5
 
 import numpy as np
 
-from kafkalog.errors import InvalidArgumentError
+from kafkalog.errors import CleanerError, InvalidArgumentError
 
 from . import native
 
@@ -55,16 +55,13 @@ class OffsetMap:
         return int(self.slots * load_factor)
 
     def put(self, key: bytes, offset: int) -> None:
+        """Kafka's ``put``: refused once every slot is taken (a load factor above 1 lets a pass get there)."""
+        if self._size >= self.slots:
+            raise CleanerError(f"offset map is full ({self.slots} slots)")
         if self.table is not None:
-            try:
-                self._size = native.compiled.table_put(self.table, self._size, key, offset)
-            except OverflowError:
-                raise InvalidArgumentError(f"offset map is full ({self.slots} slots)") from None
+            self._size = native.compiled.table_put(self.table, self._size, key, offset)
         else:
-            digest = md5(key).digest()
-            if digest not in self._entries and len(self._entries) >= self.slots:
-                raise InvalidArgumentError(f"offset map is full ({self.slots} slots)")
-            self._entries[digest] = offset
+            self._entries[md5(key).digest()] = offset
             self._size = len(self._entries)
         self._latest_offset = offset
 

@@ -1,6 +1,8 @@
-"""One cleaner pass over one partition as a cleaner thread makes it: choose (``min.cleanable.dirty.ratio``,
-``max.compaction.lag.ms``), clean, then delete old segments of a ``compact,delete`` log. The caller owns the
-checkpoint: the answer says what to write (``checkpoint_offset``)."""
+"""One cleaner round over one partition as a cleaner thread makes it: choose (``min.cleanable.dirty.ratio``,
+``max.compaction.lag.ms``), clean, then, cleaned or not, Kafka's ``deleteOldSegments`` (the round's
+``deletableLogs`` step: segments wholly below the log start offset for every compacted log, and time and size
+retention for a ``compact,delete`` one). The caller owns the checkpoint: the answer says what to write
+(``checkpoint_offset``)."""
 
 from __future__ import annotations
 
@@ -56,18 +58,21 @@ class CleanReport:
 def clean_partition(log: Log, *, checkpointed: int | None, now_ms: int, config: CleanerConfig | None = None,
                     force: bool = False, dry_run: bool = False, cleaner: Cleaner | None = None,
                     step: StepHook | None = None) -> CleanReport:
-    """One pass over ``log`` (a compacted log) from the checkpointed first dirty offset, at clock ``now_ms``.
+    """One round over ``log`` (a compacted log): a pass from the checkpointed first dirty offset at clock
+    ``now_ms`` when it is dirty enough, then ``Log.delete_old_segments`` (the LogManager's cleaner round calls the
+    same method on every compacted log).
 
-    ``force`` cleans whatever the dirty ratio; ``dry_run`` measures without changing the log.
+    ``force`` cleans whatever the dirty ratio; ``dry_run`` measures without changing the log (and deletes nothing).
     """
     cleaner = cleaner or Cleaner(config)
     to_clean = log_to_clean(log, checkpointed, now_ms)
     checkpoint = to_clean.first_dirty_offset if to_clean.force_update_checkpoint else None
     wanted = to_clean.should_clean(log.config.min_cleanable_dirty_ratio)
     if not (wanted or (force and to_clean.cleanable_bytes > 0)):
-        return CleanReport(to_clean, False, None, checkpoint, dry_run=dry_run)
-    result = cleaner.clean(log, to_clean, now_ms, dry_run=dry_run, step=step)
-    deleted = 0
-    if not dry_run and log.config.delete:
-        deleted = log.delete_old_segments()
-    return CleanReport(to_clean, True, result, result.end_offset, deleted, dry_run)
+        report = CleanReport(to_clean, False, None, checkpoint, dry_run=dry_run)
+    else:
+        result = cleaner.clean(log, to_clean, now_ms, dry_run=dry_run, step=step)
+        report = CleanReport(to_clean, True, result, result.end_offset, dry_run=dry_run)
+    if not dry_run:
+        report.segments_deleted = log.delete_old_segments()
+    return report
