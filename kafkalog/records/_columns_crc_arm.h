@@ -27,7 +27,7 @@
 #define CRC_PMULL_TARGET __attribute__((target("crc,aes")))
 #else
 #define CRC_ARM_TARGET __attribute__((target("+crc")))
-#define CRC_PMULL_TARGET __attribute__((target("+crc+aes")))
+#define CRC_PMULL_TARGET __attribute__((target("+crc+crypto")))
 #endif
 
 #define CRC_ARM_K16_LO 0xf20c0dfeu /* x^(8*16+31), x^(8*16-33), x^(8*64+31), x^(8*64-33) mod P, reflected */
