@@ -21,8 +21,9 @@ NATIVE = shutil.which("cc") or shutil.which("gcc")
 
 
 def _build_and_run(compiler: str, out: Path, *runner: str) -> str:
-    subprocess.run([compiler, "-O2", "-Wall", "-Werror", "-static", "-I", str(INCLUDE), str(HARNESS), "-o", str(out)],
-                   check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
+    build = subprocess.run([compiler, "-O2", "-Wall", "-Werror", "-static", "-I", str(INCLUDE), str(HARNESS), "-o",
+                            str(out)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert build.returncode == 0, build.stderr
     run = subprocess.run([*runner, str(out)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     return run.stdout

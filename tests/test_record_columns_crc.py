@@ -57,15 +57,15 @@ def test_the_best_path_is_the_default_and_portable_always_runs() -> None:
 
 
 def test_every_length_and_alignment_matches_package(path: str) -> None:
-    # every length 0..4100 (across the avx512 fold's 256-byte first load and 64-byte blocks, avx2's 128 and 32,
-    # the pmull fold's 64 and 16, the 3 x 256 interleaved streams) from 8 alignments (3 past 1024 bytes), then
-    # lengths across the 3 x 4096 streams
+    # every length 0..4100 (across the avx512 fold's 256-byte first load and 64-byte blocks, avx2's 128 and 32 and
+    # its hybrid's 272-byte units from 544, the pmull fold's 64 and 16, the 3 x 256 interleaved streams) from 8
+    # alignments (3 past 1024 bytes), then lengths across the 3 x 4096 streams and the hybrid's 17,408-byte chunks
     data = os.urandom(40_000)
     for n in range(0, 4101):
         for off in range(8) if n <= 1024 else (0, 3, 5):
             mv = memoryview(data)[off : off + n]
             assert compiled.hw_crc32c(mv, path) == crc32c(mv), (n, off)
-    for n in (12287, 12288, 12289, 16384, 16384 + 77, 24_583, 36_871, 39_990):
+    for n in (12287, 12288, 12289, 16384, 16384 + 77, 17_408, 17_952, 24_583, 34_816, 36_871, 39_990):
         for off in range(8):
             mv = memoryview(data)[off : off + n]
             assert compiled.hw_crc32c(mv) == crc32c(mv), (n, off)  # the active path: the fixture's

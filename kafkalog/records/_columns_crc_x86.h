@@ -140,7 +140,72 @@ CRC_AVX2_TARGET static uint32_t crc_fold256(uint32_t crc, const uint8_t **next, 
     return crc_lane(a);
 }
 
+/* x^(8m-33) mod P, bit-reflected (m >= 5): the constant that carries a 32-bit register m bytes forward through one
+ * carry-less multiply and a crc32 of the 64-bit product */
+static uint32_t crc_xpow8(size_t m) {
+    uint32_t v = 0x80000000u; /* x^0 */
+    for (int b = 0; b < 7; b++) v = v & 1 ? (v >> 1) ^ CRC_POLY : v >> 1; /* x^7 = x^(8*5-33) */
+    for (size_t i = 5; i < m; i++) v = (v >> 8) ^ crc_tab8[0][v & 0xff]; /* times x^8 */
+    return v;
+}
+
+/* The hybrid: one pass keeps both units busy, the carry-less multiplier folding the first 128k bytes of a chunk
+ * while crc32q runs three streams over the 3 x 48k bytes after them (on Zen 3 either alone runs ~8 bytes a
+ * cycle). A chunk is 272k bytes, k <= CRC_HYBRID_KMAX; the four registers are joined at its end with the
+ * carry constants of crc_hybrid_k (x^(8m-33) for m = 48k, 96k, 144k). */
+#define CRC_HYBRID_FOLD 128
+#ifndef CRC_HYBRID_STREAM
+#define CRC_HYBRID_STREAM 48
+#endif
+#define CRC_HYBRID_UNIT (CRC_HYBRID_FOLD + 3 * CRC_HYBRID_STREAM)
+#define CRC_HYBRID_KMAX 64
+static uint32_t crc_hybrid_k[CRC_HYBRID_KMAX + 1][3];
+
+CRC_AVX2_TARGET static uint32_t crc_hybrid256(uint32_t crc, const uint8_t **next, size_t *len) {
+    const uint8_t *p = *next;
+    size_t k = *len / CRC_HYBRID_UNIT;
+    k = k < CRC_HYBRID_KMAX ? k : CRC_HYBRID_KMAX;
+    const uint8_t *s = p + CRC_HYBRID_FOLD * k, *end = s + CRC_HYBRID_STREAM * k;
+    const size_t sb = CRC_HYBRID_STREAM * k; /* bytes per stream */
+    __m256i x0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)p), _mm256_setr_epi32((int)crc, 0, 0, 0, 0, 0, 0, 0));
+    __m256i x1 = _mm256_loadu_si256((const __m256i *)(p + 32)), x2 = _mm256_loadu_si256((const __m256i *)(p + 64)),
+            x3 = _mm256_loadu_si256((const __m256i *)(p + 96));
+    const __m256i k128 = _mm256_broadcastsi128_si256(_mm_set_epi64x(CRC_K128_HI, CRC_K128_LO));
+    uint64_t c0 = 0, c1 = 0, c2 = 0;
+    for (;;) {
+        for (int j = 0; j < CRC_HYBRID_STREAM; j += 8) {
+            c0 = _mm_crc32_u64(c0, load64(s + j));
+            c1 = _mm_crc32_u64(c1, load64(s + sb + j));
+            c2 = _mm_crc32_u64(c2, load64(s + 2 * sb + j));
+        }
+        s += CRC_HYBRID_STREAM;
+        if (s == end) break;
+        p += CRC_HYBRID_FOLD;
+        x0 = _mm256_xor_si256(fold256(x0, k128), _mm256_loadu_si256((const __m256i *)p));
+        x1 = _mm256_xor_si256(fold256(x1, k128), _mm256_loadu_si256((const __m256i *)(p + 32)));
+        x2 = _mm256_xor_si256(fold256(x2, k128), _mm256_loadu_si256((const __m256i *)(p + 64)));
+        x3 = _mm256_xor_si256(fold256(x3, k128), _mm256_loadu_si256((const __m256i *)(p + 96)));
+    }
+    const __m256i k32 = _mm256_broadcastsi128_si256(_mm_set_epi64x(CRC_K32_HI, CRC_K32_LO));
+    x1 = _mm256_xor_si256(fold256(x0, k32), x1);
+    x2 = _mm256_xor_si256(fold256(x1, k32), x2);
+    x3 = _mm256_xor_si256(fold256(x2, k32), x3);
+    __m128i a = _mm_xor_si128(_mm256_extracti128_si256(x3, 1),
+                              fold128(_mm256_castsi256_si128(x3), CRC_K16_LO, CRC_K16_HI));
+    uint64_t f = crc_lane(a);
+    __m128i j = _mm_xor_si128(_mm_clmulepi64_si128(_mm_cvtsi64_si128((long long)f),
+                                                   _mm_cvtsi32_si128((int)crc_hybrid_k[k][2]), 0),
+                              _mm_clmulepi64_si128(_mm_cvtsi64_si128((long long)(uint32_t)c0),
+                                                   _mm_cvtsi32_si128((int)crc_hybrid_k[k][1]), 0));
+    j = _mm_xor_si128(j, _mm_clmulepi64_si128(_mm_cvtsi64_si128((long long)(uint32_t)c1),
+                                              _mm_cvtsi32_si128((int)crc_hybrid_k[k][0]), 0));
+    *next += CRC_HYBRID_UNIT * k;
+    *len -= CRC_HYBRID_UNIT * k;
+    return (uint32_t)(_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(j)) ^ c2);
+}
+
 CRC_AVX2_TARGET static uint32_t crc_x86_avx2(uint32_t crc, const uint8_t *p, size_t n) {
+    while (n >= 2 * CRC_HYBRID_UNIT) crc = crc_hybrid256(crc, &p, &n);
     if (n >= CRC_AVX2_MIN) crc = crc_fold256(crc, &p, &n);
     return crc_x86_sse42(crc, p, n);
 }
@@ -198,6 +263,8 @@ static void crc_x86_detect(void) {
     if ((lo & 0x06) != 0x06 || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
     if (!(b & bit_AVX2) || !(c & bit_VPCLMULQDQ)) return;
     crc_available |= 1u << CRC_AVX2;
+    for (int k = 1; k <= CRC_HYBRID_KMAX; k++)
+        for (int m = 0; m < 3; m++) crc_hybrid_k[k][m] = crc_xpow8(CRC_HYBRID_STREAM * k * (m + 1));
     if ((lo & 0xe6) == 0xe6 && (b & bit_AVX512F)) crc_available |= 1u << CRC_AVX512;
 #else
     (void)lo;
