@@ -102,7 +102,8 @@ static PyObject *py_set_crc_path(PyObject *self, PyObject *arg) {
      "set_hw_crc(False) switched the C CRC off, ValueError for a path this CPU lacks)"},                           \
     {"set_hw_crc", py_set_hw_crc, METH_O,                                                                          \
      "set_hw_crc(enabled) -> bool: CRC32C in C (False: the decoder calls the crc32c package's function)"},         \
-    {"crc_paths", py_crc_paths, METH_NOARGS, "crc_paths() -> list: the CRC32C paths this CPU and build run, best first"}, \
+    {"crc_paths", py_crc_paths, METH_NOARGS,                                                                       \
+     "crc_paths() -> list: the CRC32C paths this CPU and build run, best first"},                                  \
     {"crc_path", py_crc_path, METH_NOARGS, "crc_path() -> str: the CRC32C path in use"},                          \
     {"set_crc_path", py_set_crc_path, METH_O,                                                                      \
      "set_crc_path(name) -> str: use that CRC32C path ('auto': the best; ValueError if this CPU lacks it)"},

@@ -167,7 +167,8 @@ CRC_AVX2_TARGET static uint32_t crc_hybrid256(uint32_t crc, const uint8_t **next
     k = k < CRC_HYBRID_KMAX ? k : CRC_HYBRID_KMAX;
     const uint8_t *s = p + CRC_HYBRID_FOLD * k, *end = s + CRC_HYBRID_STREAM * k;
     const size_t sb = CRC_HYBRID_STREAM * k; /* bytes per stream */
-    __m256i x0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)p), _mm256_setr_epi32((int)crc, 0, 0, 0, 0, 0, 0, 0));
+    __m256i x0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)p),
+                                  _mm256_setr_epi32((int)crc, 0, 0, 0, 0, 0, 0, 0));
     __m256i x1 = _mm256_loadu_si256((const __m256i *)(p + 32)), x2 = _mm256_loadu_si256((const __m256i *)(p + 64)),
             x3 = _mm256_loadu_si256((const __m256i *)(p + 96));
     const __m256i k128 = _mm256_broadcastsi128_si256(_mm_set_epi64x(CRC_K128_HI, CRC_K128_LO));
@@ -263,8 +264,13 @@ static void crc_x86_detect(void) {
     if ((lo & 0x06) != 0x06 || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return;
     if (!(b & bit_AVX2) || !(c & bit_VPCLMULQDQ)) return;
     crc_available |= 1u << CRC_AVX2;
+    uint32_t pw[3 * CRC_HYBRID_KMAX + 1], v = crc_xpow8(CRC_HYBRID_STREAM); /* pw[j]: carries 48j bytes */
+    for (int j = 1; j <= 3 * CRC_HYBRID_KMAX; j++) {
+        pw[j] = v;
+        for (int i = 0; i < CRC_HYBRID_STREAM; i++) v = (v >> 8) ^ crc_tab8[0][v & 0xff]; /* times x^(8*48) */
+    }
     for (int k = 1; k <= CRC_HYBRID_KMAX; k++)
-        for (int m = 0; m < 3; m++) crc_hybrid_k[k][m] = crc_xpow8(CRC_HYBRID_STREAM * k * (m + 1));
+        for (int m = 0; m < 3; m++) crc_hybrid_k[k][m] = pw[k * (m + 1)];
     if ((lo & 0xe6) == 0xe6 && (b & bit_AVX512F)) crc_available |= 1u << CRC_AVX512;
 #else
     (void)lo;
