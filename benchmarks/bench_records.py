@@ -405,7 +405,8 @@ def main() -> None:
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     print(f"clock: {args.clock}; load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
-    print(f"cpu: {cpu_model()}; CRC32C paths here: {', '.join(compiled.crc_paths()) if compiled else 'none (not built)'}")
+    paths = ", ".join(compiled.crc_paths()) if compiled else "none (not built)"
+    print(f"cpu: {cpu_model()}; CRC32C paths here: {paths}")
     sections = set(args.sections.split(","))
     for crc_path in args.crc_paths.split(","):
         if compiled is not None:
