@@ -52,14 +52,14 @@ setup(
         Extension(
             "kafkalog.records._columns",
             ["kafkalog/records/_columns.c"],
-            depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "wire", "codec", "arrow", "objects", "offsets", "walk")],
+            depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "crc_core", "crc_x86", "crc_arm", "wire", "codec", "arrow", "objects", "offsets", "walk")],
             optional=True,
         ),
         Extension(
             "kafkalog.cleaner._cleaner",
             ["kafkalog/cleaner/_cleaner.c"],
             depends=[f"kafkalog/cleaner/_{h}.h" for h in ("md5", "cleaner_encode", "cleaner_write")]
-            + ["kafkalog/records/_columns_crc.h"],
+            + [f"kafkalog/records/_columns_{h}.h" for h in ("crc", "crc_core", "crc_x86", "crc_arm")],
             optional=True,
         ),
     ],

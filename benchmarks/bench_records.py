@@ -19,6 +19,9 @@ fresh memory floor, faulting in as many bytes of new huge-page memory as the who
 decompression with every output kept (what the whole-segment call, which keeps all its columns, is also given
 against).
 ``--clock cpu`` times the runs in this process by its CPU time instead of wall time.
+``--crc-paths avx2,sse42`` runs the chosen sections once per CRC32C path of the compiled core (``auto``: the best this
+CPU runs; the fast path forced on and off in one run); every section header names the CPU model, the path and the
+raw CRC32C reference (the crc32c package and the path itself on 16 MiB in memory).
 headers: the compiled decoder on records with three ASCII headers each, beside the same records without.
 rss: peak RSS of a child process decoding a ``--rss-mb`` segment with ``iter_record_columns`` (slow: writes it).
 """
@@ -48,6 +51,7 @@ from kafkalog.records import (
     scan_batches,
 )
 from kafkalog.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, _lz4_blocks
+from kafkalog.records.native import compiled
 from kafkalog.verify import verify_log_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -94,6 +98,36 @@ def best_of_each(fns: list, repeat: int = 5) -> list[float]:
             fn()
             best[i] = min(best[i], CLOCK() - t)
     return best
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo; the platform's processor string elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "Model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+_RAW = os.urandom(16 << 20)
+
+
+def crc_reference() -> str:
+    """CPU model, the compiled core's CRC32C path and the raw CRC32C rates (crc32c package, that path) on 16 MiB in
+    memory: printed next to each figure, since the figures depend on them."""
+    t_pkg = best_of(lambda: crc32c(_RAW), repeat=5)
+    line = (f"[cpu: {cpu_model()}; load {os.getloadavg()[0]:.2f}; raw CRC32C of 16 MiB: crc32c package "
+            f"{len(_RAW) / t_pkg / 1e9:.2f} GB/s")
+    if compiled is None:
+        return line + "; compiled core not built]"
+    path = compiled.crc_path()
+    t_c = best_of(lambda: compiled.hw_crc32c(_RAW), repeat=5)
+    return line + f", C path {path} {len(_RAW) / t_c / 1e9:.2f} GB/s (paths here: {','.join(compiled.crc_paths())})]"
 
 
 def loop_floor(data: bytes) -> tuple[float, float]:
@@ -188,6 +222,7 @@ def bench_columns(deep_mb: int, turns: int = 1) -> None:
     """Columnar decode of uncompressed batches against records(), kafka-python and Apache Kafka's deep iteration of
     the same file in the same run (``turns`` alternating Kafka/ours runs; the median of each is printed)."""
     print("== columnar decode, uncompressed 16 KiB batches ==")
+    print("  " + crc_reference())
     for value_bytes in (100, 1024):
         data = make_value_segment(deep_mb << 20, value_bytes)
         n = sum(b.record_count for b in read_batches(data))
@@ -221,7 +256,7 @@ def bench_columns(deep_mb: int, turns: int = 1) -> None:
         kafka_rate = statistics.median(kafka_rates) / 1e6 if kafka_rates else None
         fb = kafka_reference.fallback("deep_records_per_s_100b" if value_bytes == 100 else "deep_records_per_s_1k")
         print(f"  -- {value_bytes} B values: {len(data) >> 20} MiB, {n} records"
-              f"{f', median of {turns} alternating turns' if turns > 1 else ''} --")
+              f"{f', median of {turns} alternating turns' if turns > 1 else ''} --  {crc_reference()}")
         if kafka_rate is not None:
             print(f"  Apache Kafka deep iteration (same file, same run)  {kafka_rate:8.2f} M records/s  "
                   "(streamingIterator: no CRC check; ours check every batch's CRC unless verify_crc=False)")
@@ -362,23 +397,31 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="compressed section: turns of each timing (best kept)")
     ap.add_argument("--turns", type=int, default=1,
                     help="columns and shallow: alternating Kafka/ours turns (the medians are printed; 3 for targets)")
+    ap.add_argument("--crc-paths", default="auto",
+                    help="comma list of CRC32C paths to run the sections with, in turn (auto: the best this CPU runs)")
     ap.add_argument("--sections", default="shallow,columns,compressed",
                     help="comma list of shallow, columns, compressed, headers, rss")  # fmt: skip
     args = ap.parse_args()
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     print(f"clock: {args.clock}; load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+    paths = ", ".join(compiled.crc_paths()) if compiled else "none (not built)"
+    print(f"cpu: {cpu_model()}; CRC32C paths here: {paths}")
     sections = set(args.sections.split(","))
-    if "columns" in sections:
-        bench_columns(args.deep_mb, args.turns)
-    if "compressed" in sections:
-        bench_compressed(args.deep_mb, args.repeat)
-    if "headers" in sections:
-        bench_headers()
-    if "rss" in sections:
-        bench_rss(args.rss_mb)
-    if "shallow" in sections:
-        bench_shallow(args.size_mb << 20, args.deep_mb, args.turns)
+    for crc_path in args.crc_paths.split(","):
+        if compiled is not None:
+            print(f"=== CRC32C path {compiled.set_crc_path(crc_path)} ===")
+            os.environ["KAFKALOG_CRC32C_PATH"] = compiled.crc_path()  # child processes (rss) too
+        if "columns" in sections:
+            bench_columns(args.deep_mb, args.turns)
+        if "compressed" in sections:
+            bench_compressed(args.deep_mb, args.repeat)
+        if "headers" in sections:
+            bench_headers()
+        if "rss" in sections:
+            bench_rss(args.rss_mb)
+        if "shallow" in sections:
+            bench_shallow(args.size_mb << 20, args.deep_mb, args.turns)
 
 
 def bench_shallow(size: int, deep_mb: int, turns: int = 1) -> None:
@@ -412,7 +455,7 @@ def bench_shallow(size: int, deep_mb: int, turns: int = 1) -> None:
             t_verify_dict = best_of(lambda path=path: verify_log_file(path).to_dict(), repeat=2)
             t_reader = best_of(lambda path=path: sum(1 for b in read_batches(path) if b.is_valid()), repeat=1)
             walk_ns, crc_ns = loop_floor(data)
-            print(f"== {label} batches: {len(data) / 2**20:.0f} MiB, {n_batches} batches ==")
+            print(f"== {label} batches: {len(data) / 2**20:.0f} MiB, {n_batches} batches ==  {crc_reference()}")
             print(f"  raw crc32c (one call)          {gb / t_raw:8.2f} GB/s")
             print(f"  scan_batches, in memory        {gb / t_scan_mem:8.2f} GB/s  ({100 * t_raw / t_scan_mem:.0f}% of raw crc32c)")
             print(f"  scan_batches, file (mmap)      {gb / t_scan:8.2f} GB/s  ({100 * t_raw / t_scan:.0f}% of raw crc32c)")

@@ -396,7 +396,6 @@ static struct PyModuleDef cleaner_module = {
 };
 
 PyMODINIT_FUNC PyInit__cleaner(void) {
-    crc_init();
-    crc_soft_init();
+    if (crc_init_py() < 0) return NULL;
     return PyModule_Create(&cleaner_module);
 }

@@ -18,23 +18,8 @@
 #define KEPT_BITS 0x38 /* timestamp type, transactional, control: a rebuilt batch keeps them */
 #define HORIZON_BIT 0x40
 
-static uint32_t crc_soft_tab[256];
-
-static void crc_soft_init(void) {
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ CRC_POLY : c >> 1;
-        crc_soft_tab[n] = c;
-    }
-}
-
-static uint32_t crc32c_of(const uint8_t *p, size_t n) {
-    uint32_t crc;
-    if (crc_compute(p, n, &crc)) return crc;
-    crc = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) crc = crc_soft_tab[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-    return crc ^ 0xffffffffu;
-}
+/* CRC32C by the path _columns_crc.h chose for this CPU (KAFKALOG_CRC32C_PATH applies here too) */
+static inline uint32_t crc32c_of(const uint8_t *p, size_t n) { return crc32c_fast(p, n); }
 
 static inline void put_be(uint8_t *p, uint64_t v, int width) {
     for (int i = width - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;

@@ -564,7 +564,7 @@ static struct PyModuleDef columns_module = {
 
 PyMODINIT_FUNC PyInit__columns(void) {
     if (PyType_Ready(&BuilderType) < 0 || PyType_Ready(&BlockType) < 0) return NULL;
-    crc_init();
+    if (crc_init_py() < 0) return NULL;
     if (PyDict_SetItemString(BuilderType.tp_dict, "compiled", Py_True) < 0) return NULL;
     PyType_Modified(&BuilderType);
     PyObject *m = PyModule_Create(&columns_module);
