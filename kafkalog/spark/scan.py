@@ -40,6 +40,9 @@ COLUMNS = tuple(_SOURCES)
 
 _MIN = -(1 << 63)
 _MAX = (1 << 63) - 1
+#: the columns holding record bytes: a scan that emits none of them decodes with ``binary_view`` (keys and values
+#: are not copied out of the mapped segment, only pointed at, and the pointers are dropped with the chunk)
+_BYTES_COLUMNS = frozenset(("key", "value", "headers"))
 #: key/value bytes per decoded chunk (the record cap is the DataSource's ``arrowBatchRows``)
 CHUNK_BYTES = 32 << 20
 
@@ -185,9 +188,10 @@ def scan_range(
     size = os.path.getsize(path)
     end = size if end is None else min(end, size)
     after = _MIN  # once a region was skipped: the highest offset read before it
+    views = not _BYTES_COLUMNS.intersection(spec.columns)
     while position < end:
         reader = iter_record_columns(path, position=position, end=end, verify_crc=spec.verify_crc,
-                                     max_records=spec.batch_rows, max_bytes=CHUNK_BYTES)  # fmt: skip
+                                     max_records=spec.batch_rows, max_bytes=CHUNK_BYTES, binary_view=views)  # fmt: skip
         top, base = _MIN, m.bytes_read
         try:
             for chunk in reader:
