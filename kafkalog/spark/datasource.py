@@ -65,6 +65,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -352,7 +353,7 @@ class KafkaLogReader(DataSourceReader):
     def read_segment(self, segment: SegmentPartition) -> Iterator:
         """One segment's Arrow batches, with onCorrupt's reporting and the segment's metrics (also used by
         :mod:`kafkalog.spark.export`)."""
-        metrics = ScanMetrics(segment.item.path)
+        metrics = ScanMetrics(segment.item.path, started=time.time(), worker_start=_fresh_worker_age())
         batches = _scan_segment(self, segment, metrics)
         finished = False
         try:
@@ -364,7 +365,10 @@ class KafkaLogReader(DataSourceReader):
                     break
                 finally:
                     metrics.scan_seconds += time.perf_counter() - started
-                yield batch if self.decode is None else add_decoded(batch, self.decode, self.decoded_schema)
+                out = batch if self.decode is None else add_decoded(batch, self.decode, self.decoded_schema)
+                held = time.perf_counter()
+                yield out
+                metrics.yield_seconds += time.perf_counter() - held
         except CorruptRecordError as exc:  # onCorrupt=fail: one attempt, not spark.task.maxFailures of them
             finished = self._finish(metrics)  # before the wait: the kill ends this process
             channel.fail_job(self.channel, str(exc))
@@ -375,11 +379,27 @@ class KafkaLogReader(DataSourceReader):
 
     def _finish(self, metrics: ScanMetrics) -> bool:
         """Report what a segment scan dropped (onCorrupt=skip) and write its metrics (``metricsDir``)."""
+        metrics.ended = time.time()
         if metrics.skipped_regions or metrics.skipped_batches:
             _report_skipped(self.channel, metrics)
         if self.metrics_dir:
             _write_metrics(self.metrics_dir, metrics, self.channel)
         return True
+
+
+_FRESH = [True]  # no segment read in this process yet
+
+
+def _fresh_worker_age() -> float:
+    """The process's age at its first segment (a fresh worker's fork and imports), 0 afterwards and off Spark."""
+    if not _FRESH[0]:
+        return 0.0
+    _FRESH[0] = False
+    if "pyspark.worker" not in sys.modules:
+        return 0.0
+    from kafkalog.spark.timings import process_age
+
+    return process_age() or 0.0
 
 
 def _report_skipped(address: tuple[str, int, str] | None, m: ScanMetrics) -> None:
@@ -518,11 +538,15 @@ def _write_metrics(metrics_dir: str, m: ScanMetrics, address: tuple[str, int, st
 
 def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
     """Totals over every task's metrics in ``metrics_dir``: segments, batches_read, batches_decoded, bytes_read,
-    records_returned, log_bytes_fetched, skipped_regions, skipped_bytes, skipped_batches (onCorrupt=skip),
-    scan_seconds (a float: the tasks' own Python time)."""
+    records_returned, log_bytes_fetched, skipped_regions, skipped_bytes, skipped_batches (onCorrupt=skip), and
+    floats: scan_seconds (the tasks' own Python time), yield_seconds (Spark taking their batches to the JVM),
+    worker_start (fresh workers' start-up), first_started / last_ended (wall clock of the first segment's start
+    and the last one's end: the tasks' span inside a query's wall time)."""
     names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched",
              "skipped_regions", "skipped_bytes", "skipped_batches")  # fmt: skip
-    totals: dict = {"segments": 0, **dict.fromkeys(names, 0), "scan_seconds": 0.0}
+    seconds = ("scan_seconds", "yield_seconds", "worker_start")
+    totals: dict = {"segments": 0, **dict.fromkeys(names, 0), **dict.fromkeys(seconds, 0.0), "first_started": 0.0,
+                    "last_ended": 0.0}  # fmt: skip
     if not os.path.isdir(metrics_dir):
         return totals
     for name in os.listdir(metrics_dir):
@@ -533,7 +557,12 @@ def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
         totals["segments"] += 1
         for k in names:
             totals[k] += int(d.get(k, 0))
-        totals["scan_seconds"] += float(d.get("scan_seconds", 0.0))
+        for k in seconds:
+            totals[k] += float(d.get(k, 0.0))
+        if d.get("started"):
+            first = totals["first_started"]
+            totals["first_started"] = min(first, d["started"]) if first else d["started"]
+            totals["last_ended"] = max(totals["last_ended"], d.get("ended", 0.0))
     return totals
 
 

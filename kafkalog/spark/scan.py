@@ -64,7 +64,11 @@ class ScanMetrics:
     first_skipped_error: str = ""
     log_bytes_fetched: int = 0  # bytes of a remote .log copied to the executor (0 on local disk)
     scan_seconds: float = 0.0  # time the task spent producing this segment's batches (seek, fetch, decode, Arrow),
-    # not counting the time Spark spent sending them on while the scan waited at ``yield``
+    # not counting the time Spark spent sending them on while the scan waited at ``yield`` ...
+    yield_seconds: float = 0.0  # ... which is this: Spark serialising the batches and sending them to the JVM
+    started: float = 0.0  # wall clock (``time.time()``) when the segment's scan began ...
+    ended: float = 0.0  # ... and ended
+    worker_start: float = 0.0  # the fresh Python worker's start-up (fork, imports) before its first segment; else 0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

@@ -19,6 +19,7 @@ import os
 import pickle
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,22 +102,37 @@ def reports_to_arrow(reports: Sequence) -> Any:
 
 
 def _check_tasks(index_check: bool, options: dict[str, str], deep: bool = False, rsm: Any = None,
-                 plans: Any = ()):  # fmt: skip
+                 plans: Any = (), clock: Any = None):  # fmt: skip
     """The mapInArrow function: its input rows are task numbers (column ``id``), its output the reports, one
     Arrow batch per task. ``plans`` is a Spark broadcast (or, outside Spark, a list) of one pickled
     ``list[SegmentItem]`` per task: shipped once per executor, not with every task, and a task unpickles its own
     segments, not the whole archive's. Remote segments are fetched by the executor running the task
-    (:func:`kafkalog.remote.verify_segment_at`)."""
+    (:func:`kafkalog.remote.verify_segment_at`). ``clock``: an accumulator (:mod:`kafkalog.spark.task_clock`)
+    the tasks report their times to."""
 
     def run(batches):
+        report = None
+        if clock is not None:
+            from kafkalog.spark.task_clock import task_started
+
+            report = task_started()
         freeze_worker_once()
         quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
         groups = getattr(plans, "value", plans)
         for batch in batches:
             for task in batch.column(0).to_pylist():
+                t0 = time.perf_counter()
                 reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep, rsm=rsm)
                            for item in pickle.loads(groups[task])]  # fmt: skip
-                yield reports_to_arrow(reports)
+                t1 = time.perf_counter()
+                result = reports_to_arrow(reports)
+                if report is not None:
+                    report["work"] += t1 - t0
+                    report["encode"] += time.perf_counter() - t1
+                yield result
+        if report is not None:
+            report["last"] = time.time()
+            clock.add(report)
 
     return run
 
@@ -194,15 +210,16 @@ def validate_archive(
 
 def validate_items(
     spark, items: list[SegmentItem], *, index_check: bool = True, tasks_per_core: int = 2,
-    options: dict[str, str] | None = None, deep: bool = False, rsm: Any = None,
+    options: dict[str, str] | None = None, deep: bool = False, rsm: Any = None, clock: Any = None,
 ):  # fmt: skip
-    """:func:`validate_archive` over segments already discovered (the driver lists once)."""
+    """:func:`validate_archive` over segments already discovered (the driver lists once); ``clock``: an
+    accumulator the tasks report their times to (:func:`kafkalog.spark.task_clock.new_clock`)."""
     opts = storage_options(options)
     if not items:
         return spark.createDataFrame([], SEGMENT_SCHEMA)
     groups = group_for_tasks(items, _n_tasks(items, spark.sparkContext.defaultParallelism, tasks_per_core))
     tasks, plans = task_plans(spark, groups)
-    return tasks.mapInArrow(_check_tasks(index_check, opts, deep, as_rsm_config(rsm), plans), SEGMENT_SCHEMA)
+    return tasks.mapInArrow(_check_tasks(index_check, opts, deep, as_rsm_config(rsm), plans, clock), SEGMENT_SCHEMA)
 
 
 def partition_continuity(df, *, options: dict[str, str] | None = None):
@@ -316,10 +333,22 @@ def run_validation(
         sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
         sc.setJobDescription(f"kafkalog validate: check {len(items)} segments")
         on_driver = _continuity_on_driver(items)
-        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm)
+        clock = None
+        if timings:
+            from kafkalog.spark.task_clock import new_clock
+
+            clock = new_clock(sc)
+        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm,
+                                clock=clock)  # fmt: skip
         if not on_driver:
             seg_df = seg_df.cache()  # the continuity job reads the rows again
+        timer.lap("check_plan")  # grouping, the plans' broadcast, the DataFrame
+        submitted = time.time()
         seg_rows = seg_df.collect()
+        if clock is not None:
+            from kafkalog.spark.task_clock import job_phases
+
+            timer.details("check_job", job_phases(clock.value, submitted, time.time(), sc.defaultParallelism))
         timer.lap("check_job")  # the session's first job: it also starts the Python worker daemon and workers
         sc.setJobDescription("kafkalog validate: partition continuity")
         if on_driver:
