@@ -48,13 +48,16 @@ appender.stderr.name = stderr
 appender.stderr.target = SYSTEM_ERR
 appender.stderr.layout.type = PatternLayout
 appender.stderr.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
 """
 
 
 def quiet_log_conf() -> dict[str, str]:
     """The driver JVM's log4j2 configuration: errors only, so Spark's start-up WARN lines (a hostname resolving to
-    a loopback address, no native-hadoop library) and its "default log4j profile" notice stay out of kafkalog's
-    output (``setLogLevel`` comes too late for them). ``KAFKALOG_SPARK_LOG`` set: Spark's own configuration."""
+    a loopback address, no native-hadoop library) and its "default log4j profile" and "Setting default log level"
+    notices (the py4j gateway's logger, which Spark treats as a shell's, at the root's level) stay out of kafkalog's output (``setLogLevel`` comes too late for
+    them). ``KAFKALOG_SPARK_LOG`` set: Spark's own configuration."""
     if os.environ.get(LOG_ENV):
         return {}
     global _LOG_CONF
