@@ -31,8 +31,10 @@ def test_clock_merges_task_reports_and_splits_the_job() -> None:
 
 @needs_golden
 def test_timings_account_for_the_wall_time(spark, tmp_path, capsys) -> None:
-    from kafkalog.spark.validate import run_validation
+    from kafkalog.spark.validate import run_validation, validate_archive
 
+    validate_archive(spark, str(GOLDEN / "logdir" / "golden-none-0")).collect()  # workers already started
+    time.sleep(1.0)
     t = time.perf_counter()
     code = run_validation([str(GOLDEN / "logdir" / "golden-none-0"), str(GOLDEN / "logdir" / "golden-gzip-0")],
                           str(tmp_path / "out"), json_mode=True, timings=True)  # fmt: skip
@@ -48,6 +50,7 @@ def test_timings_account_for_the_wall_time(spark, tmp_path, capsys) -> None:
     assert timings["check_job.tasks_run"] == 2  # a small archive on local[2]: one task per core
     assert timings["check_job.work_per_core"] > 0 and timings["check_job.encode_per_core"] > 0
     assert timings["check_job.tasks"] >= timings["check_job.work_per_core"] * 0.5
+    assert timings["check_job.worker_start"] <= timings["check_job"]  # a reused worker started before the job
 
 
 def test_render_indents_a_phase_parts() -> None:
@@ -68,6 +71,8 @@ def test_datasource_metrics_place_the_tasks_inside_the_query(spark, tmp_path) ->
     from kafkalog.spark.datasource import read_scan_metrics
 
     mdir = str(tmp_path / "m")
+    spark.read.format("kafkalog").load(str(GOLDEN / "logdir")).count()  # workers already started
+    time.sleep(1.0)
     df = spark.read.format("kafkalog").option("metricsDir", mdir).load(str(GOLDEN / "logdir"))
     submitted = time.time()
     n = df.selectExpr("count(*) AS n", "sum(length(value)) AS v").collect()[0].n
@@ -77,3 +82,4 @@ def test_datasource_metrics_place_the_tasks_inside_the_query(spark, tmp_path) ->
     assert submitted - 0.01 <= m["first_started"] <= m["last_ended"] <= returned + 0.01
     assert m["scan_seconds"] > 0 and m["yield_seconds"] > 0
     assert m["scan_seconds"] + m["yield_seconds"] <= 2 * (m["last_ended"] - m["first_started"]) + 0.05
+    assert m["worker_start"] <= returned - submitted

@@ -65,7 +65,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -85,7 +84,7 @@ from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
 from kafkalog.spark.split import split_big_segments
-from kafkalog.spark.worker_gc import freeze_worker_once
+from kafkalog.spark.worker_gc import freeze_worker_once, fresh_worker_age
 from kafkalog.tiered import AivenSegment, as_rsm_config, is_aiven_item
 
 _NO_UPPER = 1 << 63
@@ -343,17 +342,19 @@ class KafkaLogReader(DataSourceReader):
             return list(pool.map(lambda items: b.for_partition(items, self.storage, self.rsm), partitions))
 
     def read(self, partition: SegmentGroup):
+        startup = fresh_worker_age()
         freeze_worker_once()
         quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
         if not isinstance(partition, SegmentGroup):  # Spark plans one InputPartition(None) when we return none
             return
         for segment in partition.segments:
-            yield from self.read_segment(segment)
+            yield from self.read_segment(segment, startup)
+            startup = 0.0
 
-    def read_segment(self, segment: SegmentPartition) -> Iterator:
+    def read_segment(self, segment: SegmentPartition, worker_start: float = 0.0) -> Iterator:
         """One segment's Arrow batches, with onCorrupt's reporting and the segment's metrics (also used by
-        :mod:`kafkalog.spark.export`)."""
-        metrics = ScanMetrics(segment.item.path, started=time.time(), worker_start=_fresh_worker_age())
+        :mod:`kafkalog.spark.export`); ``worker_start``: the fresh worker's start-up, for the metrics."""
+        metrics = ScanMetrics(segment.item.path, started=time.time(), worker_start=worker_start)
         batches = _scan_segment(self, segment, metrics)
         finished = False
         try:
@@ -385,21 +386,6 @@ class KafkaLogReader(DataSourceReader):
         if self.metrics_dir:
             _write_metrics(self.metrics_dir, metrics, self.channel)
         return True
-
-
-_FRESH = [True]  # no segment read in this process yet
-
-
-def _fresh_worker_age() -> float:
-    """The process's age at its first segment (a fresh worker's fork and imports), 0 afterwards and off Spark."""
-    if not _FRESH[0]:
-        return 0.0
-    _FRESH[0] = False
-    if "pyspark.worker" not in sys.modules:
-        return 0.0
-    from kafkalog.spark.timings import process_age
-
-    return process_age() or 0.0
 
 
 def _report_skipped(address: tuple[str, int, str] | None, m: ScanMetrics) -> None:

@@ -14,11 +14,10 @@ from typing import Any
 
 from pyspark.accumulators import AccumulatorParam
 
-from kafkalog.spark.timings import process_age
+from kafkalog.spark.worker_gc import fresh_worker_age
 
 __all__ = ["ClockParam", "job_phases", "new_clock", "task_started"]
 
-_FRESH = [True]  # this worker process has not run a task of ours yet
 
 
 class ClockParam(AccumulatorParam):
@@ -46,13 +45,9 @@ def new_clock(sc) -> Any:
 
 
 def task_started() -> dict:
-    """A task's report so far: its start (wall clock), and its fresh worker's start-up (0 for a reused one)."""
-    now = time.time()
-    startup = 0.0
-    if _FRESH[0]:
-        _FRESH[0] = False
-        startup = process_age() or 0.0
-    return {"tasks": 1, "first": now, "worker_start_max": startup, "work": 0.0, "encode": 0.0}
+    """A task's report so far: its start (wall clock), and its fresh worker's start-up (0 for a reused one; call
+    it before the task's ``freeze_worker_once``)."""
+    return {"tasks": 1, "first": time.time(), "worker_start_max": fresh_worker_age(), "work": 0.0, "encode": 0.0}
 
 
 def job_phases(clock: dict, submitted: float, returned: float, cores: int) -> dict[str, float]:
