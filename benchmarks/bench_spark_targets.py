@@ -13,7 +13,8 @@ Without ``--root`` the archive is generated (``spark_bench_common.generate``: 16
   (``iter_record_columns`` + ``to_arrow(["offset", "timestamp"])`` over the same segments). Goal: in-process /
   DataSource >= 1.3.
 * ``cold``: in turns, ``kafkalog spark validate ARCHIVE --master local[2] --timings --json`` (a fresh process),
-  a bare PySpark session's start and first Python job (``range(2).mapInArrow``) in a fresh process, and
+  a bare PySpark session's start and first Python job (``range(2).mapInArrow``; Spark's defaults, the workers
+  on this interpreter) in a fresh process, and
   ``kafkalog verify``. Goal: spark validate <= bare session + verify. The command's phases are printed with the
   share of the wall time they account for (goal >= 95%).
 * ``tiny``: 1,200 segments of 16 KiB (one ~16 KiB batch each) against the same records in one segment, the
@@ -179,7 +180,10 @@ def cold(root: str, rounds: int, work: Path) -> None:
             raise SystemExit(f"spark validate exited {proc.returncode}: {proc.stderr[-2000:]}")
         timings = json.loads(proc.stdout.splitlines()[-1])["timings"]
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", _BARE], capture_output=True, text=True, check=True)
+        bare = subprocess.run([sys.executable, "-c", _BARE], capture_output=True, text=True,
+                              env={**os.environ, "PYSPARK_PYTHON": sys.executable})  # workers need pyarrow
+        if bare.returncode != 0:
+            raise SystemExit(f"the bare session exited {bare.returncode}: {bare.stderr[-2000:]}")
         bare_s = time.perf_counter() - t
         verify_s = cli_verify(root)
         for k, v in (("spark", spark_s), ("bare", bare_s), ("verify", verify_s)):
