@@ -102,14 +102,14 @@ def test_small_batches_are_joined_before_spark_takes_them() -> None:
     more), in order, and batches that are big enough pass as they are."""
     import pyarrow as pa
 
-    from kafkalog.spark.datasource import _coalesced
+    from kafkalog.spark.scan import coalesced
 
     def batch(lo: int, n: int):
         return pa.RecordBatch.from_pydict({"offset": list(range(lo, lo + n))})
 
     small = [batch(i * 30, 30) for i in range(10)]  # 300 records in batches of 30
-    out = list(_coalesced(iter([*small, batch(300, 200), batch(500, 10)]), rows=200))
+    out = list(coalesced(iter([*small, batch(300, 200), batch(500, 10)]), rows=200))
     assert [b.num_rows for b in out] == [120, 120, 60 + 200, 10]
     assert [x for b in out for x in b.column(0).to_pylist()] == list(range(510))
     big = [batch(0, 150), batch(150, 150)]
-    assert [b.num_rows for b in _coalesced(iter(big), rows=200)] == [150, 150]
+    assert [b.num_rows for b in coalesced(iter(big), rows=200)] == [150, 150]

@@ -82,7 +82,7 @@ from kafkalog.log.timestamp_offsets import PartitionTimes, indexes_on_disk
 from kafkalog.spark import channel
 from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
-from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
+from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, coalesced, scan_range
 from kafkalog.spark.split import split_big_segments
 from kafkalog.spark.worker_gc import freeze_worker_once, fresh_worker_age
 from kafkalog.tiered import AivenSegment, as_rsm_config, is_aiven_item
@@ -349,7 +349,7 @@ class KafkaLogReader(DataSourceReader):
             return
         batches = (b for i, segment in enumerate(partition.segments)
                    for b in self.read_segment(segment, startup if i == 0 else 0.0))  # fmt: skip
-        yield from _coalesced(batches, self.arrow_batch_rows)
+        yield from coalesced(batches, self.arrow_batch_rows)
 
     def read_segment(self, segment: SegmentPartition, worker_start: float = 0.0) -> Iterator:
         """One segment's Arrow batches, with onCorrupt's reporting and the segment's metrics (also used by
@@ -386,27 +386,6 @@ class KafkaLogReader(DataSourceReader):
         if self.metrics_dir:
             _write_metrics(self.metrics_dir, metrics, self.channel)
         return True
-
-
-def _coalesced(batches: Iterator, rows: int) -> Iterator:
-    """``batches`` with runs of small ones (tiny segments: a batch each) joined into batches of up to ``rows``
-    records: Spark's Python data source path costs per batch, ~2 ms, more than a small segment's decode. A batch of
-    ``rows / 2`` or more passes as it is."""
-    import pyarrow as pa
-
-    held: list = []
-    count = 0
-    for batch in batches:
-        if batch.num_rows >= rows // 2 and not held:
-            yield batch
-            continue
-        held.append(batch)
-        count += batch.num_rows
-        if count >= rows // 2:
-            yield held[0] if len(held) == 1 else pa.concat_batches(held)
-            held, count = [], 0
-    if held:
-        yield held[0] if len(held) == 1 else pa.concat_batches(held)
 
 
 def _report_skipped(address: tuple[str, int, str] | None, m: ScanMetrics) -> None:
