@@ -96,19 +96,21 @@ def export_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:
                           for lay in ("dirs", "flat")) + " (goal >= 2x)")
 
 
-def tiny_section(workdir: Path, rounds: int, n_segments: int = 1000) -> None:
-    """``n_segments`` tiny segments (one 30-record batch of 200-byte values each, 8 KB segments) against the same
-    records in one segment: ``count`` + ``sum(length(value))`` on local[2], in turns, best of ``rounds`` after a
-    warm-up query each."""
+def tiny_section(workdir: Path, rounds: int, n_segments: int = 1000, *, records: int = 30, value_bytes: int = 200,
+                 segment_bytes: int = 8 << 10, goal: str = "") -> None:  # fmt: skip
+    """``n_segments`` tiny segments (one ``records``-record batch of ``value_bytes`` values each, segments of
+    ``segment_bytes``) against the same records in one segment: ``count`` + ``sum(length(value))`` on local[2],
+    in turns, best of ``rounds`` after a warm-up query each. ``goal``: a prefix for the ratio's line."""
     from kafkalog.log import Log
     from kafkalog.spark import get_session, register
 
     shutil.rmtree(workdir, ignore_errors=True)
-    for name, seg in (("tiny-0", 8 << 10), ("one-0", 1 << 30)):
+    for name, seg in (("tiny-0", segment_bytes), ("one-0", 1 << 30)):
         with Log.open(workdir / name, {"segment.bytes": str(seg)}) as log:
             for i in range(n_segments):
-                log.append_as_leader([(b"k%d" % j, b"v" * 200) for j in range(30)], timestamp=1000 + i)
+                log.append_as_leader([(b"k%d" % j, b"v" * value_bytes) for j in range(records)], timestamp=1000 + i)
             log.flush()
+    segments = len(list((workdir / "tiny-0").glob("*.log")))
     spark = get_session("local[2]", "bench-tiny")
     register(spark)
     try:
@@ -119,6 +121,7 @@ def tiny_section(workdir: Path, rounds: int, n_segments: int = 1000) -> None:
         best, tasks = in_turns(frames, rounds)
     finally:
         spark.stop()
-    print(f"tiny segments, local[2], {n_segments * 30} records; load {load_average():.2f}")
-    print(f"  {n_segments} segments: {best['tiny-0']:.2f}s ({tasks['tiny-0']} tasks); one segment: "
-          f"{best['one-0']:.2f}s ({tasks['one-0']} tasks): {best['tiny-0'] / best['one-0']:.1f}x")
+    print(f"tiny segments, local[2], {n_segments * records} records; load {load_average():.2f}")
+    print(f"{goal + ' ' if goal else '  '}{segments} segments: {best['tiny-0']:.2f}s ({tasks['tiny-0']} tasks); "
+          f"one segment: {best['one-0']:.2f}s ({tasks['one-0']} tasks): {best['tiny-0'] / best['one-0']:.1f}x "
+          f"(goal <= 3x); load {load_average():.2f}")

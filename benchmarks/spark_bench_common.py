@@ -17,10 +17,12 @@ from kafkalog.segment import LogSegment  # noqa: E402
 from kafkalog.verify import verify_segment  # noqa: E402
 
 
-def generate(root: Path, partitions: int, segments: int, segment_bytes: int, values: str = "repeated") -> tuple[int, int]:
+def generate(root: Path, partitions: int, segments: int, segment_bytes: int, values: str = "repeated",
+             value_bytes: int | None = None) -> tuple[int, int]:
     """Write the archive; returns (total bytes, total batches). ``values="repeated"``: batches are built once
     and re-based (64 distinct values: Parquet dictionary-encodes them); ``"random"``: every record gets 180 random
-    bytes (nothing for Parquet to dictionary-encode or compress)."""
+    bytes (nothing for Parquet to dictionary-encode or compress). ``value_bytes``: each repeated value is that
+    long (issue 44's archive: 1 KiB) instead of ~150 bytes."""
     import random
 
     records_per_batch = 16
@@ -28,7 +30,7 @@ def generate(root: Path, partitions: int, segments: int, segment_bytes: int, val
     templates = []
     for i, codec in enumerate(codecs):
         recs = [
-            (f"key-{i}-{j}".encode(), (f"value-{i}-{j}-" * 12).encode(), [("h", b"v")])
+            (f"key-{i}-{j}".encode(), _value(i, j, value_bytes), [("h", b"v")])
             for j in range(records_per_batch)
         ]
         templates.append(build_batch(recs, base_offset=0, compression=codec, producer_id=-1))
@@ -69,6 +71,11 @@ def generate(root: Path, partitions: int, segments: int, segment_bytes: int, val
             seg.close()
         total_0, batches_0 = total, batches
     return total, batches
+
+
+def _value(i: int, j: int, size: int | None) -> bytes:
+    text = f"value-{i}-{j}-".encode()
+    return text * 12 if size is None else (text * (size // len(text) + 1))[:size]
 
 
 def library_loop(items) -> float:

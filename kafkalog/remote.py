@@ -16,7 +16,6 @@ from typing import Any
 
 from kafkalog import storage
 from kafkalog.discovery import SegmentItem, discover_segments
-from kafkalog.record_check import check_records
 from kafkalog.tiered import is_aiven_item, materialize
 from kafkalog.verify import PartitionReport, SegmentReport, verify_partition, verify_segment
 
@@ -79,6 +78,8 @@ def _deep(rep: SegmentReport, path: str, deep: bool) -> SegmentReport:
     """Add the deep record check's findings to ``rep`` (segments that could be read only)."""
     if not deep or rep.status == "unreadable":
         return rep
+    from kafkalog.record_check import check_records  # deep only: the record decoder's imports cost a task ~0.1 s
+
     try:
         found = check_records(path, end=rep.valid_bytes)
     except OSError as exc:

@@ -250,28 +250,39 @@ def test_reports_to_arrow_keeps_every_field(tmp_path: Path) -> None:
     got = [g[:ranges] + ([(x["position"], x["size"]) for x in g[ranges]],) + g[ranges + 1 :] for g in got]
     assert got == want
     assert reports_to_arrow([]).num_rows == 0
-    # tasks: 2 per core, packed by size, never more than the segments
-    assert _n_tasks(items, 2) == 4 and _n_tasks(items[:3], 8) == 3
+    # tasks sized by bytes: one per core for a small archive, 2 per core once each gets MIN_TASK_BYTES, never
+    # more than the segments
+    from dataclasses import replace
+
+    from kafkalog.spark.validate import MIN_TASK_BYTES
+
+    assert _n_tasks(items, 2) == 2 and _n_tasks(items[:3], 8) == 3
+    big = [replace(i, size_bytes=MIN_TASK_BYTES) for i in items]
+    assert _n_tasks(big, 2) == 4 and _n_tasks(big[:3], 2) == 3
     groups = group_for_tasks(items, 4)
     assert sorted(i.path for g in groups for i in g) == sorted(i.path for i in items)
 
 
 def test_validation_tasks_carry_only_their_own_segments(spark, tmp_path: Path) -> None:
-    """The job's function holds no plan (its pickled size does not grow with the archive); each Spark partition
-    of the plan DataFrame holds exactly one group."""
-    import pickle
-
+    """The job's function holds no plan (its pickled size does not grow with the archive: the plans are a
+    broadcast); the job runs one Spark partition per group, and its rows are the library's reports."""
     from pyspark import cloudpickle
 
     from kafkalog.discovery import discover_segments
-    from kafkalog.spark.validate import _check_tasks, group_for_tasks, task_plans
+    from kafkalog.spark.validate import _check_tasks, group_for_tasks, task_plans, validate_items
+    from kafkalog.verify import verify_segment
 
     items = discover_segments(str(GOLDEN / "logdir"))
     groups = group_for_tasks(items, 4)
     assert len(groups) == 4 and len(items) > 8
-    assert b"golden-" not in cloudpickle.dumps(_check_tasks(True, {}, False))
-    per_partition = task_plans(spark, groups).rdd.glom().map(lambda rows: [pickle.loads(r.plan) for r in rows])
-    assert per_partition.collect() == [[g] for g in groups]
+    tasks, plans = task_plans(spark, groups)
+    assert b"golden-" not in cloudpickle.dumps(_check_tasks(True, {}, False, None, plans))
+    assert tasks.rdd.glom().collect() == [[(i,)] for i in range(4)]
+    df = validate_items(spark, items, tasks_per_core=4)
+    assert df.rdd.getNumPartitions() == 2  # a small archive: one task per core
+    got = sorted((r.path, r.status, r.record_count, r.valid_bytes, r.index_status) for r in df.collect())
+    reports = [verify_segment(i) for i in items]
+    assert got == sorted((r.item.path, r.status, r.record_count, r.valid_bytes, r.index_status) for r in reports)
 
 
 # ------------------------------------------------------------------------------------------------ DataSource

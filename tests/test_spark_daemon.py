@@ -103,9 +103,8 @@ _TASKS_FREEZE = textwrap.dedent(
         if which == "read":
             reader = KafkaLogReader({"paths": json.dumps([root])})
             return sum(b.num_rows for p in reader.partitions() for b in reader.read(p))
-        run = _check_tasks(False, {})
-        plan = pa.RecordBatch.from_pydict({"task": [0], "plan": [pickle.dumps(discover_segments([root]))]})
-        return sum(r.num_rows for r in run([plan]))
+        run = _check_tasks(False, {}, plans=[pickle.dumps(discover_segments([root]))])
+        return sum(r.num_rows for r in run([pa.RecordBatch.from_pydict({"id": [0]})]))
 
     before = gc.get_freeze_count()
     rows = task()

@@ -65,7 +65,7 @@ def _read_report(out: Path) -> dict:
 
 def _scan(spark, root: Path, metrics: Path) -> dict:
     """The DataSource under ``onCorrupt=skip`` with ``metricsDir``: the rows, and the metrics lines the driver
-    finds (without ``scan_seconds``, the only field that depends on the run)."""
+    finds (without the timing fields, the only ones that depend on the run)."""
     from kafkalog.spark import register
 
     register(spark)
@@ -73,7 +73,8 @@ def _scan(spark, root: Path, metrics: Path) -> dict:
     rows = sorted(tuple(r) for r in df.load(str(root)).select("topic", "partition", "offset", "key", "value").collect())
     lines = [json.loads(p.read_text()) for p in sorted(metrics.glob("*.json"))]
     for line in lines:
-        del line["scan_seconds"]
+        for key in ("scan_seconds", "yield_seconds", "started", "ended", "worker_start"):
+            del line[key]
     return {"rows": rows, "metrics": sorted(lines, key=lambda m: (m["segment"], m["start_position"]))}
 
 

@@ -88,9 +88,9 @@ from kafkalog.spark import channel
 from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.options import check_options, flag
-from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, scan_range
+from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, coalesced, scan_range
 from kafkalog.spark.split import split_big_segments
-from kafkalog.spark.worker_gc import freeze_worker_once
+from kafkalog.spark.worker_gc import freeze_worker_once, fresh_worker_age
 from kafkalog.tiered import AivenSegment, as_rsm_config, is_aiven_item
 
 _NO_UPPER = 1 << 63
@@ -341,17 +341,19 @@ class KafkaLogReader(DataSourceReader):
             return list(pool.map(lambda items: b.for_partition(items, self.storage, self.rsm), partitions))
 
     def read(self, partition: SegmentGroup):
+        startup = fresh_worker_age()
         freeze_worker_once()
         quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
         if not isinstance(partition, SegmentGroup):  # Spark plans one InputPartition(None) when we return none
             return
-        for segment in partition.segments:
-            yield from self.read_segment(segment)
+        batches = (b for i, segment in enumerate(partition.segments)
+                   for b in self.read_segment(segment, startup if i == 0 else 0.0))  # fmt: skip
+        yield from coalesced(batches, self.arrow_batch_rows)
 
-    def read_segment(self, segment: SegmentPartition) -> Iterator:
+    def read_segment(self, segment: SegmentPartition, worker_start: float = 0.0) -> Iterator:
         """One segment's Arrow batches, with onCorrupt's reporting and the segment's metrics (also used by
-        :mod:`kafkalog.spark.export`)."""
-        metrics = ScanMetrics(segment.item.path)
+        :mod:`kafkalog.spark.export`); ``worker_start``: the fresh worker's start-up, for the metrics."""
+        metrics = ScanMetrics(segment.item.path, started=time.time(), worker_start=worker_start)
         batches = _scan_segment(self, segment, metrics)
         finished = False
         try:
@@ -363,7 +365,10 @@ class KafkaLogReader(DataSourceReader):
                     break
                 finally:
                     metrics.scan_seconds += time.perf_counter() - started
-                yield batch if self.decode is None else add_decoded(batch, self.decode, self.decoded_schema)
+                out = batch if self.decode is None else add_decoded(batch, self.decode, self.decoded_schema)
+                held = time.perf_counter()
+                yield out
+                metrics.yield_seconds += time.perf_counter() - held
         except CorruptRecordError as exc:  # onCorrupt=fail: one attempt, not spark.task.maxFailures of them
             finished = self._finish(metrics)  # before the wait: the kill ends this process
             channel.fail_job(self.channel, str(exc))
@@ -374,6 +379,7 @@ class KafkaLogReader(DataSourceReader):
 
     def _finish(self, metrics: ScanMetrics) -> bool:
         """Report what a segment scan dropped (onCorrupt=skip) and write its metrics (``metricsDir``)."""
+        metrics.ended = time.time()
         if metrics.skipped_regions or metrics.skipped_batches:
             _report_skipped(self.channel, metrics, self.skipped_reports)
         if self.metrics_dir:
@@ -504,11 +510,15 @@ def _write_metrics(metrics_dir: str, m: ScanMetrics, address: tuple[str, int, st
 
 def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
     """Totals over every task's metrics in ``metrics_dir``: segments, batches_read, batches_decoded, bytes_read,
-    records_returned, log_bytes_fetched, skipped_regions, skipped_bytes, skipped_batches (onCorrupt=skip),
-    scan_seconds (a float: the tasks' own Python time)."""
+    records_returned, log_bytes_fetched, skipped_regions, skipped_bytes, skipped_batches (onCorrupt=skip), and
+    floats: scan_seconds (the tasks' own Python time), yield_seconds (Spark taking their batches to the JVM),
+    worker_start (fresh workers' start-up), first_started / last_ended (wall clock of the first segment's start
+    and the last one's end: the tasks' span inside a query's wall time)."""
     names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched",
              "skipped_regions", "skipped_bytes", "skipped_batches")  # fmt: skip
-    totals: dict = {"segments": 0, **dict.fromkeys(names, 0), "scan_seconds": 0.0}
+    seconds = ("scan_seconds", "yield_seconds", "worker_start")
+    totals: dict = {"segments": 0, **dict.fromkeys(names, 0), **dict.fromkeys(seconds, 0.0), "first_started": 0.0,
+                    "last_ended": 0.0}  # fmt: skip
     if not os.path.isdir(metrics_dir):
         return totals
     for name in os.listdir(metrics_dir):
@@ -519,7 +529,12 @@ def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
         totals["segments"] += 1
         for k in names:
             totals[k] += int(d.get(k, 0))
-        totals["scan_seconds"] += float(d.get("scan_seconds", 0.0))
+        for k in seconds:
+            totals[k] += float(d.get(k, 0.0))
+        if d.get("started"):
+            first = totals["first_started"]
+            totals["first_started"] = min(first, d["started"]) if first else d["started"]
+            totals["last_ended"] = max(totals["last_ended"], d.get("ended", 0.0))
     return totals
 
 

@@ -22,7 +22,7 @@ from kafkalog.file_access import mapped_range
 from kafkalog.log.salvage_scan import next_batch_position
 from kafkalog.records import iter_record_columns
 
-__all__ = ["COLUMNS", "SCHEMA", "ScanMetrics", "ScanSpec", "arrow_schema", "scan_range"]
+__all__ = ["COLUMNS", "SCHEMA", "ScanMetrics", "ScanSpec", "arrow_schema", "coalesced", "scan_range"]
 
 SCHEMA = (
     "topic string, partition int, offset long, timestamp long, timestamp_type string, key binary, value binary, "
@@ -42,6 +42,9 @@ COLUMNS = tuple(_SOURCES)
 
 _MIN = -(1 << 63)
 _MAX = (1 << 63) - 1
+#: the columns holding record bytes: a scan that emits none of them decodes with ``binary_view`` (keys and values
+#: are not copied out of the mapped segment, only pointed at, and the pointers are dropped with the chunk)
+_BYTES_COLUMNS = frozenset(("key", "value", "headers"))
 #: key/value bytes per decoded chunk (the record cap is the DataSource's ``arrowBatchRows``)
 CHUNK_BYTES = 32 << 20
 
@@ -65,7 +68,11 @@ class ScanMetrics:
     # skipped region (as ``recover --salvage --dry-run`` reports them); last None: to the end of what was read
     log_bytes_fetched: int = 0  # bytes of a remote .log copied to the executor (0 on local disk)
     scan_seconds: float = 0.0  # time the task spent producing this segment's batches (seek, fetch, decode, Arrow),
-    # not counting the time Spark spent sending them on while the scan waited at ``yield``
+    # not counting the time Spark spent sending them on while the scan waited at ``yield`` ...
+    yield_seconds: float = 0.0  # ... which is this: Spark serialising the batches and sending them to the JVM
+    started: float = 0.0  # wall clock (``time.time()``) when the segment's scan began ...
+    ended: float = 0.0  # ... and ended
+    worker_start: float = 0.0  # the fresh Python worker's start-up (fork, imports) before its first segment; else 0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -224,9 +231,10 @@ def _scan(spec: ScanSpec, path, position: int, end: int, m: ScanMetrics, label: 
     top = _MIN
     open_lost = False  # the last lost range still waits for the first kept batch after its region
     started_at = position + shift
+    views = not _BYTES_COLUMNS.intersection(spec.columns)
     while position < end:
         reader = iter_record_columns(path, position=position, end=end, verify_crc=spec.verify_crc,
-                                     max_records=spec.batch_rows, max_bytes=CHUNK_BYTES)  # fmt: skip
+                                     max_records=spec.batch_rows, max_bytes=CHUNK_BYTES, binary_view=views)  # fmt: skip
         base = m.bytes_read
         try:
             for chunk in reader:
@@ -273,6 +281,27 @@ def _scan(spec: ScanSpec, path, position: int, end: int, m: ScanMetrics, label: 
             m.lost_offsets.append([first, None])
             open_lost = True
         position = nxt
+
+
+def coalesced(batches: Iterator, rows: int) -> Iterator:
+    """``batches`` with runs of small ones (tiny segments: a batch each) joined into batches of up to ``rows``
+    records: Spark's Python data source path costs per batch, ~2 ms, more than a small segment's decode. A batch of
+    ``rows / 2`` or more passes as it is."""
+    import pyarrow as pa
+
+    held: list = []
+    count = 0
+    for batch in batches:
+        if batch.num_rows >= rows // 2 and not held:
+            yield batch
+            continue
+        held.append(batch)
+        count += batch.num_rows
+        if count >= rows // 2:
+            yield held[0] if len(held) == 1 else pa.concat_batches(held)
+            held, count = [], 0
+    if held:
+        yield held[0] if len(held) == 1 else pa.concat_batches(held)
 
 
 def _reason(error: CorruptRecordError) -> str:

@@ -26,7 +26,6 @@ DEFAULT_CONF: dict[str, str] = {
     # JVM <-> Python worker over Unix domain sockets (Spark 4.1+; ignored before): a Python task then costs ~30 ms
     # instead of ~70 ms over loopback TCP on a 2-core box (measured with 16 empty tasks, benchmarks/bench_spark.py).
     "spark.python.unix.domain.socket.enabled": "true",
-    "spark.driver.extraJavaOptions": "-Dlog4j2.level=ERROR",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
 }
 
@@ -37,6 +36,40 @@ DEFAULT_CONF: dict[str, str] = {
 LOCAL_CONF: dict[str, str] = {"spark.python.daemon.module": "kafkalog.spark.daemon"}
 #: Settings for other masters (said explicitly: a JVM that ran a local session keeps its settings for the next).
 CLUSTER_CONF: dict[str, str] = {"spark.python.daemon.module": "pyspark.daemon"}
+
+
+#: set to ``warn``/``info``/... for Spark's own log4j configuration (its WARN lines at start-up included)
+LOG_ENV = "KAFKALOG_SPARK_LOG"
+_QUIET_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+"""
+
+
+def quiet_log_conf() -> dict[str, str]:
+    """The driver JVM's log4j2 configuration: errors only, so Spark's start-up WARN lines (a hostname resolving to
+    a loopback address, no native-hadoop library) and its "default log4j profile" and "Setting default log level"
+    notices (the py4j gateway's logger, which Spark treats as a shell's, at the root's level) stay out of kafkalog's output (``setLogLevel`` comes too late for
+    them). ``KAFKALOG_SPARK_LOG`` set: Spark's own configuration."""
+    if os.environ.get(LOG_ENV):
+        return {}
+    global _LOG_CONF
+    if _LOG_CONF is None or not os.path.isfile(_LOG_CONF):
+        fd, path = tempfile.mkstemp(prefix="kafkalog-log4j2-", suffix=".properties")
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(_QUIET_LOG4J2)
+        _LOG_CONF = path
+    return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG_CONF}"}
+
+
+_LOG_CONF: str | None = None
 
 
 def worker_python_conf(master: str) -> dict[str, str]:
@@ -87,7 +120,8 @@ def get_session(master: str | None = "local[*]", app_name: str = "kafkalog", *,
         master = configured_master()
     local = master.startswith("local")
     builder = SparkSession.builder.master(master).appName(app_name)
-    settings = {**DEFAULT_CONF, **(LOCAL_CONF if local else CLUSTER_CONF), **worker_python_conf(master), **(conf or {})}
+    settings = {**DEFAULT_CONF, **quiet_log_conf(), **(LOCAL_CONF if local else CLUSTER_CONF),
+                **worker_python_conf(master), **(conf or {})}  # fmt: skip
     for key, value in settings.items():
         builder = builder.config(key, str(value))
     # PySpark takes the workers' Python from PYSPARK_PYTHON when the SparkContext starts (it does not read

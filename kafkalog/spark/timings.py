@@ -31,6 +31,7 @@ class PhaseTimer:
 
     def __init__(self, *, since_process_start: bool = False) -> None:
         self.phases: dict[str, float] = {}
+        self.parts: dict[str, dict[str, float]] = {}  # a phase's own split (see :meth:`details`)
         self._last = time.perf_counter()
         if since_process_start:
             age = process_age()
@@ -44,13 +45,28 @@ class PhaseTimer:
         self.phases[name] = self.phases.get(name, 0.0) + took
         return took
 
+    def details(self, phase: str, parts: dict[str, float]) -> None:
+        """What happened inside ``phase`` (the next or a past lap), shown under it as ``phase.part``; not added
+        to the total (the parts overlap the phase)."""
+        self.parts[phase] = dict(parts)
+
     def as_dict(self) -> dict[str, float]:
-        """Phases in order, rounded to milliseconds, plus ``total``."""
-        out = {k: round(v, 3) for k, v in self.phases.items()}
+        """Phases in order, each followed by its parts (``phase.part``), rounded to milliseconds, plus ``total``
+        (the phases' sum)."""
+        out: dict[str, float] = {}
+        for k, v in self.phases.items():
+            out[k] = round(v, 3)
+            out.update({f"{k}.{p}": round(x, 3) for p, x in self.parts.get(k, {}).items()})
         out["total"] = round(sum(self.phases.values()), 3)
         return out
 
     def render(self) -> str:
-        """One line per phase: ``name seconds``, then the total."""
-        width = max(len(k) for k in [*self.phases, "total"])
-        return "".join(f"  {k:<{width}}  {v:7.3f} s\n" for k, v in self.as_dict().items())
+        """One line per phase: ``name seconds`` (its parts indented under it), then the total."""
+        rows = self.as_dict()
+        width = max(len(k) for k in rows)
+        lines = []
+        for k, v in rows.items():
+            name = f"  {k.split('.', 1)[1]}" if "." in k else k
+            shown = f"{int(v):7d}" if k.endswith(".tasks_run") else f"{v:7.3f} s"
+            lines.append(f"  {name:<{width}}  {shown}\n")
+        return "".join(lines)

@@ -19,6 +19,7 @@ import os
 import pickle
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,30 +101,48 @@ def reports_to_arrow(reports: Sequence) -> Any:
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
 
 
-def _check_tasks(index_check: bool, options: dict[str, str], deep: bool = False, rsm: Any = None):
-    """The mapInArrow function: its input rows are the tasks' own segment lists (column ``plan``: a pickled
-    ``list[SegmentItem]``), its output the reports. The function holds no plan: a task unpickles its own segments,
-    not the whole archive's. Remote segments are fetched by the executor running the task
-    (:func:`kafkalog.remote.verify_segment_at`)."""
+def _check_tasks(index_check: bool, options: dict[str, str], deep: bool = False, rsm: Any = None,
+                 plans: Any = (), clock: Any = None):  # fmt: skip
+    """The mapInArrow function: its input rows are task numbers (column ``id``), its output the reports, one
+    Arrow batch per task. ``plans`` is a Spark broadcast (or, outside Spark, a list) of one pickled
+    ``list[SegmentItem]`` per task: shipped once per executor, not with every task, and a task unpickles its own
+    segments, not the whole archive's. Remote segments are fetched by the executor running the task
+    (:func:`kafkalog.remote.verify_segment_at`). ``clock``: an accumulator (:mod:`kafkalog.spark.task_clock`)
+    the tasks report their times to."""
 
     def run(batches):
+        report = None
+        if clock is not None:
+            from kafkalog.spark.task_clock import task_started
+
+            report = task_started()
         freeze_worker_once()
         quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
+        groups = getattr(plans, "value", plans)
         for batch in batches:
-            for plan in batch.column("plan").to_pylist():
+            for task in batch.column(0).to_pylist():
+                t0 = time.perf_counter()
                 reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep, rsm=rsm)
-                           for item in pickle.loads(plan)]  # fmt: skip
-                yield reports_to_arrow(reports)
+                           for item in pickle.loads(groups[task])]  # fmt: skip
+                t1 = time.perf_counter()
+                result = reports_to_arrow(reports)
+                if report is not None:
+                    report["work"] += t1 - t0
+                    report["encode"] += time.perf_counter() - t1
+                yield result
+        if report is not None:
+            report["last"] = time.time()
+            clock.add(report)
 
     return run
 
 
 def task_plans(spark, groups: list[list[SegmentItem]]):
-    """A DataFrame of one row per group (``task int, plan binary``), one row per partition: each Spark task is
-    sent its own group only."""
-    rows = [(i, pickle.dumps(g, protocol=pickle.HIGHEST_PROTOCOL)) for i, g in enumerate(groups)]
-    rdd = spark.sparkContext.parallelize(rows, len(rows))
-    return spark.createDataFrame(rdd, "task int, plan binary")
+    """(a DataFrame of one row per Spark partition, column ``id`` = the task's number; the broadcast of each
+    task's pickled segment list): the plans travel as a broadcast, read once per executor, so the tasks' input
+    is a plain range (no Python pass to build it, as ``createDataFrame`` of a Python RDD would take)."""
+    plans = spark.sparkContext.broadcast([pickle.dumps(g, protocol=pickle.HIGHEST_PROTOCOL) for g in groups])
+    return spark.range(0, len(groups), 1, len(groups)), plans
 
 
 def group_for_tasks(items: list[SegmentItem], n_groups: int) -> list[list[SegmentItem]]:
@@ -147,14 +166,18 @@ _SEGMENT_COST = 128 << 10
 #: the most work one task gets (bytes-equivalent): ~1-2 s of checking at library speed, so a retried task
 #: repeats little while the ~50-100 ms a Python task costs in Spark stays a few percent
 MAX_TASK_BYTES = 2 << 30
+#: the least work a task gets before a core takes a second one: checking runs at ~2-3 GB/s per core, so 256 MiB
+#: is ~0.1 s, about twice what a Python task costs Spark (scheduling, the worker's round trip, the Arrow result)
+MIN_TASK_BYTES = 256 << 20
 
 
 def _n_tasks(items: Sequence[SegmentItem], parallelism: int, tasks_per_core: int = 2) -> int:
-    """``tasks_per_core`` tasks per core (2: enough to even out a slow core or a skewed segment, few enough that
-    Spark's per-task cost, ~30-70 ms for a Python task on a small box, stays small), more when tasks would exceed
+    """Tasks sized by bytes: one per core at least (every core works), up to ``tasks_per_core`` per core (2: evens
+    out a slow core or a skewed segment) only when each still gets MIN_TASK_BYTES, more when tasks would exceed
     MAX_TASK_BYTES; never more tasks than segments."""
     total = sum(max(i.size_bytes, 0) + _SEGMENT_COST for i in items)
-    n = max(parallelism * tasks_per_core, math.ceil(total / MAX_TASK_BYTES))
+    n = min(parallelism * tasks_per_core, math.ceil(total / MIN_TASK_BYTES))
+    n = max(n, parallelism, math.ceil(total / MAX_TASK_BYTES))
     return max(1, min(len(items), n))
 
 
@@ -177,9 +200,9 @@ def validate_archive(
     ``not_checked``. The DataFrame is lazy: each action re-runs the checks, so
     cache it when you use it twice.
 
-    Segments are packed by size into about ``tasks_per_core`` x cores tasks (one Spark task per group: one row per
-    partition holding that group, :func:`task_plans`, through ``mapInArrow``), and each task returns its reports as
-    one Arrow batch.
+    Segments are packed by size into one task per core, up to ``tasks_per_core`` per core for big archives
+    (:func:`_n_tasks`; one Spark task per group, :func:`task_plans`, through ``mapInArrow``), and each task returns
+    its reports as one Arrow batch.
     """
     opts = storage_options(options)
     rsm = as_rsm_config(rsm)
@@ -190,15 +213,16 @@ def validate_archive(
 
 def validate_items(
     spark, items: list[SegmentItem], *, index_check: bool = True, tasks_per_core: int = 2,
-    options: dict[str, str] | None = None, deep: bool = False, rsm: Any = None,
+    options: dict[str, str] | None = None, deep: bool = False, rsm: Any = None, clock: Any = None,
 ):  # fmt: skip
-    """:func:`validate_archive` over segments already discovered (the driver lists once)."""
+    """:func:`validate_archive` over segments already discovered (the driver lists once); ``clock``: an
+    accumulator the tasks report their times to (:func:`kafkalog.spark.task_clock.new_clock`)."""
     opts = storage_options(options)
     if not items:
         return spark.createDataFrame([], SEGMENT_SCHEMA)
     groups = group_for_tasks(items, _n_tasks(items, spark.sparkContext.defaultParallelism, tasks_per_core))
-    return task_plans(spark, groups).mapInArrow(_check_tasks(index_check, opts, deep, as_rsm_config(rsm)),
-                                                SEGMENT_SCHEMA)
+    tasks, plans = task_plans(spark, groups)
+    return tasks.mapInArrow(_check_tasks(index_check, opts, deep, as_rsm_config(rsm), plans, clock), SEGMENT_SCHEMA)
 
 
 def partition_continuity(df, *, options: dict[str, str] | None = None):
@@ -312,10 +336,22 @@ def run_validation(
         sc.setJobGroup("kafkalog-validate", f"kafkalog validate: {len(items)} segments under {', '.join(roots)}")
         sc.setJobDescription(f"kafkalog validate: check {len(items)} segments")
         on_driver = _continuity_on_driver(items)
-        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm)
+        clock = None
+        if timings:
+            from kafkalog.spark.task_clock import new_clock
+
+            clock = new_clock(sc)
+        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm,
+                                clock=clock)  # fmt: skip
         if not on_driver:
             seg_df = seg_df.cache()  # the continuity job reads the rows again
+        timer.lap("check_plan")  # grouping, the plans' broadcast, the DataFrame
+        submitted = time.time()
         seg_rows = seg_df.collect()
+        if clock is not None:
+            from kafkalog.spark.task_clock import job_phases
+
+            timer.details("check_job", job_phases(clock.value, submitted, time.time(), sc.defaultParallelism))
         timer.lap("check_job")  # the session's first job: it also starts the Python worker daemon and workers
         sc.setJobDescription("kafkalog validate: partition continuity")
         if on_driver:

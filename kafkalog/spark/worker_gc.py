@@ -32,3 +32,14 @@ def freeze_worker_once() -> None:
     collected). PySpark's daemon imports ``pyspark.worker`` in a forked worker before it runs any task."""
     if "pyspark.worker" in sys.modules:
         freeze_once()
+
+
+def fresh_worker_age() -> float:
+    """In a PySpark worker that has not finished a task yet (nothing frozen: the daemon freezes after the first, the
+    tasks at their start), the process's age: its fork, imports and the unpickling of the task's function. 0 in a
+    reused worker and outside Spark. Call it before :func:`freeze_worker_once`."""
+    if _frozen or "pyspark.worker" not in sys.modules:
+        return 0.0
+    from kafkalog.spark.timings import process_age
+
+    return process_age() or 0.0

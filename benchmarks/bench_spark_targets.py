@@ -1,0 +1,241 @@
+"""Issue 44's speed targets for the Spark layer, each measured in turns in one run, each ratio printed with its goal.
+
+    python benchmarks/bench_spark_targets.py [--root DIR] [--rounds 5] [--sections warm,narrow,cold,tiny]
+        [--partitions 16 --segments 4 --segment-mib 4 --value-bytes 1024]
+
+Without ``--root`` the archive is generated (``spark_bench_common.generate``: 16 partition dirs x 4 segments of
+4 MiB, 1 KiB values, Kafka's indexes: 256 MiB). Sections:
+
+* ``warm``: one warm ``local[2]`` session; in turns, ``kafkalog verify ARCHIVE`` (the whole CLI, a child process,
+  page cache warm) and ``validate_archive(spark, [ARCHIVE]).collect()``. Goal: verify / job >= 1.6.
+* ``narrow``: in the same session, the DataSource with the user schema ``topic string, partition int, offset long,
+  timestamp long`` answering ``count(*), max(timestamp)``, against one in-process decoder of the same columns
+  (``iter_record_columns`` + ``to_arrow(["offset", "timestamp"])`` over the same segments). Goal: in-process /
+  DataSource >= 1.3.
+* ``cold``: in turns, ``kafkalog spark validate ARCHIVE --master local[2] --timings --json`` (a fresh process),
+  a bare PySpark session's start and first Python job (``range(2).mapInArrow``; Spark's defaults, the workers
+  on this interpreter) in a fresh process, and
+  ``kafkalog verify``. Goal: spark validate <= bare session + verify. The command's phases are printed with the
+  share of the wall time they account for (goal >= 95%).
+* ``tiny``: 1,200 segments of 16 KiB (one ~16 KiB batch each) against the same records in one segment, the
+  DataSource's ``count`` + ``sum(length(value))`` on ``local[2]``. Goal: within 3x.
+
+Every figure is printed with the load average (``os.getloadavg``): on a shared box the load moves them all. The
+two-worker cluster target (2 workers >= 1.7x one worker on 1 GiB) has no section here: ``bench_spark.py
+--sections cluster`` compares a 2-worker standalone cluster with ``local[2]``, not with one worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from spark_bench_common import generate, load_average  # noqa: E402
+
+_CLI = "from kafkalog_cli.main import main; main()"
+NARROW = "topic string, partition int, offset long, timestamp long"
+_BARE = """
+import time
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[2]").appName("bare").getOrCreate()
+def ident(batches):
+    yield from batches
+spark.range(0, 2, 1, 2).mapInArrow(ident, "id long").collect()
+spark.stop()
+"""
+
+
+def _load() -> str:
+    return f"load {load_average():.1f}"
+
+
+def cli_verify(root: str) -> float:
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", _CLI, "verify", root], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)  # fmt: skip
+    took = time.perf_counter() - t
+    if r.returncode != 0:
+        raise SystemExit(f"kafkalog verify exited {r.returncode}: {r.stderr[-500:]}")
+    return took
+
+
+def in_process_narrow(segments: list[str]) -> tuple[int, int]:
+    """One decoder over the segments, the narrow scan's columns only: (records, max timestamp)."""
+    import numpy as np
+
+    from kafkalog.records import iter_record_columns
+
+    n, top = 0, -1
+    for path in segments:
+        reader = iter_record_columns(path, max_records=8192, max_bytes=32 << 20, binary_view=True)
+        try:
+            for chunk in reader:
+                table = chunk.to_arrow(["offset", "timestamp"])
+                n += table.num_rows
+                if table.num_rows:
+                    top = max(top, int(np.max(table.column("timestamp").to_numpy())))
+        finally:
+            reader.close()
+    return n, top
+
+
+def warm_and_narrow(root: str, rounds: int, sections: set[str]) -> None:
+    from kafkalog.spark import get_session, register, validate_archive
+
+    segments = sorted(glob.glob(os.path.join(root, "*", "*.log")))
+    spark = get_session("local[2]", "bench-targets")
+    register(spark)
+    try:
+        narrow = spark.read.format("kafkalog").schema(NARROW).load(root)
+
+        def job() -> int:
+            return len(validate_archive(spark, [root]).collect())
+
+        def scan() -> tuple[int, int]:
+            row = narrow.selectExpr("count(*) AS n", "max(timestamp) AS t").collect()[0]
+            return int(row.n), int(row.t)
+
+        turns = []
+        if "warm" in sections:
+            job(), job(), cli_verify(root)  # the workers, their imports, the JVM's first queries; page cache
+            turns += [("verify (CLI)", lambda: cli_verify(root)), ("validation job", job)]
+        if "narrow" in sections:
+            assert scan() == in_process_narrow(segments)
+            scan()
+            turns += [("in-process narrow decode", lambda: in_process_narrow(segments)), ("narrow DataSource", scan)]
+        best: dict[str, float] = {}
+        for r in range(rounds):
+            line = []
+            for name, fn in turns:
+                t = time.perf_counter()
+                fn()
+                s = time.perf_counter() - t
+                best[name] = min(best.get(name, 1e9), s)
+                line.append(f"{name} {s:.3f}s")
+            print(f"  round {r + 1}: " + "; ".join(line) + f"; {_load()}", flush=True)
+        tasks = len(validate_archive(spark, [root]).rdd.glom().collect())
+        if "warm" in sections:
+            print("  profile of one warm job: " + warm_profile(spark, root) + f"; {_load()}")
+            ratio = best["verify (CLI)"] / best["validation job"]
+            print(f"TARGET warm validation (local[2], {tasks} tasks): verify {best['verify (CLI)']:.3f}s / job "
+                  f"{best['validation job']:.3f}s = {ratio:.2f}x (goal >= 1.6x); {_load()}")  # fmt: skip
+        if "narrow" in sections:
+            ratio = best["in-process narrow decode"] / best["narrow DataSource"]
+            print(f"TARGET narrow scan ({narrow.rdd.getNumPartitions()} tasks): in-process "
+                  f"{best['in-process narrow decode']:.3f}s / DataSource {best['narrow DataSource']:.3f}s = "
+                  f"{ratio:.2f}x (goal >= 1.3x); {_load()}")  # fmt: skip
+    finally:
+        spark.stop()
+
+
+def warm_profile(spark, root: str) -> str:
+    """One warm validation job split by the tasks' clocks (:mod:`kafkalog.spark.task_clock`), and the in-process
+    library loop over the same segments (``verify_segment``, one process, no CLI start-up)."""
+    from kafkalog.discovery import discover_segments
+    from kafkalog.spark.task_clock import job_phases, new_clock
+    from kafkalog.spark.validate import validate_items
+    from kafkalog.verify import verify_segment
+
+    t = time.perf_counter()
+    items = discover_segments([root])
+    listing = time.perf_counter() - t
+    clock = new_clock(spark.sparkContext)
+    df = validate_items(spark, items, clock=clock)
+    plan = time.perf_counter() - t - listing
+    submitted = time.time()
+    df.collect()
+    returned = time.time()
+    wall = time.perf_counter() - t
+    parts = job_phases(clock.value, submitted, returned, spark.sparkContext.defaultParallelism)
+    t = time.perf_counter()
+    for item in items:
+        verify_segment(item)
+    lib = time.perf_counter() - t
+    shown = " ".join(f"{k} {v:.3f}" for k, v in parts.items())
+    accounted = listing + plan + parts["to_first_task"] + parts["tasks"] + parts["collect"]
+    return (f"wall {wall:.3f}s = listing {listing:.3f} + plan {plan:.3f} + job [{shown}] "
+            f"({accounted / wall:.0%} accounted); in-process verify_segment loop {lib:.3f}s")
+
+
+def cold(root: str, rounds: int, work: Path) -> None:
+    """``kafkalog spark validate`` cold, against a bare session's start + first job plus the CLI verify."""
+    best: dict[str, float] = {}
+    for r in range(rounds):
+        t = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", _CLI, "spark", "validate", root, "--out", str(work / "out"),
+                               "--master", "local[2]", "--timings", "--json"], capture_output=True, text=True)  # fmt: skip
+        spark_s = time.perf_counter() - t
+        if proc.returncode != 0:
+            raise SystemExit(f"spark validate exited {proc.returncode}: {proc.stderr[-2000:]}")
+        timings = json.loads(proc.stdout.splitlines()[-1])["timings"]
+        t = time.perf_counter()
+        bare = subprocess.run([sys.executable, "-c", _BARE], capture_output=True, text=True,
+                              env={**os.environ, "PYSPARK_PYTHON": sys.executable})  # workers need pyarrow
+        if bare.returncode != 0:
+            raise SystemExit(f"the bare session exited {bare.returncode}: {bare.stderr[-2000:]}")
+        bare_s = time.perf_counter() - t
+        verify_s = cli_verify(root)
+        for k, v in (("spark", spark_s), ("bare", bare_s), ("verify", verify_s)):
+            best[k] = min(best.get(k, 1e9), v)
+        phases = " ".join(f"{k} {v:.2f}" for k, v in timings.items())
+        print(f"  round {r + 1}: spark validate {spark_s:.2f}s (phases {timings['total'] / spark_s:.0%} of it: "
+              f"{phases}); bare session+first job {bare_s:.2f}s; verify {verify_s:.2f}s; {_load()}", flush=True)  # fmt: skip
+    ratio = best["spark"] / (best["bare"] + best["verify"])
+    print(f"TARGET cold spark validate {best['spark']:.2f}s / (bare {best['bare']:.2f}s + verify "
+          f"{best['verify']:.2f}s) = {ratio:.2f}x (goal <= 1.0x); {_load()}")  # fmt: skip
+
+
+def tiny(work: Path, rounds: int, n_segments: int = 1200, segment_bytes: int = 16 << 10) -> None:
+    """``n_segments`` segments of one ~``segment_bytes`` batch each against the same records in one segment."""
+    from bench_spark_export import tiny_section
+
+    tiny_section(work / "tiny", rounds, n_segments=n_segments, records=70, value_bytes=200,
+                 segment_bytes=segment_bytes, goal="TARGET")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", default=None, help="a log dir to use (default: generate one)")
+    ap.add_argument("--partitions", type=int, default=16)
+    ap.add_argument("--segments", type=int, default=4)
+    ap.add_argument("--segment-mib", type=int, default=4)
+    ap.add_argument("--value-bytes", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cold-rounds", type=int, default=2)
+    ap.add_argument("--sections", default="warm,narrow,cold,tiny")
+    args = ap.parse_args(argv)
+    sections = set(args.sections.split(","))
+    work = Path(tempfile.mkdtemp(prefix="kafkalog-bench-targets-"))
+    try:
+        root = args.root
+        if root is None and sections & {"warm", "narrow", "cold"}:
+            generate(work / "archive", args.partitions, args.segments, args.segment_mib << 20,
+                     value_bytes=args.value_bytes)  # fmt: skip
+            root = str(work / "archive" / "logdir")
+        if root is not None:
+            size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(root, "*", "*.log")))
+            print(f"archive {root}: {size / 2**20:.0f} MiB; {os.cpu_count()} CPUs; {_load()}", flush=True)
+        if sections & {"warm", "narrow"}:
+            warm_and_narrow(root, args.rounds, sections)
+        if "cold" in sections:
+            cold(root, args.cold_rounds, work)
+        if "tiny" in sections:
+            tiny(work, args.rounds)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
