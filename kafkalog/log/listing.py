@@ -19,8 +19,7 @@ _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFF
 CANONICAL_STEMS = re.compile(r"(?:\n[0-9]{20})+")
 DECIMAL_STEMS = re.compile(r"(?:\n\d{20})+")
 _ENTRY_NAME = operator.attrgetter("name")
-_ENTRY_IS_SYMLINK = operator.methodcaller("is_symlink")  # any entry type (pyfakefs has its own)
-_ENTRY_IS_FILE = operator.methodcaller("is_file")
+_ENTRY_IS_PLAIN_FILE = operator.methodcaller("is_file", follow_symlinks=False)  # any entry type (pyfakefs')
 _LAST_21 = operator.itemgetter(slice(-21, None))
 
 
@@ -38,21 +37,19 @@ def list_dir(path: str) -> tuple[list[str], set[str], set[str]]:
     """One scandir of a partition dir: the regular files (symlinks followed, as ``Path.is_file``) in name order,
     the names of the entries that are not symlinks (known to exist without a stat), and the symlinks' names.
 
-    Without a symlink (the usual dir) the entries' types are asked through ``map`` over the whole listing, not
-    in a Python loop: a partition's cost then stays per partition however many segments it has."""
+    When every entry is a regular file (the usual dir) that is found by ``map`` over the whole listing, not by
+    a Python loop: a partition's cost then stays per partition however many segments it has."""
     with os.scandir(path) as it:
         entries = list(it)
     names = list(map(_ENTRY_NAME, entries))
-    if not any(map(_ENTRY_IS_SYMLINK, entries)):
-        try:
-            regular = list(map(_ENTRY_IS_FILE, entries))  # the entries' types from the listing: no stat
-        except OSError:
-            pass  # a type the listing does not give, and the entry went away meanwhile: the loop below decides
-        else:
-            files = names if all(regular) else list(itertools.compress(names, regular))
-            plain = set(names)
-            files.sort()
-            return files, plain, set()
+    try:
+        # regular files, none a symlink (the usual dir): the types come from the listing, no stat
+        plain_files = all(map(_ENTRY_IS_PLAIN_FILE, entries))
+    except OSError:
+        plain_files = False  # a type the listing does not give, and the entry went away meanwhile
+    if plain_files:
+        names.sort()
+        return names, set(names), set()
     files = []
     plain: set[str] = set()
     links: set[str] = set()
