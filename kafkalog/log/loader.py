@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from kafkalog.errors import (
 )
 from kafkalog.handle_cache import HandleCache
 from kafkalog.log.epoch_cache import LeaderEpochFileCache
+from kafkalog.log.listing import join_names, list_dir, plain_segment_stems, snapshot_files
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.segments import LogSegments
 from kafkalog.names import (
@@ -42,15 +42,11 @@ from kafkalog.names import (
     TXN_INDEX_SUFFIX,
     offset_to_name,
 )
-from kafkalog.oserrors import MISSING_PATH_ERRNOS
 from kafkalog.segment import LogSegment
 
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 _KRAFT_SNAPSHOT_DELETED = ".checkpoint.deleted"
-_SNAPSHOT_SUFFIX = ".snapshot"
-# Offsets as Kafka formats them (20 ASCII digits), one a line: checks a whole list of stems in one C call.
-_CANONICAL_LINES = re.compile(r"(?:[0-9]{20}\n)+")
 
 
 def _segment_maker(config, clock, handles, dir: Path, base: int) -> LogSegment:
@@ -70,41 +66,6 @@ def offset_prefix(name: str) -> int | None:
     names files with ASCII digits alone."""
     head = name.split(".", 1)[0]
     return int(head) if head.isascii() and head.isdigit() else None
-
-
-def _is_file(entry: os.DirEntry) -> bool:
-    """``Path.is_file`` for a scandir entry: follows symlinks; a dangling or looping link is not a file."""
-    try:
-        return entry.is_file()
-    except OSError as exc:
-        if exc.errno in MISSING_PATH_ERRNOS:
-            return False
-        raise
-
-
-def list_dir(path: str) -> tuple[list[str], set[str], set[str]]:
-    """One scandir of a partition dir: the regular files (symlinks followed, as ``Path.is_file``) in name order,
-    the names of the entries that are not symlinks (known to exist without a stat), and the symlinks' names."""
-    files: list[str] = []
-    plain: set[str] = set()
-    links: set[str] = set()
-    with os.scandir(path) as it:
-        for e in it:
-            name = e.name
-            if e.is_symlink():
-                links.add(name)
-                if _is_file(e):
-                    files.append(name)
-                continue
-            plain.add(name)
-            try:
-                regular = e.is_file()  # the entry's type from the listing: no stat
-            except OSError:
-                regular = _is_file(e)
-            if regular:
-                files.append(name)
-    files.sort()
-    return files, plain, links
 
 
 def classify_leftovers(names: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -275,14 +236,15 @@ class LogLoader:
         return self._listing[0], self._listing[1]
 
     def _joined(self) -> str | None:
-        """The listing's file names one a line (each followed by a newline), for suffix searches done in C over
-        the lot; None when a name holds a newline (the per-name path then decides)."""
+        """The listing's file names, each between its own two newlines (``listing.join_names``), for suffix
+        searches and splits done in C over the lot (``listing.suffix_stems``); None when a name holds a newline
+        (the per-name path then decides)."""
         names = self._scan()[0]
         cached = self._joined_cache
         if cached is not None and cached[0] is names:
             return cached[1]
-        joined: str | None = "\n".join(names) + "\n"
-        if joined.count("\n") != len(names):  # type: ignore[union-attr]
+        joined: str | None = join_names(names)
+        if joined.count("\n") != 2 * len(names):  # type: ignore[union-attr]
             joined = None
         self._joined_cache = (names, joined)
         return joined
@@ -290,11 +252,7 @@ class LogLoader:
     def _snapshot_files(self) -> dict[int, str]:
         """The producer snapshots in the listing (offset -> path, ascending), as ``ProducerStateManager`` lists
         them (``<20 digits>.snapshot``, regular files with symlinks followed)."""
-        prefix = os.path.join(self._dir_str, "")
-        # snapshot_offset's rule (``\d{20}\.snapshot``) without a regex match per file; names are sorted, so
-        # are the offsets (20 digits each); prefix + name is os.path.join(dir, name)
-        return {int(n[:20]): prefix + n for n in [n for n in self._scan()[0] if n.endswith(_SNAPSHOT_SUFFIX)]
-                if len(n) == 29 and n[:20].isdecimal()}
+        return snapshot_files(os.path.join(self._dir_str, ""), self._scan()[0], self._joined())
 
     # ------------------------------------------------------------------ load
 
@@ -436,24 +394,11 @@ class LogLoader:
         on first use), which is all the general path does for them: its light check finds nothing to do without
         a txn index, and opens nothing. The active segment takes the general path's steps. False (nothing done)
         otherwise: the general path then handles the dir."""
-        if len(plain) != len(names):
-            return False  # a directory or other non-file entry
-        logs = [n[:-4] for n in names if n.endswith(LOG_SUFFIX)]
-        joined = "\n".join(logs) + "\n"
-        if not logs or len(joined) != 21 * len(logs) or not _CANONICAL_LINES.fullmatch(joined):
-            return False  # some .log name is not a 20-digit offset (the general path's case)
-        with_log = set(logs)
-        index_names = [n for n in names if n.endswith(_INDEX_SUFFIXES)]  # one pass over the whole listing
-        offset_stems = {n[:-6] for n in index_names if n.endswith(INDEX_SUFFIX)}
-        time_stems = {n[:-10] for n in index_names if n.endswith(TIME_INDEX_SUFFIX)}
-        txn_stems = {n[:-9] for n in index_names if n.endswith(TXN_INDEX_SUFFIX)}
-        if not (offset_stems <= with_log and time_stems <= with_log and txn_stems <= with_log):
-            return False  # an orphan (or oddly named) index somewhere: the general path deletes it
-        inactive = set(logs[:-1])
-        if not (inactive <= offset_stems and inactive <= time_stems) or not inactive.isdisjoint(txn_stems):
-            return False  # an inactive segment the light check has something to do for
-        bases = [int(stem) for stem in logs[:-1]]
-        active = logs[-1]
+        logs = plain_segment_stems(names, plain, self._joined())
+        if logs is None:
+            return False
+        inactive, active = logs[:-1], logs[-1]
+        bases = list(map(int, inactive))
         self.segments.add_lazy(
             bases, self.dir, functools.partial(_segment_maker, self.config, self.clock, self.handles)
         )

@@ -260,13 +260,10 @@ class ProducerStateManager:
         max_base = max(bases) if bases else None
         if snapshots is None:
             snapshots = self._load_snapshots()
-        latest_stray: int | None = None
-        for off in sorted(snapshots):
-            if off in bases:
-                continue
-            if latest_stray is not None:
-                _unlink_quiet(snapshots.pop(latest_stray))
-            latest_stray = off
+        strays = sorted(snapshots.keys() - bases)  # set operations, not a Python loop over every snapshot
+        latest_stray = strays.pop() if strays else None
+        for off in strays:
+            _unlink_quiet(snapshots.pop(off))
         if latest_stray is not None and max_base is not None and latest_stray < max_base:
             _unlink_quiet(snapshots.pop(latest_stray))
         self._snapshots = snapshots

@@ -12,6 +12,8 @@ partition whose old segments nobody reads never builds them; ``base_offsets``, `
 from __future__ import annotations
 
 import bisect
+import functools
+import operator
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -19,6 +21,8 @@ from pathlib import Path
 
 from kafkalog.names import file_name
 from kafkalog.segment import LogSegment
+
+_is_made = functools.partial(operator.is_not, None)
 
 
 class LogSegments:
@@ -57,7 +61,8 @@ class LogSegments:
         with self._lock:
             self._dir, self._make = dir if isinstance(dir, Path) else Path(dir), make
             segments = self._segments
-            new = [b for b in bases if b not in segments]
+            # a fresh map (the loader's case) takes them all without a Python loop over them
+            new = [b for b in bases if b not in segments] if segments else list(bases)
             if not new:
                 return
             segments.update(dict.fromkeys(new))
@@ -197,8 +202,7 @@ class LogSegments:
         """The segments that exist as objects, in order; lazily added ones nobody used are skipped (they hold no
         descriptor, mapping or state to close)."""
         with self._lock:
-            segments = self._segments
-            return [s for s in (segments[o] for o in self._offsets) if s is not None]
+            return list(filter(_is_made, map(self._segments.__getitem__, self._offsets)))  # no Python loop
 
     def size_in_bytes(self) -> int:
         """Bytes of every segment's ``.log``: a lazily added segment is stat'ed, not built (size-based retention
