@@ -57,7 +57,9 @@ def _lazy_exports(tree: ast.Module) -> dict[str, str]:
     return {}
 
 
-def _read_graph(mods: dict[str, Path | None]) -> Graph:
+def _read_graph(mods: dict[str, Path | None], *, type_only: bool = False) -> Graph:
+    """The import graph; ``type_only`` counts imports under ``TYPE_CHECKING`` as edges too (a cycle a type
+    checker walks is a cycle a reader walks)."""
     def resolve(name: str) -> str | None:
         while name and name not in mods:
             name = name.rpartition(".")[0]
@@ -76,9 +78,9 @@ def _read_graph(mods: dict[str, Path | None]) -> Graph:
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 in_function.update(ast.walk(node))
-        type_only = _type_checking_blocks(tree)
+        skipped = set() if type_only else _type_checking_blocks(tree)
         for node in ast.walk(tree):
-            if node in type_only:
+            if node in skipped:
                 continue
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]

@@ -451,11 +451,19 @@ class LogManager:
 
     # --- JBOD: KIP-113 moves and KIP-858 assignments (replica_mover.py, assignments.py) ---------------------------
 
+    def _mover_host(self) -> ManagerMoverHost:
+        """The parts of this manager a replica move uses, handed over so the mover's host never imports it."""
+        return ManagerMoverHost(
+            is_stopped=lambda: self._stopped, ensure_running=self._ensure_running, calls=self._calls,
+            config_for=self.config_for, now=self._clock, adopt_log=self.adopt_log, handle_cache=self.handle_cache,
+            offline=self._offline, checkpoint_recovery_offsets=self.checkpoint_recovery_offsets,
+            checkpoint_log_start_offsets=self.checkpoint_log_start_offsets, checker=self._checker)
+
     def _replica_mover(self) -> ReplicaMover:
         if self._mover is None:
             with self._registry.lock:
                 if self._mover is None:
-                    self._mover = ReplicaMover(self._registry, ManagerMoverHost(self))
+                    self._mover = ReplicaMover(self._registry, self._mover_host())
         return self._mover
 
     def alter_replica_log_dir(self, topic: str, partition: int, target_dir: str, *,
