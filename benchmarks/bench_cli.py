@@ -26,7 +26,7 @@ from crc32c import crc32c
 
 from kafkalog.log.config import LogConfig
 from kafkalog.records import build_batch
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 _CLI = [sys.executable, "-c", "from kafkalog_cli.main import main; main()"]
 

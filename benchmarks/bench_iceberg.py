@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from spark_bench_common import generate, load_average  # noqa: E402
 
-from kafkalog.discovery import discover_segments  # noqa: E402
+from kafkalog.archive.discovery import discover_segments  # noqa: E402
 from kafkalog.log.stable_offset import partition_tail  # noqa: E402
 
 KAFKALOG = str(Path(sys.executable).with_name("kafkalog"))
@@ -38,7 +38,7 @@ def add_one_percent(logdir: Path) -> int:
     import random
 
     from kafkalog.records import CompressionType, build_batch
-    from kafkalog.segment import LogSegment
+    from kafkalog.segment.log_segment import LogSegment
 
     rng = random.Random(1)
     added = 0

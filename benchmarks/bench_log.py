@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kafkalog.log import Log
 from kafkalog.records import build_batch
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kafka_reference  # noqa: E402

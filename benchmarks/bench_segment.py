@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kafkalog.log.config import LogConfig
 from kafkalog.records import build_batch
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 
 def make_batches(total_bytes: int, batch_bytes: int) -> list[bytes]:

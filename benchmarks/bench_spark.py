@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from spark_bench_common import aggregates, best_of, generate, in_turns, library_loop, load_average  # noqa: E402
 
-from kafkalog.discovery import discover_segments  # noqa: E402
+from kafkalog.archive.discovery import discover_segments  # noqa: E402
 
 
 def cli_verify(root: str) -> float:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from spark_bench_common import aggregates, best_of, in_turns, load_average
 
-from kafkalog.discovery import discover_segments
+from kafkalog.archive.discovery import discover_segments
 
 
 def export_section(scan_roots: list[str], workdir: Path, rounds: int) -> None:

@@ -142,7 +142,7 @@ def warm_and_narrow(root: str, rounds: int, sections: set[str]) -> None:
 def warm_profile(spark, root: str) -> str:
     """One warm validation job split by the tasks' clocks (:mod:`kafkalog.spark.task_clock`), and the in-process
     library loop over the same segments (``verify_segment``, one process, no CLI start-up)."""
-    from kafkalog.discovery import discover_segments
+    from kafkalog.archive.discovery import discover_segments
     from kafkalog.spark.task_clock import job_phases, new_clock
     from kafkalog.spark.validate import validate_items
     from kafkalog.verify import verify_segment

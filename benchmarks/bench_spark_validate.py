@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kafkalog.discovery import discover_segments  # noqa: E402
+from kafkalog.archive.discovery import discover_segments  # noqa: E402
 from kafkalog.verify import verify_partition, verify_segment  # noqa: E402
 
 _CHILD = """

@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
                  f"   eager/lazy {eager / lazy1:5.1f}x")
         ungated = len(dirs) * args.threads
         if ungated > args.concurrency:
-            # every recovery thread loading at once: what the GIL hand-offs cost (kafkalog.cpu_gate)
+            # every recovery thread loading at once: what the GIL hand-offs cost (kafkalog.io.cpu_gate)
             free, free_cpu = clean(args.threads, False, ungated)
             line(f"clean startup, lazy, no gate (concurrency {ungated})", free, free_cpu,
                  f"   {free / lazy:4.2f}x the gated time")

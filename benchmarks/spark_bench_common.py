@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kafkalog.records import CompressionType, build_batch  # noqa: E402
-from kafkalog.segment import LogSegment  # noqa: E402
+from kafkalog.segment.log_segment import LogSegment  # noqa: E402
 from kafkalog.verify import verify_segment  # noqa: E402
 
 

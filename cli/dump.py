@@ -17,22 +17,22 @@ import itertools
 import os
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from kafkalog.discovery import kafka_files, nothing_found
+from kafkalog.archive.discovery import kafka_files, nothing_found
 from kafkalog.errors import (
     CorruptIndexError,
     InvalidArgumentError,
     KafkaLogError,
 )
 from kafkalog.metadata.decode import scala_map_order
+from kafkalog.metadata.kraft_snapshot import check_kraft_snapshot
 from kafkalog.metadata.snapshot import parse_snapshot_name
 from kafkalog.names import base_offset_prefix, file_kind
 from kafkalog.records import read_batches
-from kafkalog.verify.kraft_snapshot import check_kraft_snapshot
 
 from .dump_events import (
     DECODERS,
@@ -52,8 +52,9 @@ from .dump_files import (
     dump_partition_metadata,
     dump_producer_snapshot,
 )
-from .errors import EXIT_CORRUPT, EXIT_OK, CliState, CommandError, classify, error_path, report_error
-from .output import Event, Line, Output, Progress, Simple, make_output
+from .dump_state import DumpOptions, DumpState
+from .errors import CliState, CommandError, report_error
+from .output import Event, Progress, Simple, make_output
 from .storage_opts import rsm_config_option, storage_option
 
 if TYPE_CHECKING:
@@ -63,60 +64,6 @@ if TYPE_CHECKING:
 # import them, so that ``kafkalog --help`` and the other commands do not load them (tests/test_layering.py).
 
 # --- the command ------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class DumpOptions:
-    deep: bool = False
-    print_data: bool = False
-    verify_only: bool = False
-    sanity_only: bool = False
-    max_bytes: int | None = None
-    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-    skip_metadata: bool = False
-    key_decoder: str = "string"
-    value_decoder: str = "string"
-    internal: str | None = None  # an internal topic's decoder (kafkalog.metadata.dump_text.DECODERS)
-
-
-@dataclass
-class DumpState:
-    """Findings gathered across files, printed at the end as Kafka does, and the exit code they imply."""
-
-    out: Output
-    opts: DumpOptions
-    code: int = EXIT_OK
-    index_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    time_mismatch: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    time_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    #: files that could not be read (absolute paths, each reported once) and the paths given that were not dumped
-    unreadable: set[str] = field(default_factory=set)
-    not_dumped: list[str] = field(default_factory=list)
-    #: files ignored for their name (Kafka's "Ignoring unknown file"): when every file is, nothing was dumped
-    ignored: int = 0
-    debug: bool = False
-
-    def corrupt(self) -> None:
-        self.code = max(self.code, EXIT_CORRUPT)
-
-    def emit(self, event: Event) -> None:
-        self.out.emit(event)
-
-    def problem(self, message: str, kind: str, **extra: Any) -> None:
-        self.out.emit(Line(message, kind=kind, extra=extra, problem=True))
-
-    def failed(self, exc: BaseException, path: str) -> None:
-        """Report an error met on ``path`` once (one line; an ``error`` object under --json) and remember it: the
-        index dumps that need the same unreadable ``.log`` print their entries unchecked, without a second line."""
-        key = os.path.abspath(error_path(exc) or path)
-        if key in self.unreadable:
-            self.code = max(self.code, classify(exc)[0])
-            return
-        self.unreadable.add(key)
-        self.out.stdout.flush()
-        self.code = max(self.code, report_error(exc, debug=self.debug, out=self.out, path=path))
 
 
 @click.command()
@@ -198,7 +145,7 @@ def dump(
         value_decoder=value_decoder or "string",
         internal=internal,
     )
-    from kafkalog.remote import restored_paths
+    from kafkalog.verify.remote import restored_paths
 
     st = DumpState(make_output(json_mode=json_mode, quiet=state.quiet), opts, debug=state.debug)
     # a remote file: a scratch copy with its siblings; an Aiven tiered-storage segment: restored to plain files

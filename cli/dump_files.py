@@ -20,7 +20,7 @@ from .dump_events import optional_long
 from .output import Simple
 
 if TYPE_CHECKING:
-    from .dump import DumpState
+    from .dump_state import DumpState
 
 __all__ = ["dump_clean_shutdown", "dump_leader_epochs", "dump_meta_properties", "dump_offset_checkpoint",
            "dump_partition_metadata", "dump_producer_snapshot"]  # fmt: skip

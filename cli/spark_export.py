@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 import kafkalog.spark as kafkalog_spark  # its functions import pyspark when called
-from kafkalog import storage
+from kafkalog.archive import storage
 from kafkalog.errors import KafkaLogError
 from kafkalog.spark.channel import skipped_line
 from kafkalog.spark.export import holds_files

@@ -1,5 +1,5 @@
 """``--storage-option KEY=VALUE``: credentials and endpoint for archive URLs (``s3://``, ``gs://``, ``hdfs://``),
-shared by ``verify``, ``dump`` and ``spark validate``; keys are :data:`kafkalog.storage.STORAGE_OPTIONS`."""
+shared by ``verify``, ``dump`` and ``spark validate``; keys are :data:`kafkalog.archive.storage.STORAGE_OPTIONS`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from kafkalog.errors import KafkaLogError
-from kafkalog.storage import STORAGE_OPTIONS, parse_storage_options
+from kafkalog.archive.storage import STORAGE_OPTIONS, parse_storage_options
 
 
 def _parse(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, str]:
@@ -33,13 +33,13 @@ def storage_option(f: Any) -> Any:
 def _load_rsm(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     if value is None:
         return None
-    from kafkalog.tiered import load_rsm_config  # numpy: loaded only when the option is given
+    from kafkalog.archive.tiered import load_rsm_config  # numpy: loaded only when the option is given
 
     return load_rsm_config(value)  # a TieredConfigError is the group's one-line error, exit 2
 
 
 def rsm_config_option(f: Any) -> Any:
-    """Add ``--rsm-config FILE`` to a command; it receives ``rsm`` (a :class:`kafkalog.tiered.RsmConfig` or None)."""
+    """Add ``--rsm-config FILE`` to a command; it receives ``rsm`` (a :class:`kafkalog.archive.tiered.RsmConfig` or None)."""
     return click.option(
         "--rsm-config",
         "rsm",

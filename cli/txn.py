@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from kafkalog.discovery import nothing_found
+from kafkalog.archive.discovery import nothing_found
 from kafkalog.names import parse_segment_file_name
 from kafkalog.records import ControlRecordType, read_batches
 

@@ -124,7 +124,7 @@ def verify(
     Segments stored by Aiven's tiered-storage plugin (``.log`` + ``.indexes`` + ``.rsm-manifest``) are restored
     chunk by chunk and checked with their indexes; encrypted ones need ``--rsm-config``.
     """
-    from kafkalog.remote import localized_paths  # numpy and pyarrow: loaded by the command, not by --help
+    from kafkalog.verify.remote import localized_paths  # numpy and pyarrow: loaded by the command, not by --help
 
     with localized_paths(paths, storage_opts) as local:  # a remote segment or partition: a scratch copy
         _verify(state, tuple(local), no_index_check, json_mode, shown_as=dict(zip(local, paths, strict=True)),

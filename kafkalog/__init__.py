@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkalog._lazy import lazy_exports
+from kafkalog._lazy import lazy_exports, moved_modules
 
 if TYPE_CHECKING:  # what __getattr__ below returns, for type checkers
     from kafkalog import errors
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # what __getattr__ below returns, for type checkers
         read_batches,
         read_record_columns,
     )
-    from kafkalog.segment import LogSegment, TimestampAndOffset
+    from kafkalog.segment.log_segment import LogSegment, TimestampAndOffset
     from kafkalog.verify import verify_log_file
 
 __version__ = "0.1.0"
@@ -90,3 +90,5 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# documented module paths that moved into kafkalog.archive (CHANGELOG): the same modules under both
+moved_modules({"kafkalog.storage": "kafkalog.archive.storage", "kafkalog.tiered": "kafkalog.archive.tiered"})

@@ -2,7 +2,7 @@
 ``RemoteStorageManager.copyLogSegmentData`` does (chunks zstd-compressed then AES-GCM-encrypted as IV + ciphertext +
 tag with the segment's AAD, indexes encrypted one chunk each, the data key wrapped with RSA-OAEP SHA3-512, a fixed
 chunk index without compression and a variable one with it). It exists to make held-out archives: chunk sizes,
-prefixes and key pairs the golden sets do not have. Independent of kafkalog.tiered (only the libraries).
+prefixes and key pairs the golden sets do not have. Independent of kafkalog.archive.tiered (only the libraries).
 """
 
 from __future__ import annotations

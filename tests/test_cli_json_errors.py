@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from kafkalog_cli.main import main
 
 from kafkalog import errors as E
-from kafkalog.discovery import discover_segments
+from kafkalog.archive.discovery import discover_segments
 from kafkalog.names import base_offset_prefix
 from tests.conftest import GOLDEN, load_manifest, needs_golden
 from tests.unreadable import ELOOP, deny_open, make_loop

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from kafkalog_cli.main import main
 
-from kafkalog.discovery import discover_segments
+from kafkalog.archive.discovery import discover_segments
 from tests.conftest import needs_golden
 from tests.unreadable import ELOOP, make_loop
 

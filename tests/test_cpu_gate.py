@@ -1,4 +1,4 @@
-"""kafkalog.cpu_gate: how many threads run gated work at once, and io_wait handing a slot over while blocked."""
+"""kafkalog.io.cpu_gate: how many threads run gated work at once, and io_wait handing a slot over while blocked."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.cpu_gate import CpuGate, io_wait
+from kafkalog.io.cpu_gate import CpuGate, io_wait
 from kafkalog.errors import ConfigError, InvalidArgumentError
 from kafkalog.log.config import LogConfig
 from kafkalog.manager import LogManager

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafkalog.discovery import discover_segments
+from kafkalog.archive.discovery import discover_segments
 
 
 def test_odd_digit_dir_names_are_passed_over_by_discovery(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog.errors import ConfigError, ResourceExhaustedError
-from kafkalog.handle_cache import HandleCache, default_cache, default_max_open_files
+from kafkalog.io.handle_cache import HandleCache, default_cache, default_max_open_files
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.manager import LogManager

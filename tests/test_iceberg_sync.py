@@ -14,7 +14,7 @@ pytest.importorskip("pyiceberg_core")
 from conftest import GOLDEN, load_manifest, needs_golden  # noqa: E402
 from iceberg_expect import consumer_view, manifest_batches, table_rows  # noqa: E402
 
-from kafkalog.discovery import discover_segments  # noqa: E402
+from kafkalog.archive.discovery import discover_segments  # noqa: E402
 from kafkalog.iceberg import NEXT_OFFSETS, sync  # noqa: E402
 from kafkalog.iceberg.catalog import CATALOG_NAME, embedded_properties  # noqa: E402
 from kafkalog.log.stable_offset import partition_tail  # noqa: E402

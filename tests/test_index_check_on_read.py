@@ -101,7 +101,7 @@ def test_damaged_indexes_are_checked_and_rebuilt_before_answering(tmp_path: Path
 
 def test_without_the_check_the_damaged_time_index_would_answer_wrong(tmp_path: Path) -> None:
     """The damage above is one Kafka's sanity rules accept: the segment's own lookup, unchecked, is wrong."""
-    from kafkalog.segment import LogSegment
+    from kafkalog.segment.log_segment import LogSegment
 
     d, manifest, config = _setup(tmp_path)
     seg_t = manifest["segments"][4]

@@ -245,7 +245,7 @@ def test_segment_appends_on_a_full_filesystem_raise_enospc(tiny_fs: Path) -> Non
         """
         from kafkalog.log.config import LogConfig
         from kafkalog.records import build_batch
-        from kafkalog.segment import LogSegment
+        from kafkalog.segment.log_segment import LogSegment
         seg = LogSegment.open(d, 0, config=LogConfig.from_properties({"index.interval.bytes": 0}))
         per_page = PAGE // 8
         filled_at = None

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.records import build_batch
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "kafkalog"
@@ -189,18 +189,18 @@ def test_the_log_layer_does_not_know_the_cleaner() -> None:
 
 
 def test_tiered_objects_sit_in_the_storage_layer() -> None:
-    """``kafkalog.tiered`` reads objects through ``kafkalog.storage`` and knows nothing of discovery, verification,
+    """``kafkalog.archive.tiered`` reads objects through ``kafkalog.archive.storage`` and knows nothing of discovery, verification,
     logs, Spark or the CLI; verification, ``remote`` and the DataSource reach Aiven objects through it alone."""
     graph, _ = _graph()
-    tiered = [m for m in graph if m.startswith("kafkalog.tiered")]
-    assert {"kafkalog.tiered.aiven", "kafkalog.tiered.manifest", "kafkalog.tiered.rsm_config"} <= set(tiered)
-    above = ("kafkalog.discovery", "kafkalog.verify", "kafkalog.remote", "kafkalog.spark", "kafkalog.log",
+    tiered = [m for m in graph if m.startswith("kafkalog.archive.tiered")]
+    assert {"kafkalog.archive.tiered.aiven", "kafkalog.archive.tiered.manifest", "kafkalog.archive.tiered.rsm_config"} <= set(tiered)
+    above = ("kafkalog.archive.discovery", "kafkalog.verify", "kafkalog.verify.remote", "kafkalog.spark", "kafkalog.log",
              "kafkalog.manager", "kafkalog.segment", "kafkalog_cli")  # fmt: skip
     for mod in tiered:
         assert {t for t in _reaches(graph, mod) if t.startswith(above)} == set(), mod
-    for user in ("kafkalog.verify.segment", "kafkalog.remote", "kafkalog.spark.datasource", "kafkalog.spark.split"):
-        assert "kafkalog.tiered.aiven" in _reaches(graph, user), user
-    assert not any(t.startswith("kafkalog.tiered") for t in _reaches(graph, "kafkalog.records.reader"))
+    for user in ("kafkalog.verify.segment", "kafkalog.verify.remote", "kafkalog.spark.datasource", "kafkalog.spark.split"):
+        assert "kafkalog.archive.tiered.aiven" in _reaches(graph, user), user
+    assert not any(t.startswith("kafkalog.archive.tiered") for t in _reaches(graph, "kafkalog.records.reader"))
 
 
 def test_segment_index_log_and_manager_layers_import_at_module_top() -> None:
@@ -312,3 +312,97 @@ def test_timestamp_resolution_lives_in_the_library() -> None:
     graph, _ = _graph()
     assert "kafkalog.log.timestamp_offsets" in graph["kafkalog.spark.datasource"]
     assert not any(t.startswith("kafkalog.spark") for t in _reaches(graph, "kafkalog.log.timestamp_offsets"))
+
+
+#: kafkalog's layers from the ground up (docs/architecture.md): a module may import its own package and any
+#: layer below its own; packages that share a layer know nothing of each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("kafkalog", "kafkalog._lazy", "kafkalog.errors", "kafkalog.names", "kafkalog.limits", "kafkalog.owned_lock"),
+    ("kafkalog.io",),
+    ("kafkalog.records", "kafkalog.index", "kafkalog.checkpoint"),
+    ("kafkalog.segment",),
+    ("kafkalog.archive",),
+    ("kafkalog.log",),
+    ("kafkalog.cleaner",),
+    ("kafkalog.manager",),
+    ("kafkalog.metadata",),
+    ("kafkalog.verify",),
+    ("kafkalog.spark",),
+    ("kafkalog.iceberg",),
+    ("kafkalog_cli",),
+    ("kafkalog.__main__",),  # ``python -m kafkalog``: the command line's entry point
+)
+#: the public names of ``kafkalog`` (api.md) load on first access from every layer (``kafkalog._lazy``): the
+#: package's ``__init__`` is a facade over the layers, not a layer of its own, and importing it runs none of them
+FACADE = "kafkalog"
+
+
+def _home(module: str) -> tuple[int, str]:
+    """(layer, package) of a module: the longest package prefix named in ``LAYERS``."""
+    best: tuple[int, str] | None = None
+    for level, packages in enumerate(LAYERS):
+        for p in packages:
+            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > len(best[1])):
+                best = (level, p)
+    assert best is not None, f"{module} is in no layer of LAYERS: place it there and in docs/architecture.md"
+    return best
+
+
+def _upward(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    bad = []
+    for mod, targets in edges.items():
+        if mod == FACADE:
+            continue
+        level, pkg = _home(mod)
+        for t in targets:
+            t_level, t_pkg = _home(t)
+            if t_level > level or (t_level == level and t_pkg != pkg and level > 0):
+                bad.append((mod, t))
+    return sorted(bad)
+
+
+def test_no_module_imports_upward_or_sideways() -> None:
+    """Every import, inside functions and under TYPE_CHECKING too, goes to the module's own package or down (the
+    facade ``kafkalog/__init__`` apart: it imports nothing at run time but ``_lazy``)."""
+    g = _read_graph({**_modules(PKG), **_modules(CLI, "kafkalog_cli")}, type_only=True)
+    assert _read_graph(_modules(PKG)).edges[FACADE] == {"kafkalog._lazy"}
+    assert {_home(m)[1] for m in g.edges} >= {p for ps in LAYERS for p in ps} - {"kafkalog.iceberg"}
+    assert _upward(g.edges) == []
+
+
+def test_no_import_cycles_even_for_type_checkers() -> None:
+    g = _read_graph({**_modules(PKG), **_modules(CLI, "kafkalog_cli")}, type_only=True)
+    assert sorted(m for m in g.edges if m in _reaches(g.edges, m)) == []
+
+
+def test_the_root_holds_only_the_foundations() -> None:
+    loose = sorted(p.name for p in PKG.glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py", "_lazy.py", "errors.py", "limits.py", "names.py", "owned_lock.py"]
+
+
+def test_the_layer_check_sees_an_upward_and_a_sideways_import(tmp_path: Path) -> None:
+    pkg = tmp_path / "kafkalog"
+    for sub in ("io", "records", "index", "log"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "io" / "f.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import kafkalog.log\n")
+    (pkg / "records" / "r.py").write_text("def f():\n    import kafkalog.index\n")
+    (pkg / "log" / "l.py").write_text("import kafkalog.records.r\nimport kafkalog.io.f\n")
+    g = _read_graph(_modules(pkg), type_only=True)
+    assert _upward(g.edges) == [("kafkalog.io.f", "kafkalog.log"), ("kafkalog.records.r", "kafkalog.index")]
+
+
+def test_moved_module_paths_are_the_same_modules() -> None:
+    """``kafkalog.storage`` and ``kafkalog.tiered`` (documented before they moved into ``kafkalog.archive``) import
+    the very modules they name now, so a patch or an isinstance through either path agrees."""
+    import kafkalog.archive.storage
+    import kafkalog.archive.tiered.aiven
+    import kafkalog.storage
+    import kafkalog.tiered.aiven
+    from kafkalog.tiered import AivenSegment
+
+    assert kafkalog.storage is kafkalog.archive.storage
+    assert kafkalog.tiered.aiven is kafkalog.archive.tiered.aiven
+    assert AivenSegment is kafkalog.archive.tiered.aiven.AivenSegment
+    assert kafkalog.storage.__spec__.name == "kafkalog.archive.storage"

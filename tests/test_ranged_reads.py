@@ -1,4 +1,4 @@
-"""Parallel ranged reads (``kafkalog.ranged_reads``): in order, bounded, errors where they belong, and through a
+"""Parallel ranged reads (``kafkalog.archive.ranged_reads``): in order, bounded, errors where they belong, and through a
 real S3 server behind the latency proxy the same bytes, with requests overlapping."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kafkalog import ranged_reads, storage
-from kafkalog.ranged_reads import iter_parallel, split_range
-from kafkalog.storage import fetch_parallel, iter_object_ranges, iter_objects
+from kafkalog.archive.ranged_reads import iter_parallel, split_range
+from kafkalog.archive.storage import fetch_parallel, iter_object_ranges, iter_objects
 from tests.latency_proxy import LatencyProxy
 from tests.s3server import MotoServer
 

@@ -1,4 +1,4 @@
-"""Deep record checks (kafkalog.record_check, ``kafkalog spark validate --deep``): every Kafka-written golden log
+"""Deep record checks (kafkalog.verify.record_check, ``kafkalog spark validate --deep``): every Kafka-written golden log
 passes; a batch whose CRC is right but whose records disagree with its header is caught, where the shallow check
 (headers + CRC) passes it."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from kafkalog.discovery import discover_segments
-from kafkalog.record_check import check_records
+from kafkalog.archive.discovery import discover_segments
+from kafkalog.verify.record_check import check_records
 from kafkalog.records import Record, build_batch
-from kafkalog.remote import verify_segment_at
+from kafkalog.verify.remote import verify_segment_at
 from kafkalog.verify import verify_log_file
 from tests.conftest import GOLDEN, needs_golden
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.rewrite import rewrite_in_place
+from kafkalog.io.rewrite import rewrite_in_place
 
 
 def test_creates_a_missing_file(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from kafkalog.errors import CorruptIndexError, CorruptRecordError, LogSegmentOff
 from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.config import LogConfig
 from kafkalog.records import build_batch, read_batches
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 
 def sha(path: Path) -> str:
@@ -563,7 +563,7 @@ def _closed_segment(tmp_path, n: int = 30) -> None:
 def test_checking_a_small_closed_segment_maps_no_file(tmp_path, monkeypatch):
     """A one-shot check reads small files whole instead of mapping them (mmap + faults + munmap cost several
     times a read); it must still see every entry and batch, and leave the indexes unloaded."""
-    import kafkalog.file_access as file_access
+    import kafkalog.io.file_access as file_access
     import kafkalog.index.base as base
 
     _closed_segment(tmp_path)
@@ -582,7 +582,7 @@ def test_checking_a_small_closed_segment_maps_no_file(tmp_path, monkeypatch):
 
 def test_check_by_read_finds_what_the_mapped_check_finds(tmp_path, monkeypatch):
     import kafkalog.index.base as base
-    import kafkalog.segment as segment_mod
+    import kafkalog.segment.log_segment as segment_mod
 
     _closed_segment(tmp_path)
     idx = tmp_path / f"{0:020d}.index"

@@ -230,7 +230,7 @@ def test_run_validation_continuity_on_the_driver_matches_the_spark_job(spark, tm
 
 def test_reports_to_arrow_keeps_every_field(tmp_path: Path) -> None:
     """The job's Arrow results hold exactly ``SegmentReport.to_row()`` (no Spark session needed)."""
-    from kafkalog.discovery import discover_segments
+    from kafkalog.archive.discovery import discover_segments
     from kafkalog.spark.validate import SEGMENT_SCHEMA, _n_tasks, group_for_tasks, reports_to_arrow
     from kafkalog.verify import SEGMENT_FIELDS, verify_segment
 
@@ -268,7 +268,7 @@ def test_validation_tasks_carry_only_their_own_segments(spark, tmp_path: Path) -
     broadcast); the job runs one Spark partition per group, and its rows are the library's reports."""
     from pyspark import cloudpickle
 
-    from kafkalog.discovery import discover_segments
+    from kafkalog.archive.discovery import discover_segments
     from kafkalog.spark.validate import _check_tasks, group_for_tasks, task_plans, validate_items
     from kafkalog.verify import verify_segment
 

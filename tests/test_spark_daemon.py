@@ -94,7 +94,7 @@ _TASKS_FREEZE = textwrap.dedent(
     which, root, in_worker = sys.argv[1], sys.argv[2], sys.argv[3] == "worker"
     if in_worker:
         import pyspark.worker  # what PySpark's daemon has imported in a forked worker before any task
-    from kafkalog.discovery import discover_segments
+    from kafkalog.archive.discovery import discover_segments
     from kafkalog.spark.datasource import KafkaLogReader
     from kafkalog.spark.validate import _check_tasks
     import pyarrow as pa

@@ -150,7 +150,7 @@ def _plain(rows) -> list[tuple]:
 def test_export_to_s3_holds_the_datasource_rows(spark, s3) -> None:
     import pyarrow.dataset as pads
 
-    from kafkalog import storage
+    from kafkalog.archive import storage
     from kafkalog.spark import export_archive
 
     roots = [str(GOLDEN / "logdir" / c) for c in CASES]
@@ -196,7 +196,7 @@ def test_failed_writes_fail_the_export_in_one_line(spark, tmp_path: Path) -> Non
     """A task that cannot write (here ``out`` is a file) is retried by Spark, then the export raises a
     StorageError with the task's reason on one line."""
     from kafkalog.spark import export_archive
-    from kafkalog.storage import StorageError
+    from kafkalog.archive.storage import StorageError
 
     out = tmp_path / "a-file"
     out.write_text("not a dir")
@@ -289,7 +289,7 @@ def test_names_are_unique_and_the_export_checks_what_it_committed(spark, tmp_pat
     from kafkalog_cli.main import main
 
     from kafkalog.spark.export import _check_committed, _Out
-    from kafkalog.storage import StorageError
+    from kafkalog.archive.storage import StorageError
     from tests.oracle import UNAVAILABLE_REASON, run_oracle
 
     runner = CliRunner()

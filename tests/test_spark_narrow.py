@@ -72,7 +72,7 @@ def test_scan_copies_record_bytes_only_when_emitted(monkeypatch, columns: tuple,
     """The decoder is asked for views (no key/value copies) exactly when no emitted column holds record bytes, and
     the emitted batches are the full read's columns either way."""
     import kafkalog.spark.scan as scan
-    from kafkalog.discovery import discover_segments
+    from kafkalog.archive.discovery import discover_segments
 
     asked: list[bool] = []
     real = scan.iter_record_columns

@@ -114,7 +114,7 @@ def _consumer_offsets(dump: list[dict]) -> list[int]:
 
 @needs_oracle
 def test_read_committed_is_what_a_read_committed_consumer_gets(tmp_path: Path) -> None:
-    from kafkalog.discovery import discover_segments
+    from kafkalog.archive.discovery import discover_segments
     from kafkalog.log.committed import committed_view
 
     run_oracle("generate", tmp_path / "gen")

@@ -128,8 +128,7 @@ def test_a_big_remote_segment_is_split_and_reads_the_same_rows(spark, s3, archiv
 def test_small_segments_cost_no_planning_request_and_a_split_costs_the_index_plus_a_batch_per_cut(
     s3, archive: Path, monkeypatch
 ) -> None:
-    from kafkalog import storage
-
+    from kafkalog.archive import storage
     calls: list[tuple[str, int, int | None]] = []
     real = storage.read_range
 

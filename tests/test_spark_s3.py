@@ -112,7 +112,7 @@ def test_datasource_missing_object_fails_naming_it(spark, s3) -> None:
 def test_run_validation_writes_reports_to_s3(spark, s3) -> None:
     import pyarrow.parquet as pq
 
-    from kafkalog import storage
+    from kafkalog.archive import storage
     from kafkalog.spark.validate import main
 
     out = f"s3://{BUCKET}/reports/run1"

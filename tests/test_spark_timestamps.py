@@ -150,8 +150,8 @@ def s3():
 def test_remote_root_resolves_with_ranged_reads(spark, s3, tmp_path, monkeypatch) -> None:
     """On S3 the largest timestamps come from the time indexes' last 12 bytes and the cut segment is read in
     ranged chunks from its index position: far fewer bytes than the .log objects, no .log fetched whole."""
-    from kafkalog import storage
-    from kafkalog.discovery import discover_segments
+    from kafkalog.archive import storage
+    from kafkalog.archive.discovery import discover_segments
     from kafkalog.log.timestamp_offsets import PartitionTimes
     from tests.s3server import upload_tree
 

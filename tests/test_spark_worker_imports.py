@@ -17,11 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 _TASK = """
 import pickle, sys
 import pyarrow as pa
-from kafkalog.discovery import discover_segments
+from kafkalog.archive.discovery import discover_segments
 from kafkalog.spark.validate import _check_tasks
 run = _check_tasks(True, {}, deep=sys.argv[2] == "deep", plans=[pickle.dumps(discover_segments([sys.argv[1]]))])
 rows = sum(b.num_rows for b in run([pa.RecordBatch.from_pydict({"id": [0]})]))
-print(rows, "kafkalog.record_check" in sys.modules)
+print(rows, "kafkalog.verify.record_check" in sys.modules)
 """
 
 

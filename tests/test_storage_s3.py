@@ -1,4 +1,4 @@
-"""kafkalog.storage, discovery and verification against a real S3 protocol server (moto's, on 127.0.0.1).
+"""kafkalog.archive.storage, discovery and verification against a real S3 protocol server (moto's, on 127.0.0.1).
 
 The golden log dir and Kafka's damaged copies (``unclean/input``) are uploaded once; every remote answer must equal
 the answer for the same files on local disk. Failures (missing bucket, missing object, a server that goes away
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog import storage
-from kafkalog.discovery import discover_segments
+from kafkalog.archive import storage
+from kafkalog.archive.discovery import discover_segments
 from kafkalog.errors import KafkaLogError, KafkaStorageError
-from kafkalog.remote import localized, verify_partition_at, verify_segment_at
+from kafkalog.verify.remote import localized, verify_partition_at, verify_segment_at
 from kafkalog.verify import verify_partition, verify_segment
 from tests.conftest import GOLDEN, needs_golden
 from tests.s3server import MotoServer, golden_archive_fixture, upload_tree

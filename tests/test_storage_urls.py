@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog import storage
-from kafkalog.discovery import discover_segments
+from kafkalog.archive import storage
+from kafkalog.archive.discovery import discover_segments
 from kafkalog.errors import InvalidArgumentError
 from tests.conftest import GOLDEN, needs_golden
 
@@ -64,7 +64,7 @@ def test_cloud_urls_without_a_client_setup_fail_with_what_is_missing(tmp_path: P
     """Google's client retried its token requests for minutes without credentials; now a StorageError comes
     back within the connect timeout, naming what to configure (a child process, killed if it hangs)."""
     code = f"""
-        from kafkalog import storage
+        from kafkalog.archive import storage
         try:
             storage.list_tree({url!r}, {{"connect_timeout": "2"}})
         except storage.StorageError as exc:

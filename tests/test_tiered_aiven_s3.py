@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from kafkalog_cli.main import main
 
-from kafkalog.tiered import AivenSegment, load_rsm_config
+from kafkalog.archive.tiered import AivenSegment, load_rsm_config
 from tests.aiven_writer import AIVEN, golden_segments
 from tests.conftest import needs_golden
 from tests.s3server import MotoServer, upload_tree
@@ -112,7 +112,7 @@ def test_timestamps_resolve_to_offsets_from_the_bucket(s3, rsm_file: Path) -> No
     """Kafka's ListOffsets rule over the encrypted tiered segments (``kafkalog.log.timestamp_offsets``): largest
     timestamps out of each segment's ``.indexes``, the search over restored chunks; the earliest offset whose
     timestamp is >= each probe, as the records say."""
-    from kafkalog.discovery import discover_segments
+    from kafkalog.archive.discovery import discover_segments
     from kafkalog.log.timestamp_offsets import PartitionTimes
     from kafkalog.records import read_record_columns
 

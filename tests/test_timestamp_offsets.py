@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.discovery import discover_segments
+from kafkalog.archive.discovery import discover_segments
 from kafkalog.log import Log, LogConfig
 from kafkalog.log.timestamp_offsets import PartitionTimes, largest_timestamp, offset_for_timestamp
 from tests.conftest import GOLDEN, needs_golden

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog.checkpoint import write_offset_checkpoint
-from kafkalog.discovery import SegmentItem, discover_segments
+from kafkalog.archive.discovery import SegmentItem, discover_segments
 from kafkalog.records import build_batch
 from kafkalog.verify import (
     PARTITION_FIELDS,

@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from kafkalog_cli.main import main
 
-from kafkalog.discovery import discover_segments
+from kafkalog.archive.discovery import discover_segments
 from kafkalog.verify import exit_code, verify_partition, verify_segment
 from tests.conftest import load_manifest, needs_golden
 from tests.unreadable import ELOOP, deny_open, make_loop

@@ -14,7 +14,7 @@ import errno
 import os
 from pathlib import Path
 
-from kafkalog.cpu_gate import io_wait
+from kafkalog.io.cpu_gate import io_wait
 from kafkalog.errors import InvalidArgumentTypeError
 
 TMP_SUFFIX = ".tmp"

@@ -22,7 +22,7 @@ from kafkalog.checkpoint._format import (
 )
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import InvalidArgumentError
-from kafkalog.file_access import read_file
+from kafkalog.io.file_access import read_file
 
 LEADER_EPOCH_CHECKPOINT_VERSION = 0
 LEADER_EPOCH_CHECKPOINT_FILENAME = "leader-epoch-checkpoint"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kafkalog.checkpoint._format import INT32_MAX, parse_java_int, split_lines
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
-from kafkalog.file_access import read_file
+from kafkalog.io.file_access import read_file
 from kafkalog.names import ZERO_UUID, base64url_to_uuid_bytes
 
 PARTITION_METADATA_FILENAME = "partition.metadata"

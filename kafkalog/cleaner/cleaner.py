@@ -14,8 +14,8 @@ from kafkalog.errors import (
     LogCleaningAbortedError,
     LogSegmentOffsetOverflowError,
 )
-from kafkalog.file_access import pread
-from kafkalog.segment import LogSegment
+from kafkalog.io.file_access import pread
+from kafkalog.segment.log_segment import LogSegment
 
 from .batch_filter import CleanerFilter, CleanerStats, LastRecord, filter_batches
 from .columnar import Chunk, filter_chunk, map_chunk, read_chunk

@@ -24,7 +24,7 @@ from kafkalog.records.columns import RecordColumns, read_record_columns
 from kafkalog.records.compression import CompressionType
 from kafkalog.records.reader import read_batches
 from kafkalog.records.record import TimestampType
-from kafkalog.segment_file import AppendedBatches
+from kafkalog.segment.log_file import AppendedBatches
 
 from . import native
 from .batch_filter import BatchRetention, CleanerFilter, CleanerStats, FilterResult, LastRecord

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kafkalog.limits import INT_MAX
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 __all__ = ["group_segments_by_size"]
 

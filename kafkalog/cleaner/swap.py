@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from kafkalog.checkpoint.atomic import fsync_dir
 from kafkalog.names import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 if TYPE_CHECKING:
     from kafkalog.log.log import Log

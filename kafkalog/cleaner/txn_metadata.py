@@ -11,7 +11,7 @@ from typing import Any
 
 from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.records.control import ControlRecordType, parse_control_type
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 __all__ = ["CleanedTransactionMetadata", "collect_aborted_transactions"]
 

@@ -6,7 +6,7 @@ while a segment is active, trims them to the used size on roll/close, and takes 
 
 * **Lazy** (Kafka's ``LazyIndex``, KIP-263): the constructor touches no file; the file is opened, created or mapped
   on first use, so loading thousands of segments costs nothing until an index is needed.
-* **Fallback**: where :mod:`kafkalog.file_access` says the file cannot be mapped, it is read into a
+* **Fallback**: where :mod:`kafkalog.io.file_access` says the file cannot be mapped, it is read into a
   ``bytearray`` and entries are written through that layer's positional writes, with identical results on disk.
 * **Disk full**: a preallocated index is a sparse file, and a store into a mapped page with no block behind it on
   a full filesystem kills the process with SIGBUS. Before an entry lands past the blocks known to back the file,
@@ -35,14 +35,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from kafkalog import file_access
+from kafkalog.io import file_access
 from kafkalog.errors import ConfigError, IndexOffsetOverflowError, IndexStateError
-from kafkalog.file_access import read_fully
-from kafkalog.handle_cache import HandleCache
+from kafkalog.io.file_access import read_fully
+from kafkalog.io.handle_cache import HandleCache
 from kafkalog.index.index_file import IndexFile
 from kafkalog.index.search import KEY, VALUE, IndexSearch, first_true
 from kafkalog.index.unmapped import READ_NOT_MAP_BYTES, UnmappedAccess
-from kafkalog.rewrite import rewrite_in_place
+from kafkalog.io.rewrite import rewrite_in_place
 
 # IndexFile, KEY, VALUE, first_true and read_fully stay importable from here (their homes: index_file, search,
 # file_access).
@@ -500,7 +500,7 @@ class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
 
         What ``reset`` + one ``append`` per entry + ``trim_to_valid_size`` leave on disk, with one open and
         one write instead of a preallocate, two maps and a trim per rebuild (segment recovery), through
-        :func:`kafkalog.rewrite.rewrite_in_place` (a file that already holds these bytes is left alone). The
+        :func:`kafkalog.io.rewrite.rewrite_in_place` (a file that already holds these bytes is left alone). The
         index reopens lazily, as an existing file (entries = length / entry size).
         """
         self._check_writable()

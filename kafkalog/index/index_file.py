@@ -1,5 +1,5 @@
 """The file side every index kind shares: its path (kept as a string, made a ``Path`` only when asked), base
-offset, handle-cache bookkeeping and delete/rename (OS file access itself is :mod:`kafkalog.file_access`'s).
+offset, handle-cache bookkeeping and delete/rename (OS file access itself is :mod:`kafkalog.io.file_access`'s).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import threading
 from pathlib import Path
 from typing import TypeVar
 
-from kafkalog.handle_cache import HandleCache, default_cache
+from kafkalog.io.handle_cache import HandleCache, default_cache
 from kafkalog.names import LazyPath
-from kafkalog.oserrors import MISSING_PATH_ERRNOS
+from kafkalog.io.oserrors import MISSING_PATH_ERRNOS
 
 _Index = TypeVar("_Index", bound="IndexFile")
 
@@ -23,7 +23,7 @@ class IndexFile:
     _fspath: str
     _path_obj: Path | None
     _base_offset: int
-    # Handle-cache bookkeeping (kafkalog.handle_cache), as class defaults so an index never opened carries none.
+    # Handle-cache bookkeeping (kafkalog.io.handle_cache), as class defaults so an index never opened carries none.
     _handles: HandleCache | None = None  # None: the process-wide default cache
     _handle_used = False  # CLOCK bit: used since the cache's last sweep
     _busy = 0  # >0 while this thread's region keeps using the handle (read_for_check)

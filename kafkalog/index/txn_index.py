@@ -17,9 +17,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kafkalog import file_access
+from kafkalog.io import file_access
 from kafkalog.errors import CorruptIndexError, IndexStateError, InvalidOffsetError
-from kafkalog.handle_cache import HandleCache
+from kafkalog.io.handle_cache import HandleCache
 from kafkalog.index.index_file import IndexFile
 from kafkalog.index.search import first_true
 

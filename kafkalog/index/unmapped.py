@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from typing import ClassVar
 
 from kafkalog.errors import IndexStateError
-from kafkalog.file_access import read_fully
-from kafkalog.handle_cache import HandleCache
+from kafkalog.io.file_access import read_fully
+from kafkalog.io.handle_cache import HandleCache
 
 # Files up to this size are read rather than mapped when they will be read whole, once (a check, a recovery):
 # mmap + a page fault per page + munmap (a TLB flush on every CPU running the process) cost 16-19 us for a

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
 from kafkalog.errors import InvalidArgumentError
-from kafkalog.oserrors import MISSING_PATH_ERRNOS
+from kafkalog.io.oserrors import MISSING_PATH_ERRNOS
 
 #: Kafka's ``UNDEFINED_EPOCH`` / ``UNDEFINED_EPOCH_OFFSET`` (OffsetsForLeaderEpochResponse).
 UNDEFINED_EPOCH = -1

@@ -20,11 +20,11 @@ from kafkalog.errors import (
     KafkaStorageError,
     ResourceExhaustedError,
 )
-from kafkalog.file_access import mapped_range, no_readahead
+from kafkalog.io.file_access import mapped_range, no_readahead
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex
 from kafkalog.limits import INT_MAX, LONG_MIN, NO_TIMESTAMP
-from kafkalog.oserrors import OSErrorClass, classify
+from kafkalog.io.oserrors import OSErrorClass, classify
 from kafkalog.records.batch import LOG_OVERHEAD
 from kafkalog.records.reader import read_batches
 
@@ -34,7 +34,7 @@ __all__ = ["batch_cuts", "check_segment", "checked_max_timestamp", "checked_rang
 
 def is_corruption(exc: BaseException) -> bool:
     """True for errors meaning "this segment's files are inconsistent" rather than "the disk failed" or "the
-    process hit a limit" (:func:`kafkalog.oserrors.classify` decides for an ``OSError``).
+    process hit a limit" (:func:`kafkalog.io.oserrors.classify` decides for an ``OSError``).
 
     A missing offset index (``FileNotFoundError`` in a dir that still exists) is Kafka's "needs recovery"
     signal, not a disk error; the same error for a partition dir that vanished is a disk failure.

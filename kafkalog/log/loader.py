@@ -27,7 +27,7 @@ from kafkalog.errors import (
     InvalidOffsetError,
     KafkaStorageError,
 )
-from kafkalog.handle_cache import HandleCache
+from kafkalog.io.handle_cache import HandleCache
 from kafkalog.log.epoch_cache import LeaderEpochFileCache
 from kafkalog.log.listing import join_names, list_dir, plain_segment_stems, snapshot_files
 from kafkalog.log.producer_state import ProducerStateManager
@@ -42,7 +42,7 @@ from kafkalog.names import (
     TXN_INDEX_SUFFIX,
     offset_to_name,
 )
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)

@@ -34,7 +34,7 @@ from kafkalog.errors import (
     LogMovedError,
     OffsetOutOfRangeError,
 )
-from kafkalog.handle_cache import HandleCache, default_cache
+from kafkalog.io.handle_cache import HandleCache, default_cache
 from kafkalog.limits import DEFAULT_PRODUCER_ID_EXPIRATION_MS, wall_clock_ms
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE, EpochEntry, LeaderEpochFileCache
@@ -46,10 +46,10 @@ from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.segments import LogSegments
 from kafkalog.log.storage_hooks import StorageHooks, storage_op
 from kafkalog.names import parse_partition_dir
-from kafkalog.oserrors import MISSING_PATH_ERRNOS
+from kafkalog.io.oserrors import MISSING_PATH_ERRNOS
 from kafkalog.owned_lock import OwnedRLock
 from kafkalog.records import RecordBatch, TimestampType
-from kafkalog.segment import LogSegment, TimestampAndOffset
+from kafkalog.segment.log_segment import LogSegment, TimestampAndOffset
 
 __all__ = ["Log", "LogAppendInfo", "TimestampAndOffset", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP"]
 
@@ -139,7 +139,7 @@ class Log(LogAppend, LogRetention):
         the partition); pass ``rebuild_bad_epoch_checkpoint=False`` for Kafka's behaviour (KafkaStorageError).
 
         ``max_open_files`` bounds the segment descriptors and index mappings this Log keeps open (its own
-        :class:`~kafkalog.handle_cache.HandleCache`; closed ones reopen on use); ``handle_cache`` shares one
+        :class:`~kafkalog.io.handle_cache.HandleCache`; closed ones reopen on use); ``handle_cache`` shares one
         cache between logs (a LogManager passes its own). Neither: the process-wide cache, a quarter of the soft
         ``RLIMIT_NOFILE``.
         """

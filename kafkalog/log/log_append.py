@@ -15,7 +15,7 @@ from kafkalog.log.storage_hooks import storage_op
 from kafkalog.names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, file_name
 from kafkalog.records import CompressionType, Record, RecordBatch, TimestampType, build_batch, read_batches
 from kafkalog.records.batch_patch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 
 @dataclass

@@ -10,7 +10,7 @@ from kafkalog.errors import OffsetOutOfRangeError
 from kafkalog.log.loader import rebuild_producer_state
 from kafkalog.log.storage_hooks import storage_op
 from kafkalog.names import DELETED_SUFFIX
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 
 class LogRetention:

@@ -20,7 +20,7 @@ import crc32c
 
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import CorruptSnapshotError, InvalidArgumentError
-from kafkalog.file_access import read_file
+from kafkalog.io.file_access import read_file
 from kafkalog.limits import NO_SEQUENCE
 
 PRODUCER_SNAPSHOT_VERSION = 1

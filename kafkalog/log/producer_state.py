@@ -56,7 +56,7 @@ from kafkalog.log.producer_snapshot import (
     write_producer_snapshot,
 )
 from kafkalog.names import DELETED_SUFFIX, SNAPSHOT_SUFFIX
-from kafkalog.rewrite import rewrite_in_place
+from kafkalog.io.rewrite import rewrite_in_place
 
 # The producer errors, constants and entry types live in errors, limits and producer_append; this module is
 # where callers import the whole producer-state surface from.
@@ -516,7 +516,7 @@ def write_snapshot(
 ) -> None:
     """Write entries (already in Kafka's order) through ``kafkalog.log.producer_snapshot``.
 
-    ``in_place`` (recovery, over a retired file of the same name): :func:`kafkalog.rewrite.rewrite_in_place`,
+    ``in_place`` (recovery, over a retired file of the same name): :func:`kafkalog.io.rewrite.rewrite_in_place`,
     which leaves a file that already holds these bytes alone; no fsync, like every recovery-time snapshot.
     """
     rows = [

@@ -25,7 +25,7 @@ from kafkalog.log.epoch_cache import CHECKPOINT_FILE
 from kafkalog.log.index_check import check_segment, is_corruption
 from kafkalog.log.loader import classify_leftovers, offset_prefix
 from kafkalog.names import INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, offset_to_name
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 __all__ = ["EPOCH_CHECKPOINT_REBUILT", "RecoveryPlan", "SegmentCut", "SegmentDrop", "UnseenCorruption", "plan_recovery"]
 

@@ -24,14 +24,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import storage
+from kafkalog.archive import storage
 from ..checkpoint.atomic import fsync_dir
 from ..checkpoint.partition_metadata import format_partition_metadata
-from ..discovery import RemoteObject, SegmentItem, list_remote_objects
+from kafkalog.archive.discovery import RemoteObject, SegmentItem, list_remote_objects
 from ..errors import InvalidArgumentError, KafkaLogError, NothingToCheckError
 from ..names import offset_to_name
 from ..records import read_batches
-from ..tiered.aiven import materialize
+from kafkalog.archive.tiered.aiven import materialize
 
 __all__ = ["RestoredPartition", "RestorePlan", "plan_restore", "restore"]
 

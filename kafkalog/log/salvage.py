@@ -39,7 +39,7 @@ from pathlib import Path
 from kafkalog.checkpoint.atomic import atomic_write, fsync_dir
 from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
 from kafkalog.checkpoint.partition_metadata import read_partition_metadata
-from kafkalog.cpu_gate import io_wait
+from kafkalog.io.cpu_gate import io_wait
 from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE

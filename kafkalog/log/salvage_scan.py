@@ -30,7 +30,7 @@ from kafkalog.errors import CorruptRecordError
 from kafkalog.limits import INT_MAX
 from kafkalog.records.batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from kafkalog.records.reader import LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1, V2_MIN_LENGTH, read_batches
-from kafkalog.segment_read import served_span
+from kafkalog.segment.reads import served_span
 
 __all__ = ["Kept", "Removed", "SegmentScan", "choose_batches", "epoch_entries", "next_batch_position", "scan_segment"]
 

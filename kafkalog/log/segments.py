@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from kafkalog.names import file_name
-from kafkalog.segment import LogSegment
+from kafkalog.segment.log_segment import LogSegment
 
 _is_made = functools.partial(operator.is_not, None)
 

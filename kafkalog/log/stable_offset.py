@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalog import storage
+from kafkalog.archive import storage
 from kafkalog.log.index_check import checked_range
 from kafkalog.log.timestamp_offsets import _walk, indexes_on_disk
 from kafkalog.records.scan import scan_batches
-from kafkalog.tiered import is_aiven_item
+from kafkalog.archive.tiered import is_aiven_item
 
 __all__ = ["OpenTransactions", "PartitionTail", "first_unstable_offset", "last_stable_offset", "partition_tail"]
 
@@ -78,7 +78,7 @@ class PartitionTail:
 
 def partition_tail(items: Sequence[Any], start: int = 0, *, options: dict[str, str] | None = None,
                    rsm: Any = None, open_at_start: dict[int, int] | None = None) -> PartitionTail:  # fmt: skip
-    """Replay the batch headers of one partition's segments ``items`` (:class:`kafkalog.discovery.SegmentItem`,
+    """Replay the batch headers of one partition's segments ``items`` (:class:`kafkalog.archive.discovery.SegmentItem`,
     in offset order) from ``start``: open transactions and the log end. ``open_at_start``: the transactions
     already open at ``start`` (a producer snapshot's ``currentTxnFirstOffset``s taken there). A damaged batch ends
     the replay of its segment (the decode that follows reports it)."""

@@ -3,7 +3,7 @@
 Kafka's rule (``UnifiedLog.fetchOffsetByTimestamp``): the first segment whose largest timestamp is >= T, then in
 it (``LogSegment.findOffsetByTimestamp``) the time index entry at or below T, the offset index entry at or below
 that entry's offset, and from there the first batch whose max timestamp is >= T and its first record with
-timestamp >= T (:func:`kafkalog.segment_read.search_for_timestamp`). The answer is that record's offset: the
+timestamp >= T (:func:`kafkalog.segment.reads.search_for_timestamp`). The answer is that record's offset: the
 earliest offset whose timestamp is >= T; None when no record is that late.
 
 Each step reads as little as it can, and no index entry is trusted unchecked:
@@ -35,13 +35,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kafkalog import storage
+from kafkalog.archive import storage
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.index_check import checked_max_timestamp, checked_range
 from kafkalog.records.batch import LOG_OVERHEAD
 from kafkalog.records.reader import read_batches
-from kafkalog.segment_read import search_for_timestamp
-from kafkalog.tiered import AivenSegment, is_aiven_item, materialize
+from kafkalog.segment.reads import search_for_timestamp
+from kafkalog.archive.tiered import AivenSegment, is_aiven_item, materialize
 
 __all__ = ["PartitionTimes", "indexes_on_disk", "offset_for_timestamp"]
 

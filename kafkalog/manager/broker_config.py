@@ -47,7 +47,7 @@ class BrokerConfig:
     background_threads: int = 10
     # kafkalog's own key (not Kafka's): how many of the recovery threads (all dirs together) load or close a
     # partition at once. CPython runs one thread's Python at a time; more than this only fight over the GIL
-    # (kafkalog.cpu_gate); a thread waiting on fsync gives its slot away.
+    # (kafkalog.io.cpu_gate); a thread waiting on fsync gives its slot away.
     recovery_concurrency: int = 1  # kafkalog.recovery.concurrency
     # kafkalog's own key: the most segment descriptors + index mappings the manager keeps open (its handle
     # cache); None = a quarter of the soft RLIMIT_NOFILE.

@@ -3,7 +3,7 @@
 Kafka routes every I/O failure on a log dir through ``LogDirFailureChannel`` so that, however many threads trip
 over the same broken disk at once, the dir is taken offline exactly once and by one handler. kafkalog does the
 same: code that catches an ``OSError`` on a dir calls :meth:`LogDirFailureChannel.report`, which asks
-:func:`kafkalog.oserrors.classify` what the error is. A process limit (EMFILE, ENFILE, ENOMEM ...) is not a
+:func:`kafkalog.io.oserrors.classify` what the error is. A process limit (EMFILE, ENFILE, ENOMEM ...) is not a
 failed disk: ``report`` hands back a :class:`~kafkalog.errors.ResourceExhaustedError` for the caller to raise (or
 to log, for periodic work) and the dir stays online. Anything else queues the dir; the
 :class:`~kafkalog.manager.log_manager.LogManager` drains the queue and does the offline handling. Nothing else
@@ -17,7 +17,7 @@ import queue
 import threading
 
 from kafkalog.errors import ResourceExhaustedError, io_cause
-from kafkalog.oserrors import is_resource_exhaustion, resource_error
+from kafkalog.io.oserrors import is_resource_exhaustion, resource_error
 
 __all__ = ["LogDirFailureChannel"]
 

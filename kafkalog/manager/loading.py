@@ -25,7 +25,7 @@ from kafkalog.checkpoint.offset_checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     read_offset_checkpoint,
 )
-from kafkalog.cpu_gate import CpuGate
+from kafkalog.io.cpu_gate import CpuGate
 from kafkalog.errors import (
     CorruptCheckpointError,
     InconsistentMetadataError,
@@ -39,7 +39,7 @@ from kafkalog.manager.log_dir import LogDir, reconcile_meta_properties, write_me
 from kafkalog.manager.registry import LogEntry, LogRegistry
 from kafkalog.manager.sanity_checker import SanityChecker, release_segment
 from kafkalog.names import TopicPartition, TopicPartitionDir, delete_dir_name, parse_partition_dir
-from kafkalog.oserrors import is_resource_exhaustion, resource_error
+from kafkalog.io.oserrors import is_resource_exhaustion, resource_error
 
 __all__ = ["DirLoad", "DirLoader", "LoadProgress", "OpenLog"]
 

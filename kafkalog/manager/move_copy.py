@@ -39,7 +39,7 @@ from kafkalog.names import (
     future_dir_name,
     parse_segment_file_name,
 )
-from kafkalog.oserrors import OSErrorClass, classify, is_resource_exhaustion, resource_error
+from kafkalog.io.oserrors import OSErrorClass, classify, is_resource_exhaustion, resource_error
 
 __all__ = [
     "CHUNK_BYTES",

@@ -18,7 +18,7 @@ from kafkalog.manager.registry import LogEntry
 from kafkalog.names import TopicPartition
 
 if TYPE_CHECKING:
-    from kafkalog.handle_cache import HandleCache
+    from kafkalog.io.handle_cache import HandleCache
     from kafkalog.manager.offline import OfflineHandler
     from kafkalog.manager.partition_calls import PartitionCalls
     from kafkalog.manager.sanity_checker import SanityChecker

@@ -266,7 +266,7 @@ def read_metadata_log(partition_dir: str | os.PathLike) -> MetadataImage:
     """The image of a ``__cluster_metadata-0`` dir: the latest snapshot that checks out, then every segment's
     records from the snapshot's end offset on. I/O errors propagate; unreadable content is in ``problems``; a dir
     with neither snapshots nor segments is ``NothingToCheckError`` (an empty image would read as "no brokers")."""
-    from ..verify.kraft_snapshot import check_kraft_snapshot
+    from kafkalog.metadata.kraft_snapshot import check_kraft_snapshot
 
     root = os.fspath(partition_dir)
     image = MetadataImage()

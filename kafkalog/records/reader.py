@@ -24,7 +24,7 @@ from ..errors import (
     TieredConfigError,
     UnsupportedMagicError,
 )
-from ..file_access import drop_pages, map_file
+from kafkalog.io.file_access import drop_pages, map_file
 from .batch import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
 from .legacy import LegacyBatch
 
@@ -92,7 +92,7 @@ def _refuse_transformed(path: str) -> None:
     if isinstance(m, dict) and (m.get("compression") or m.get("encryption") is not None):
         raise TieredConfigError(f"{path}: an Aiven tiered-storage object stored "
                                 f"{'encrypted' if m.get('encryption') is not None else 'zstd-compressed'} in chunks "
-                                "(see its .rsm-manifest): read it through kafkalog.tiered.AivenSegment, or kafkalog "
+                                "(see its .rsm-manifest): read it through kafkalog.archive.tiered.AivenSegment, or kafkalog "
                                 "verify/dump --rsm-config FILE")  # fmt: skip
 
 

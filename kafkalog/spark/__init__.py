@@ -68,8 +68,8 @@ def validate_archive(
     rsm: Any = None,
 ) -> DataFrame:
     """One row per segment under ``roots`` (paths or URLs), validated on the executors (see
-    :mod:`kafkalog.spark.validate`); ``options``: storage options for remote URLs (:mod:`kafkalog.storage`);
-    ``rsm``: the RemoteStorageManager configuration (file or ``kafkalog.tiered.RsmConfig``) of Aiven objects."""
+    :mod:`kafkalog.spark.validate`); ``options``: storage options for remote URLs (:mod:`kafkalog.archive.storage`);
+    ``rsm``: the RemoteStorageManager configuration (file or ``kafkalog.archive.tiered.RsmConfig``) of Aiven objects."""
     _require_pyspark()
     from kafkalog.spark.validate import validate_archive as _validate
 
@@ -117,7 +117,7 @@ def read_export(spark: SparkSession, out: str) -> DataFrame:
 
 
 def discover_segments(roots: Any, *, options: dict[str, str] | None = None) -> list:
-    """Every segment under ``roots`` (no Spark needed): :func:`kafkalog.discovery.discover_segments`."""
-    from kafkalog.discovery import discover_segments as _discover
+    """Every segment under ``roots`` (no Spark needed): :func:`kafkalog.archive.discovery.discover_segments`."""
+    from kafkalog.archive.discovery import discover_segments as _discover
 
     return _discover(roots, options=options)

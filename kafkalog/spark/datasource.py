@@ -31,12 +31,12 @@ applies every ``filter`` itself, whatever ``spark.sql.python.filterPushdown.enab
   the scan at the index entry past it, so the batches outside are never touched.
 
 Roots may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``): the driver lists them through
-:mod:`kafkalog.storage`; each task fetches what it reads itself: the segment's index files (for the seek), then only
+:mod:`kafkalog.archive.storage`; each task fetches what it reads itself: the segment's index files (for the seek), then only
 the ``.log`` byte range from the start position to the end of the segment (or to the index entry past an upper
 offset bound), in bounded chunks to executor-local scratch.
 
 Options:
-  storage options (:data:`kafkalog.storage.STORAGE_OPTIONS`: ``endpoint_url``, ``region``, ``access_key``,
+  storage options (:data:`kafkalog.archive.storage.STORAGE_OPTIONS`: ``endpoint_url``, ``region``, ``access_key``,
     ``secret_key``, ``session_token``, ``anonymous``, ``connect_timeout``, ``request_timeout``, ``max_attempts``):
     override the AWS environment for remote roots.
   ``rsmConfig``: the broker's RemoteStorageManager configuration file (``rsm.config.*`` keys, prefix stripped)
@@ -78,8 +78,8 @@ from dataclasses import dataclass, field, replace
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from kafkalog import storage
-from kafkalog.discovery import SegmentItem, discover_segments
+from kafkalog.archive import storage
+from kafkalog.archive.discovery import SegmentItem, discover_segments
 from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, InvalidArgumentError, KafkaLogError
 from kafkalog.log.committed import committed_view
 from kafkalog.log.index_check import checked_range
@@ -91,7 +91,7 @@ from kafkalog.spark.options import check_options, flag
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, coalesced, scan_range
 from kafkalog.spark.split import split_big_segments
 from kafkalog.spark.worker_gc import freeze_worker_once, fresh_worker_age
-from kafkalog.tiered import AivenSegment, as_rsm_config, is_aiven_item
+from kafkalog.archive.tiered import AivenSegment, as_rsm_config, is_aiven_item
 
 _NO_UPPER = 1 << 63
 _MIN_LONG = -(1 << 63)

@@ -473,7 +473,7 @@ def export_archive(
 
     ``options`` are the DataSource's (``isolation``, ``onCorrupt``, ``verifyCrc``, ``includeDirStates``, the range
     options, ``maxPartitionBytes``, ``minPartitions``, ``arrowBatchRows``) and the storage options
-    (:data:`kafkalog.storage.STORAGE_OPTIONS`), which serve both the roots and ``out``. ``mode``: ``error``
+    (:data:`kafkalog.archive.storage.STORAGE_OPTIONS`), which serve both the roots and ``out``. ``mode``: ``error``
     (default: refuse an ``out`` that holds files) or ``overwrite`` (empty it first; refused when a root lies
     inside it). ``compression``: any ``pyarrow.parquet`` codec (``snappy``, ``zstd``, ``gzip``, ``none``, ...);
     with ``snappy`` or ``lz4`` a key or value column whose bytes do not compress is stored uncompressed.

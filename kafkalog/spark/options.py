@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkalog.errors import InvalidArgumentError
-from kafkalog.storage import STORAGE_OPTIONS
+from kafkalog.archive.storage import STORAGE_OPTIONS
 
 __all__ = ["DIR_STATES", "OPTIONS", "check_options"]
 
@@ -37,7 +37,7 @@ OPTIONS = {
     "rsmConfig": "the broker's RemoteStorageManager configuration file",
     "decode": "metadata, offsets or txn",
 }
-#: the partition-dir states ``includeDirStates`` may name (:class:`kafkalog.discovery.SegmentItem.dir_state`)
+#: the partition-dir states ``includeDirStates`` may name (:class:`kafkalog.archive.discovery.SegmentItem.dir_state`)
 DIR_STATES = ("live", "future", "delete", "stray")
 _KNOWN = {k.lower(): k for k in (*OPTIONS, *STORAGE_OPTIONS)}
 _BOOLEANS = {"true": True, "false": False}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kafkalog.errors import CorruptRecordError
-from kafkalog.file_access import mapped_range
+from kafkalog.io.file_access import mapped_range
 from kafkalog.log.salvage_scan import next_batch_position
 from kafkalog.records import iter_record_columns
 
@@ -208,7 +208,7 @@ def scan_range(
 def _range_source(path: str, position: int, end: int, size: int) -> Iterator:
     """What the decoder reads ``[position, end)`` of ``path`` from: the path itself for a scan to the end of the
     file; for a range that stops before it (an end offset, a timestamp's, the last stable offset, a split
-    segment's byte range), :func:`kafkalog.file_access.mapped_range`'s map, so the bytes past ``end`` are never
+    segment's byte range), :func:`kafkalog.io.file_access.mapped_range`'s map, so the bytes past ``end`` are never
     read (a fault on a plain map reads around it by the device's readahead size: a whole 8 MiB segment for an end
     early in it)."""
     if end >= size:

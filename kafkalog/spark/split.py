@@ -16,10 +16,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from kafkalog import storage
+from kafkalog.archive import storage
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.index_check import batch_cuts
-from kafkalog.tiered import AivenSegment, is_aiven_item
+from kafkalog.archive.tiered import AivenSegment, is_aiven_item
 
 __all__ = ["segment_cuts", "split_big_segments"]
 
@@ -59,7 +59,7 @@ def split_big_segments(parts: list[P], max_bytes: int, options: dict[str, str], 
 
 def segment_cuts(item: Any, max_bytes: int, options: dict[str, str], rsm=None) -> tuple[list[int], int]:
     """(cut positions, the segment's size in bytes) of one discovered segment (a
-    :class:`kafkalog.discovery.SegmentItem`): local, remote (``s3://`` and the other storage URLs) or Aiven
+    :class:`kafkalog.archive.discovery.SegmentItem`): local, remote (``s3://`` and the other storage URLs) or Aiven
     tiered. ``[]`` when it is not worth splitting or a check fails (an I/O error included: the task then meets it
     with its own ``onCorrupt``)."""
     if not storage.is_remote(item.path) and not is_aiven_item(item):

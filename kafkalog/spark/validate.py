@@ -1,6 +1,6 @@
 """Validate a whole archive of Kafka partition logs with Spark: one row per segment, one per partition.
 
-This module only distributes: the driver lists file names (:func:`kafkalog.discovery.discover_segments`), segments
+This module only distributes: the driver lists file names (:func:`kafkalog.archive.discovery.discover_segments`), segments
 are grouped into tasks of similar size (a segment is never split, a partition dir may span tasks) and each is checked
 on the executors with :func:`kafkalog.verify.verify_segment`; partition rows come from
 :func:`kafkalog.verify.verify_partition`. The checks, the result types, the summary and the exit code are the
@@ -23,15 +23,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from kafkalog import storage
-from kafkalog.discovery import SegmentItem, discover_segments
+from kafkalog.archive import storage
+from kafkalog.archive.discovery import SegmentItem, discover_segments
 from kafkalog.errors import InvalidArgumentError, KafkaLogError
-from kafkalog.remote import verify_partition_at, verify_segment_at
+from kafkalog.verify.remote import verify_partition_at, verify_segment_at
 from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.timings import PhaseTimer
 from kafkalog.spark.worker_gc import freeze_worker_once
-from kafkalog.storage import parse_storage_options, storage_options
-from kafkalog.tiered import as_rsm_config
+from kafkalog.archive.storage import parse_storage_options, storage_options
+from kafkalog.archive.tiered import as_rsm_config
 from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, print_error, summarize, summary_fields
 from kafkalog.verify.findings import row_value
 
@@ -107,7 +107,7 @@ def _check_tasks(index_check: bool, options: dict[str, str], deep: bool = False,
     Arrow batch per task. ``plans`` is a Spark broadcast (or, outside Spark, a list) of one pickled
     ``list[SegmentItem]`` per task: shipped once per executor, not with every task, and a task unpickles its own
     segments, not the whole archive's. Remote segments are fetched by the executor running the task
-    (:func:`kafkalog.remote.verify_segment_at`). ``clock``: an accumulator (:mod:`kafkalog.spark.task_clock`)
+    (:func:`kafkalog.verify.remote.verify_segment_at`). ``clock``: an accumulator (:mod:`kafkalog.spark.task_clock`)
     the tasks report their times to."""
 
     def run(batches):
@@ -186,11 +186,11 @@ def validate_archive(
     deep: bool = False, rsm: Any = None,
 ):  # fmt: skip
     """A DataFrame with one row per segment under ``roots`` (columns: SEGMENT_SCHEMA); ``rsm``: the
-    RemoteStorageManager configuration (file or :class:`kafkalog.tiered.RsmConfig`) of Aiven tiered objects.
+    RemoteStorageManager configuration (file or :class:`kafkalog.archive.tiered.RsmConfig`) of Aiven tiered objects.
 
-    ``roots`` may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``; see :mod:`kafkalog.storage`);
+    ``roots`` may be local paths or URLs (``s3://``, ``gs://``, ``hdfs://``; see :mod:`kafkalog.archive.storage`);
     ``options`` are storage options (credentials, endpoint, timeouts) that override the AWS environment.
-    ``deep`` decodes every record too (:func:`kafkalog.record_check.check_records`: counts and offsets against
+    ``deep`` decodes every record too (:func:`kafkalog.verify.record_check.check_records`: counts and offsets against
     each batch header, records that do not decode).
 
     ``status`` is ``kafkalog verify``'s verdict on the segment (:func:`kafkalog.verify.segment_status`): ``ok``,
@@ -251,7 +251,7 @@ def _continuity_on_driver(items: Sequence[SegmentItem]) -> bool:
 def continuity_rows(seg_rows: Sequence, *, options: dict[str, str] | None = None) -> list[dict]:
     """:func:`partition_continuity` on the driver: one row per partition dir (a dict of PARTITION_SCHEMA's
     columns, in partition dir order) from segment rows already collected, through the same
-    :func:`kafkalog.remote.verify_partition_at`."""
+    :func:`kafkalog.verify.remote.verify_partition_at`."""
     opts = storage_options(options)
     by_dir: dict[str, list[dict]] = {}
     for r in seg_rows:
@@ -301,7 +301,7 @@ def run_validation(
     return 0 (all ok), 1 (corruption found) or 2 (usage or I/O error, or a root holding no segment).
 
     ``out`` may be a local dir (Spark writes the reports) or a URL (``s3://...``: written with pyarrow through
-    :mod:`kafkalog.storage`); ``report_format`` is ``parquet`` or ``json`` (JSON lines). The Spark UI shows the
+    :mod:`kafkalog.archive.storage`); ``report_format`` is ``parquet`` or ``json`` (JSON lines). The Spark UI shows the
     job group ``kafkalog-validate`` and one description per step. ``timings``: also print where the wall time went
     (:class:`kafkalog.spark.timings.PhaseTimer`; on stderr, or as ``"timings"`` in the JSON summary).
     """
@@ -390,7 +390,7 @@ def _write_reports(out: str, fmt: str, seg_schema, part_schema, seg_rows: list, 
                    opts: dict[str, str]) -> None:  # fmt: skip
     """The collected rows, written by the driver with pyarrow: a local ``out`` gets ``segments.<fmt>/`` and
     ``partitions.<fmt>/`` dirs holding one ``part-00000.<fmt>`` each (what ``spark.read.parquet``/``json`` read),
-    a URL one object each through :mod:`kafkalog.storage`. Spark's own writer would have an executor write a local
+    a URL one object each through :mod:`kafkalog.archive.storage`. Spark's own writer would have an executor write a local
     path on its host, so on a multi-host cluster the reports would not land where the user said."""
     local = not storage.is_remote(out)
     for name, schema, rows in (("segments", seg_schema, seg_rows), ("partitions", part_schema, part_rows)):

@@ -23,7 +23,7 @@ from ..errors import KafkaLogError
 from ..log.producer_snapshot import read_producer_snapshot
 from ..names import OFFSET_CHECKPOINT_FILES, file_kind
 from .findings import Finding, describe_error, error_finding
-from .kraft_snapshot import count_kraft_snapshot
+from kafkalog.metadata.kraft_snapshot import count_kraft_snapshot
 
 __all__ = [
     "PartitionFiles",

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..discovery import SegmentItem, discover_segments, nothing_found
+from kafkalog.archive.discovery import SegmentItem, discover_segments, nothing_found
 from ..errors import InvalidPartitionDirError, KafkaLogError
 from ..names import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, parse_partition_dir
 from .findings import Finding, error_finding
@@ -52,7 +52,7 @@ def plan_paths(paths: Sequence[str]) -> VerifyPlan:
 
     Nothing found is never a pass: a path that does not exist or cannot be read, a dir below it that cannot be
     listed (or a partition dir that is a dangling symlink or a loop), and a path holding nothing Kafka wrote each
-    become an error finding naming the path (:func:`kafkalog.discovery.nothing_found`), with the OS's reason."""
+    become an error finding naming the path (:func:`kafkalog.archive.discovery.nothing_found`), with the OS's reason."""
     plan = VerifyPlan()
     seen: set[str] = set()
     failed: set[str] = set()
@@ -131,7 +131,7 @@ def run_plan(
     """Check everything in ``plan``: each segment (``on_segment(size)`` after it, for progress), then each partition
     dir from the reports of all its segments (one that could not be read makes its partition ERROR), then each log
     dir (with what Kafka's startup would refuse or mark stray in it: :mod:`.startup`), then the loose files.
-    ``rsm``: the :class:`kafkalog.tiered.RsmConfig` that tiered-storage objects were
+    ``rsm``: the :class:`kafkalog.archive.tiered.RsmConfig` that tiered-storage objects were
     written with (see ``verify_segment``)."""
     by_partition: dict[str, list[SegmentReport]] = defaultdict(list)
     for item in plan.segments:

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import storage
-from ..discovery import SegmentItem
+from kafkalog.archive import storage
+from kafkalog.archive.discovery import SegmentItem
 from ..errors import CorruptTieredObjectError, InvalidArgumentError, KafkaLogError, TieredConfigError
 from ..index import OffsetIndex, TimeIndex, TransactionIndex
 from ..limits import LONG_MAX
@@ -107,11 +107,11 @@ def verify_segment(
 
     A segment stored by Aiven's RemoteStorageManager (``.log`` + ``.indexes`` + ``.rsm-manifest``, local or behind
     a URL reached with the storage ``options``) is restored chunk by chunk with ``rsm`` (a
-    :class:`kafkalog.tiered.RsmConfig`; needed for encrypted objects) and checked as a plain segment with the
+    :class:`kafkalog.archive.tiered.RsmConfig`; needed for encrypted objects) and checked as a plain segment with the
     indexes out of ``.indexes``; ``then(report, local .log path)`` runs while that copy exists (the deep record
     check).
     """
-    from ..tiered import is_aiven_item
+    from kafkalog.archive.tiered import is_aiven_item
 
     if is_aiven_item(item):
         return _verify_aiven(item, index_check, rsm, options, then)
@@ -230,7 +230,7 @@ def _verify_aiven(item: SegmentItem, index_check: bool, rsm: Any, options: Mappi
     """An Aiven segment restored into a scratch dir (a bad chunk zero-filled and reported), then checked there;
     the report names the objects. No or the wrong configuration is ``unreadable`` (exit 2); a bad manifest or
     chunk is ``corrupt``."""
-    from ..tiered import ChunkDamage, materialize
+    from kafkalog.archive.tiered import ChunkDamage, materialize
 
     rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
     damage: list[ChunkDamage] = []

@@ -24,14 +24,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import storage
+from kafkalog.archive import storage
 from ..checkpoint.offset_checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     effective_log_start_offset,
     read_log_dir_checkpoints,
 )
 from ..checkpoint.partition_metadata import read_partition_metadata
-from ..discovery import RemoteObject, list_remote_objects
+from kafkalog.archive.discovery import RemoteObject, list_remote_objects
 from ..errors import CorruptTieredObjectError, KafkaLogError
 from ..metadata.remote_log import (
     COPY_FINISHED,
@@ -44,7 +44,7 @@ from ..metadata.remote_log import (
     read_remote_log_metadata,
 )
 from ..names import file_kind, parse_partition_dir
-from ..tiered.manifest import parse_manifest
+from kafkalog.archive.tiered.manifest import parse_manifest
 from .findings import Finding
 
 __all__ = ["AuditReport", "audit_bucket", "LOCAL_TIERED_OBJECTS", "AIVEN_OBJECTS"]

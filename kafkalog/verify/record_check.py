@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import CorruptRecordError, KafkaLogError
-from .records import iter_record_columns
-from .records.scan import scan_batches
+from kafkalog.errors import CorruptRecordError, KafkaLogError
+from kafkalog.records import iter_record_columns
+from kafkalog.records.scan import scan_batches
 
 __all__ = ["RecordCheck", "check_records"]
 

@@ -2,7 +2,7 @@
 
 The checks are :mod:`kafkalog.verify`'s, unchanged: they map local files. For a remote segment the executor copies
 the objects it checks (the ``.log`` and the index files the listing found) into a private scratch dir with
-:mod:`kafkalog.storage` (bounded chunks, bounded retries), runs the same check there, and reports under the
+:mod:`kafkalog.archive.storage` (bounded chunks, bounded retries), runs the same check there, and reports under the
 remote URL. Plain paths pass straight through, so callers need no ``if remote`` of their own.
 """
 
@@ -14,9 +14,9 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from kafkalog import storage
-from kafkalog.discovery import SegmentItem, discover_segments
-from kafkalog.tiered import is_aiven_item, materialize
+from kafkalog.archive import storage
+from kafkalog.archive.discovery import SegmentItem, discover_segments
+from kafkalog.archive.tiered import is_aiven_item, materialize
 from kafkalog.verify import PartitionReport, SegmentReport, verify_partition, verify_segment
 
 __all__ = [
@@ -49,8 +49,8 @@ def verify_segment_at(
 
     A remote object that cannot be read (missing, denied, connection lost) gives ``status="unreadable"`` with an
     error naming the object, as an ``OSError`` does for a local file. ``deep`` also decodes every record of the
-    valid prefix (:func:`kafkalog.record_check.check_records`); a mismatch makes the segment ``corrupt``. An
-    Aiven tiered-storage segment is read chunk by chunk where it lies, with ``rsm`` (:class:`kafkalog.tiered.RsmConfig`).
+    valid prefix (:func:`kafkalog.verify.record_check.check_records`); a mismatch makes the segment ``corrupt``. An
+    Aiven tiered-storage segment is read chunk by chunk where it lies, with ``rsm`` (:class:`kafkalog.archive.tiered.RsmConfig`).
     """
     if is_aiven_item(item):
         return verify_segment(item, index_check=index_check, rsm=rsm, options=options,
@@ -78,7 +78,7 @@ def _deep(rep: SegmentReport, path: str, deep: bool) -> SegmentReport:
     """Add the deep record check's findings to ``rep`` (segments that could be read only)."""
     if not deep or rep.status == "unreadable":
         return rep
-    from kafkalog.record_check import check_records  # deep only: the record decoder's imports cost a task ~0.1 s
+    from kafkalog.verify.record_check import check_records  # deep only: the record decoder's imports cost a task ~0.1 s
 
     try:
         found = check_records(path, end=rep.valid_bytes)
@@ -160,7 +160,7 @@ def restored_paths(
 ) -> Iterator[list[str]]:
     """:func:`localized_paths`, with every Aiven tiered-storage segment among them (a ``.log`` object beside its
     ``.rsm-manifest``, or such objects under a dir) restored to plain local files (``.log`` and the indexes out of
-    ``.indexes``) with ``rsm`` (:class:`kafkalog.tiered.RsmConfig`): what ``kafkalog dump`` reads. A bad chunk
+    ``.indexes``) with ``rsm`` (:class:`kafkalog.archive.tiered.RsmConfig`): what ``kafkalog dump`` reads. A bad chunk
     raises CorruptTieredObjectError, a missing or wrong key TieredConfigError, both naming the object."""
     with localized_paths(paths, options) as local, contextlib.ExitStack() as stack:
         yield [stack.enter_context(_restored(p, rsm)) for p in local]

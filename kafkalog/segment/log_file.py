@@ -1,8 +1,8 @@
 """The ``.log`` file of a segment: its lazily opened descriptor, size, batch scans and whole-file views.
 
 This is the segment side of Kafka's ``FileRecords``. OS access (maps, positional reads, the non-mapping path
-for filesystems that cannot map) is :mod:`kafkalog.file_access`'s; this mixin adds the segment's lock, the
-handle-cache bookkeeping and the batch framing on top. :class:`~kafkalog.segment.LogSegment` sets the attributes
+for filesystems that cannot map) is :mod:`kafkalog.io.file_access`'s; this mixin adds the segment's lock, the
+handle-cache bookkeeping and the batch framing on top. :class:`~kafkalog.segment.log_segment.LogSegment` sets the attributes
 declared here in its constructor.
 """
 
@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from kafkalog import file_access
+from kafkalog.io import file_access
 from kafkalog.errors import CorruptRecordError
-from kafkalog.handle_cache import HandleCache, default_cache
+from kafkalog.io.handle_cache import HandleCache, default_cache
 from kafkalog.names import LazyPath
 from kafkalog.records.reader import read_batches
 
@@ -140,7 +140,7 @@ class SegmentLogFile:
     def batches(self, start: int = 0, end: int | None = None, *, validate: bool = False) -> Iterator:
         """Whole batches in ``[start, end)`` of the ``.log``, with absolute positions, stopping at bad bytes.
 
-        Uses a map when :mod:`~kafkalog.file_access` can map the file, else one positional read per batch.
+        Uses a map when :mod:`~kafkalog.io.file_access` can map the file, else one positional read per batch.
         The iterator's ``reader`` attribute is not exposed; callers that need the stop position use
         :meth:`scan`.
         """
@@ -165,7 +165,7 @@ class SegmentLogFile:
     def _whole_view(f: BinaryIO, size: int, read_not_map_bytes: int) -> tuple[memoryview | None, mmap.mmap | None]:
         """(a view of the ``.log``'s first ``size`` bytes, the map under it or None): read when ``size`` is at most
         ``read_not_map_bytes`` (one read costs less than map + page faults + munmap), mapped otherwise; (None,
-        None) where :mod:`~kafkalog.file_access` can neither (the caller's batch-by-batch path). Under the lock."""
+        None) where :mod:`~kafkalog.io.file_access` can neither (the caller's batch-by-batch path). Under the lock."""
         if size <= read_not_map_bytes:
             whole = file_access.read_whole(f, size)
             return (None if whole is None else memoryview(whole)), None
@@ -232,7 +232,7 @@ class SegmentLogFile:
     @contextlib.contextmanager
     def _read_map(self, size: int, read_not_map_bytes: int) -> Iterator[memoryview | None]:
         """A read-only view of the ``.log``'s first ``size`` bytes (empty for 0), or None where the file cannot
-        be mapped (:mod:`~kafkalog.file_access`'s non-mapping path): the caller then takes its batch-by-batch
+        be mapped (:mod:`~kafkalog.io.file_access`'s non-mapping path): the caller then takes its batch-by-batch
         path. A file of up to ``read_not_map_bytes`` is read instead: every caller touches all of it, and a read
         costs a fraction of mmap + page faults + munmap. The map is closed on exit unless a view of it is still
         referenced (it then goes with the last one)."""

@@ -16,7 +16,7 @@ brokers, dated snapshots). Three layouts are recognised:
   described by ``.rsm-manifest``). The ``.log`` is validated when it is stored untransformed; indexes are not.
 
 Local paths and ``file://`` URLs are walked with ``os``; any other URL (``s3://``, ``gs://``, ``hdfs://``) is listed
-through :mod:`kafkalog.storage` (one recursive listing per root, sizes included), and the items keep their URLs:
+through :mod:`kafkalog.archive.storage` (one recursive listing per root, sizes included), and the items keep their URLs:
 readers fetch the byte ranges they need through the same module.
 """
 
@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
-from kafkalog import storage
+from kafkalog.archive import storage
 from kafkalog.errors import InvalidArgumentError, NothingToCheckError
 from kafkalog.names import TEMP_SUFFIXES, file_kind
 
@@ -229,7 +229,7 @@ def discover_segments(
     """Every segment under ``roots``, sorted by (partition dir, base offset); duplicates (overlapping roots) once.
 
     Symlinked dirs are not followed (archives often link back to their parents); a root given as a symlink is.
-    Remote roots (``s3://...``) are listed through :mod:`kafkalog.storage` with ``options`` (credentials,
+    Remote roots (``s3://...``) are listed through :mod:`kafkalog.archive.storage` with ``options`` (credentials,
     endpoint; default: the AWS environment). A root that cannot be read raises its ``OSError`` (ENOENT, ELOOP,
     EACCES: the OS's reason); a file that is not a segment raises InvalidArgumentError; a failed remote listing a
     ``storage.StorageError``. With ``on_error``, a checker's view: below a root, a dir that cannot be listed and a

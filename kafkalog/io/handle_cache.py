@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from kafkalog.errors import ConfigError
-from kafkalog.oserrors import is_resource_exhaustion, resource_error
+from kafkalog.io.oserrors import is_resource_exhaustion, resource_error
 
 try:
     import resource as _resource

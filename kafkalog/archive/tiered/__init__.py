@@ -10,9 +10,9 @@ Kafka's own LocalTieredStorage layout stores segments untransformed and needs no
 
 from __future__ import annotations
 
-from .aiven import AivenSegment, ChunkDamage, is_aiven_item, materialize
-from .manifest import ChunkIndex, SegmentManifest, parse_manifest
-from .rsm_config import RsmConfig, as_rsm_config, load_rsm_config, rsm_config_from_properties
+from kafkalog.archive.tiered.aiven import AivenSegment, ChunkDamage, is_aiven_item, materialize
+from kafkalog.archive.tiered.manifest import ChunkIndex, SegmentManifest, parse_manifest
+from kafkalog.archive.tiered.rsm_config import RsmConfig, as_rsm_config, load_rsm_config, rsm_config_from_properties
 
 __all__ = [
     "AivenSegment",

@@ -37,8 +37,8 @@ from urllib.parse import unquote
 
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import InvalidArgumentError, KafkaStorageError
-from kafkalog.file_access import no_readahead
-from kafkalog.ranged_reads import PART_BYTES, default_parallelism, iter_parallel, split_range
+from kafkalog.io.file_access import no_readahead
+from kafkalog.archive.ranged_reads import PART_BYTES, default_parallelism, iter_parallel, split_range
 
 __all__ = [
     "STORAGE_OPTIONS",
@@ -381,7 +381,7 @@ def fetch(
     url: str, dest: str, start: int = 0, end: int | None = None, options: Mapping[str, Any] | None = None
 ) -> int:
     """Copy bytes ``[start, end)`` of ``url`` into the local file ``dest`` in :data:`CHUNK` reads (remote objects:
-    ranged GETs in parallel, :mod:`kafkalog.ranged_reads`); return the number of bytes written. Memory stays
+    ranged GETs in parallel, :mod:`kafkalog.archive.ranged_reads`); return the number of bytes written. Memory stays
     bounded whatever the object's size."""
     written = 0
     if not is_remote(url):
@@ -398,7 +398,7 @@ def fetch(
     return fetch_parallel(url, dest, start, end, options)
 
 
-# ---------------------------------------------------------------- ranged reads in parallel (kafkalog.ranged_reads)
+# ---------------------------------------------------------------- ranged reads in parallel (kafkalog.archive.ranged_reads)
 
 
 class _Object:
@@ -535,7 +535,7 @@ def stage_segment(item: Any, root: str, options: Mapping[str, Any] | None = None
     """A local copy of a remote segment under ``root``: its ``.log`` (when ``with_log``), the sibling files the
     listing found, and the log dir's clean-shutdown marker; returns the item re-pointed at the copy.
 
-    ``item`` is a :class:`kafkalog.discovery.SegmentItem` (duck-typed: this module sits below discovery).
+    ``item`` is a :class:`kafkalog.archive.discovery.SegmentItem` (duck-typed: this module sits below discovery).
     """
     suffixes = [".index", ".timeindex", ".txnindex"]
     sizes = [item.index_size, item.timeindex_size, item.txnindex_size]

@@ -4,13 +4,13 @@ The plugin uploads each segment as three objects under ``<key.prefix><topic>-<to
 base offset>-<segment id>``: ``.log`` (the segment cut into ``chunk.size`` chunks, each optionally zstd-compressed,
 then optionally AES-256-GCM-encrypted as 12-byte IV + ciphertext + 16-byte tag with the manifest's AAD),
 ``.indexes`` (offset, time, producer-snapshot, leader-epoch and transaction indexes one after the other, each
-encrypted as one chunk, never compressed) and ``.rsm-manifest`` (:mod:`kafkalog.tiered.manifest`). The AES data
+encrypted as one chunk, never compressed) and ``.rsm-manifest`` (:mod:`kafkalog.archive.tiered.manifest`). The AES data
 key is wrapped with the key pair's RSA public key (OAEP, SHA3-512 for the digest and MGF1, as BouncyCastle's
 ``OAEPWithSHA3-512AndMGF1Padding``).
 
 :class:`AivenSegment` serves what the plugin's ``fetchLogSegment``/``fetchIndex`` serve: a byte range of the
 original segment, fetched as one ranged read of just the chunks that cover it, and any index. Objects are reached
-through :mod:`kafkalog.storage` (local paths, ``file://``, ``s3://``, ...). :func:`materialize` writes a segment
+through :mod:`kafkalog.archive.storage` (local paths, ``file://``, ``s3://``, ...). :func:`materialize` writes a segment
 out as plain local files (``.log`` and the index files, named as Kafka's LocalTieredStorage names them), so the
 verification and scans that read local files run on it unchanged.
 
@@ -29,13 +29,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafkalog import storage
+from kafkalog.archive import storage
 from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, TieredConfigError, TieredKeyError
-from kafkalog.ranged_reads import iter_parallel
+from kafkalog.archive.ranged_reads import iter_parallel
 from kafkalog.records.compression import CompressionType, decompress
 
-from .manifest import SegmentManifest, parse_manifest
-from .rsm_config import RsmConfig
+from kafkalog.archive.tiered.manifest import SegmentManifest, parse_manifest
+from kafkalog.archive.tiered.rsm_config import RsmConfig
 
 __all__ = ["AivenSegment", "ChunkDamage", "is_aiven_item", "materialize", "LOCAL_INDEX_SUFFIXES"]
 
@@ -157,7 +157,7 @@ class AivenSegment:
     def iter_range(self, start: int = 0, end: int | None = None, *,
                    damage: list[ChunkDamage] | None = None) -> Iterator[bytes | memoryview]:  # fmt: skip
         """The original bytes ``[start, end)`` in pieces, reading only the chunks that cover them (one ranged read
-        per :data:`READ_BYTES` of transformed chunks, several in flight: :mod:`kafkalog.ranged_reads`). A bad chunk
+        per :data:`READ_BYTES` of transformed chunks, several in flight: :mod:`kafkalog.archive.ranged_reads`). A bad chunk
         raises CorruptTieredObjectError, unless ``damage`` is a list: then its bytes come back as zeros and a
         :class:`ChunkDamage` is appended."""
         ci = self.manifest.chunk_index
@@ -293,7 +293,7 @@ def materialize(item: Any, root: str, *, rsm: RsmConfig | None = None, options: 
     """Write an Aiven segment out under the local dir ``root`` as plain files: ``<stem>.log`` (when
     ``with_log``) and, out of ``.indexes``, ``<stem>.index``, ``.timeindex``, ``.txnindex``, ``.snapshot`` and
     ``.leader_epoch_checkpoint``, in ``<topic dir>/<partition>/`` as in the bucket. Returns ``item`` (a
-    :class:`kafkalog.discovery.SegmentItem`, duck-typed) re-pointed at the copy, with the original segment's size
+    :class:`kafkalog.archive.discovery.SegmentItem`, duck-typed) re-pointed at the copy, with the original segment's size
     and its index files' sizes, and no ``extra_files``. Bad chunks: see :meth:`AivenSegment.iter_range`."""
     seg = segment or AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
     pdir = storage.basename(item.partition_dir)

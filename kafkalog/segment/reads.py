@@ -14,7 +14,7 @@ from typing import NamedTuple
 from kafkalog.errors import CorruptRecordError, InvalidArgumentError
 from kafkalog.index.offset_index import OffsetPosition
 from kafkalog.records.batch import RecordBatch
-from kafkalog.segment_recovery import I32_MAX
+from kafkalog.segment.recovery import I32_MAX
 
 
 class TimestampAndOffset(NamedTuple):

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from kafkalog import file_access
-from kafkalog.cpu_gate import io_wait
+from kafkalog.io import file_access
+from kafkalog.io.cpu_gate import io_wait
 from kafkalog.errors import (
     CorruptRecordError,
     InvalidArgumentError,
     LogSegmentOffsetOverflowError,
 )
-from kafkalog.handle_cache import HandleCache
+from kafkalog.io.handle_cache import HandleCache
 from kafkalog.index.base import READ_NOT_MAP_BYTES
 from kafkalog.index.lazy import LazyIndexes
 from kafkalog.index.offset_index import OffsetIndex
@@ -31,9 +31,9 @@ from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
 from kafkalog.limits import LONG_MAX, wall_clock_ms
 from kafkalog.names import offset_to_name
 from kafkalog.records.scan import scan_batches, small_batch_table
-from kafkalog.segment_file import AppendedBatches, SegmentLogFile, frame_appended
-from kafkalog.segment_read import SegmentReads, TimestampAndOffset
-from kafkalog.segment_recovery import (
+from kafkalog.segment.log_file import AppendedBatches, SegmentLogFile, frame_appended
+from kafkalog.segment.reads import SegmentReads, TimestampAndOffset
+from kafkalog.segment.recovery import (
     I32_MAX,
     EpochRecovery,
     PerBatchProgress,
@@ -55,7 +55,7 @@ _DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
     """A ``.log`` plus its three indexes. Not thread-safe by itself: the owning Log serialises writers.
 
-    The ``.log`` descriptor and the index mappings are handles of a :class:`~kafkalog.handle_cache.HandleCache`
+    The ``.log`` descriptor and the index mappings are handles of a :class:`~kafkalog.io.handle_cache.HandleCache`
     (the Log's or LogManager's, else the process-wide one): the cache may close them whenever no thread is using
     them, and they reopen on the next use. Every use of the descriptor happens under ``_lock`` for that reason.
     """
@@ -333,7 +333,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
         recovery does, so transactions aborted in this segment land in the rebuilt ``.txnindex``.
         Returns the number of bytes truncated.
 
-        One pass (:func:`~kafkalog.segment_recovery.one_pass_plan`): ``scan_batches`` gives every header as numpy
+        One pass (:func:`~kafkalog.segment.recovery.one_pass_plan`): ``scan_batches`` gives every header as numpy
         columns with the CRCs checked, the valid prefix (:meth:`valid_prefix`'s rules) and both indexes are
         computed from the columns, and each index file is written once; only batches that need per-batch work (a
         producer id, a leader-epoch change) become ``RecordBatch`` objects. The files are byte for byte those of
@@ -389,7 +389,7 @@ class LogSegment(SegmentLogFile, LazyIndexes, SegmentReads):
 
     def valid_prefix(self, size: int | None = None) -> int:
         """End of the longest prefix of whole, CRC-valid batches whose offsets fit the segment and move forward
-        (the rules: :func:`kafkalog.segment_recovery.valid_prefix`)."""
+        (the rules: :func:`kafkalog.segment.recovery.valid_prefix`)."""
         size = self.size if size is None else size
         it, state = self.scan(0, size, validate=True)
         return valid_prefix(it, state, self._base_offset)

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import IO
 
-from kafkalog.oserrors import is_resource_exhaustion
+from kafkalog.io.oserrors import is_resource_exhaustion
 
 __all__ = [
     "append_at", "drop_pages", "fallocate", "is_real_file", "map_file", "pread", "pwrite_all", "read_file", "read_fully",

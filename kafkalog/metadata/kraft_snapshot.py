@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..errors import CorruptKraftSnapshotError, InvalidRecordError, KafkaLogError, MessageDecodeError
-from ..metadata.decode import decode_control_record, decode_metadata_record
-from ..metadata.snapshot import BOOTSTRAP_FILE, SnapshotId, parse_snapshot_name
-from ..records import read_batches
-from ..records.control import ControlRecordType, parse_control_type
+from kafkalog.errors import CorruptKraftSnapshotError, InvalidRecordError, KafkaLogError, MessageDecodeError
+from kafkalog.metadata.decode import decode_control_record, decode_metadata_record
+from kafkalog.metadata.snapshot import BOOTSTRAP_FILE, SnapshotId, parse_snapshot_name
+from kafkalog.records import read_batches
+from kafkalog.records.control import ControlRecordType, parse_control_type
 
 __all__ = ["SnapshotCheck", "check_kraft_snapshot", "count_kraft_snapshot"]
 
