@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog import ranged_reads, storage
+from kafkalog.archive import ranged_reads, storage
 from kafkalog.archive.ranged_reads import iter_parallel, split_range
 from kafkalog.archive.storage import fetch_parallel, iter_object_ranges, iter_objects
 from tests.latency_proxy import LatencyProxy

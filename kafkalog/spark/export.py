@@ -38,7 +38,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kafkalog import errors, storage
+from kafkalog import errors
+from kafkalog.archive import storage
 from kafkalog.checkpoint.atomic import fsync_dir
 from kafkalog.errors import InvalidArgumentError, KafkaLogError, NothingToCheckError
 from kafkalog.spark import channel
