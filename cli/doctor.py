@@ -63,19 +63,18 @@ def _extensions() -> list[Check]:
 
 
 def _crc_path() -> Check:
-    """Which CRC32C the batch checks run: the compiled decoder's own (SSE4.2 ``crc32`` streams, AVX-512 VPCLMULQDQ
-    folding of long inputs where the CPU and OS allow), else the ``crc32c`` package's."""
+    """Which CRC32C the batch checks run: the compiled decoder's path for this CPU (``KAFKALOG_CRC32C_PATH``
+    chooses another: docs/columns.md), else the ``crc32c`` package's."""
     native = records_native
     package = f"crc32c package {getattr(crc32c, '__version__', '')}".rstrip()
     package += " (hardware)" if getattr(crc32c, "hardware_based", False) else " (software: slow)"
     if native.available():
-        # in a fresh process both are on exactly when the CPU allows, so asking for them changes nothing
+        # in a fresh process the hardware CRC is on exactly when the CPU allows, so asking for it changes nothing
         if native.compiled.set_hw_crc(True):
-            fold = native.compiled.set_crc_fold(True)
-            return Check("CRC32C", True, "compiled, SSE4.2 crc32 instructions"
-                         + (" + AVX-512 VPCLMULQDQ folding (inputs of 256 bytes or more)" if fold
-                            else "; no AVX-512 VPCLMULQDQ on this CPU"))
-        return Check("CRC32C", True, f"{package}: this CPU has no SSE4.2 crc32 instruction")
+            paths = native.compiled.crc_paths()
+            return Check("CRC32C", True, f"compiled, path {native.compiled.crc_path()} (this CPU runs: "
+                         f"{', '.join(paths)})")
+        return Check("CRC32C", True, f"{package}: this CPU has no CRC32C instruction")
     return Check("CRC32C", True, package)
 
 

@@ -132,7 +132,7 @@ def test_validation_and_datasource_on_the_cluster_equal_local(cluster_spark, loc
     for key in ("segments", "partitions", "rows", "pushdown", "committed"):
         assert got[key] == local_results[key], key
     statuses = {dict(r)["status"] for r in got["segments"]}
-    assert statuses == {"ok", "corrupt"} and len(got["rows"]) > 500
+    assert statuses == {"ok", "warning", "corrupt"} and len(got["rows"]) > 500  # verify's verdicts (a stale index: warning)
 
 
 def test_cluster_workers_are_frozen_by_kafkalog_tasks(cluster_spark) -> None:

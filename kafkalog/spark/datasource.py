@@ -68,6 +68,7 @@ Options:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import time
@@ -80,6 +81,7 @@ from pyspark.sql.types import StructType
 
 from kafkalog.archive import storage
 from kafkalog.archive.discovery import SegmentItem, discover_segments
+from kafkalog.archive.tiered import AivenSegment, as_rsm_config, is_aiven_item
 from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, InvalidArgumentError, KafkaLogError
 from kafkalog.log.committed import committed_view
 from kafkalog.log.index_check import checked_range
@@ -91,7 +93,6 @@ from kafkalog.spark.options import check_options, flag
 from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, coalesced, scan_range
 from kafkalog.spark.split import split_big_segments
 from kafkalog.spark.worker_gc import freeze_worker_once, fresh_worker_age
-from kafkalog.archive.tiered import AivenSegment, as_rsm_config, is_aiven_item
 
 _NO_UPPER = 1 << 63
 _MIN_LONG = -(1 << 63)
@@ -346,9 +347,12 @@ class KafkaLogReader(DataSourceReader):
         quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
         if not isinstance(partition, SegmentGroup):  # Spark plans one InputPartition(None) when we return none
             return
-        batches = (b for i, segment in enumerate(partition.segments)
-                   for b in self.read_segment(segment, startup if i == 0 else 0.0))  # fmt: skip
-        yield from coalesced(batches, self.arrow_batch_rows)
+        # small batches are joined within one topic-partition only: a batch holds one partition's records, which
+        # the export's file per partition relies on
+        segments = list(enumerate(partition.segments))
+        for _, run in itertools.groupby(segments, key=lambda s: (s[1].item.topic, s[1].item.partition)):
+            batches = (b for i, segment in run for b in self.read_segment(segment, startup if i == 0 else 0.0))
+            yield from coalesced(batches, self.arrow_batch_rows)
 
     def read_segment(self, segment: SegmentPartition, worker_start: float = 0.0) -> Iterator:
         """One segment's Arrow batches, with onCorrupt's reporting and the segment's metrics (also used by
