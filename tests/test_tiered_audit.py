@@ -286,3 +286,19 @@ def test_an_encrypted_aiven_bucket_restores_to_kafkas_bytes(tmp_path: Path) -> N
         assert (restored / name).read_bytes() == (original / name).read_bytes()
     verify = run_oracle("verify", restored)
     assert verify.returncode == 0, verify.stdout
+
+
+@needs_golden
+def test_an_oversized_manifest_is_refused_not_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audit reads a manifest as AivenSegment.open does: at most MAX_MANIFEST bytes, a larger one refused."""
+    from kafkalog.archive.tiered import aiven
+
+    variant = GOLDEN / "tiered-aiven" / "variants" / "plain-chunk512"
+    bucket = tmp_path / "remote"
+    shutil.copytree(variant / "remote", bucket)
+    meta = _aiven_metadata(tmp_path)
+    monkeypatch.setattr(aiven, "MAX_MANIFEST", 16)
+    rep = audit_bucket(bucket, [meta])
+    problems = rep.findings[0].problems
+    assert rep.exit_code == 1 and len(problems) == 5
+    assert all("unreadable: " in p and "manifest larger than 16 bytes" in p for p in problems), problems

@@ -25,13 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.archive import storage
+from kafkalog.archive.discovery import RemoteObject, list_remote_objects
+from kafkalog.archive.tiered.aiven import read_manifest
+
 from ..checkpoint.offset_checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     effective_log_start_offset,
     read_log_dir_checkpoints,
 )
 from ..checkpoint.partition_metadata import read_partition_metadata
-from kafkalog.archive.discovery import RemoteObject, list_remote_objects
 from ..errors import CorruptTieredObjectError, KafkaLogError
 from ..metadata.remote_log import (
     COPY_FINISHED,
@@ -44,7 +46,6 @@ from ..metadata.remote_log import (
     read_remote_log_metadata,
 )
 from ..names import file_kind, parse_partition_dir
-from kafkalog.archive.tiered.manifest import parse_manifest
 from .findings import Finding
 
 __all__ = ["AuditReport", "audit_bucket", "LOCAL_TIERED_OBJECTS", "AIVEN_OBJECTS"]
@@ -210,7 +211,7 @@ def _check_objects(seg: RemoteSegment, objs: list[RemoteObject], options: Mappin
     if manifest is None:
         return out
     try:
-        m = parse_manifest(storage.read_range(manifest.path, options=options), obj=manifest.path)
+        m = read_manifest(manifest.path, options)
     except CorruptTieredObjectError as exc:
         return [*out, f"missing: {where}: .rsm-manifest unreadable: {exc}"]
     ci = m.chunk_index

@@ -30,14 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.archive import storage
-from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, TieredConfigError, TieredKeyError
 from kafkalog.archive.ranged_reads import iter_parallel
-from kafkalog.records.compression import CompressionType, decompress
-
 from kafkalog.archive.tiered.manifest import SegmentManifest, parse_manifest
 from kafkalog.archive.tiered.rsm_config import RsmConfig
+from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, TieredConfigError, TieredKeyError
+from kafkalog.records.compression import CompressionType, decompress
 
-__all__ = ["AivenSegment", "ChunkDamage", "is_aiven_item", "materialize", "LOCAL_INDEX_SUFFIXES"]
+__all__ = ["AivenSegment", "ChunkDamage", "is_aiven_item", "materialize", "read_manifest", "LOCAL_INDEX_SUFFIXES"]
 
 IV_SIZE = 12
 TAG_SIZE = 16
@@ -96,11 +95,7 @@ class AivenSegment:
         """Read the manifest beside ``log_url`` and check it against the object (``object_size``: its size when
         the caller listed it, else one stat). Raises ObjectNotFoundError/StorageError (OSErrors) for I/O,
         CorruptTieredObjectError for a bad manifest, TieredConfigError/TieredKeyError for the key."""
-        manifest_url = _stem(log_url) + ".rsm-manifest"
-        raw = _read(manifest_url, 0, MAX_MANIFEST + 1, options)
-        if len(raw) > MAX_MANIFEST:
-            raise CorruptTieredObjectError(f"manifest larger than {MAX_MANIFEST} bytes", obj=manifest_url)
-        manifest = parse_manifest(raw, obj=manifest_url)
+        manifest = read_manifest(_stem(log_url) + ".rsm-manifest", options)
         size = storage.stat_size(log_url, options) if object_size is None or object_size < 0 else object_size
         if size < 0:
             raise storage.ObjectNotFoundError(f"{log_url}: no such object")
@@ -256,6 +251,15 @@ class AivenSegment:
                                                    "AES-GCM tag", obj=url) from None  # fmt: skip
             out[name] = data
         return out
+
+
+def read_manifest(manifest_url: str, options: Mapping[str, Any] | None = None) -> SegmentManifest:
+    """One ``.rsm-manifest`` read (at most :data:`MAX_MANIFEST` bytes: a larger one is refused, not loaded) and
+    parsed; CorruptTieredObjectError for a bad one, ObjectNotFoundError/StorageError for I/O."""
+    raw = _read(manifest_url, 0, MAX_MANIFEST + 1, options)
+    if len(raw) > MAX_MANIFEST:
+        raise CorruptTieredObjectError(f"manifest larger than {MAX_MANIFEST} bytes", obj=manifest_url)
+    return parse_manifest(raw, obj=manifest_url)
 
 
 def _read(url: str, start: int, end: int, options: Mapping[str, Any] | None) -> bytes:
