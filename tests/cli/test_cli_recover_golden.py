@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import GOLDEN, load_manifest, needs_golden
+from tests.conftest import GOLDEN, load_manifest, needs_golden
 from kafkalog_cli.main import main
-from oracle import needs_oracle, run_oracle
+from tests.oracle import needs_oracle, run_oracle
 
 from kafkalog.checkpoint.clean_shutdown import CleanShutdownFile
 from kafkalog.checkpoint.offset_checkpoint import (
@@ -26,7 +26,7 @@ from kafkalog.checkpoint.offset_checkpoint import (
 from kafkalog.log import Log
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.log.recovery_plan import EPOCH_CHECKPOINT_REBUILT
-from tests.test_cli_commands import tree_hash, writable
+from tests.cli.test_cli_commands import tree_hash, writable
 
 pytestmark = needs_golden
 

@@ -8,11 +8,11 @@ import shutil
 from pathlib import Path
 
 from click.testing import CliRunner
-from conftest import needs_golden
+from tests.conftest import needs_golden
 from kafkalog_cli.main import main
-from test_recovery_plan import flip_one_batch
+from tests.log.test_recovery_plan import flip_one_batch
 
-from tests.test_cli_commands import recover_objs, tree_hash, writable
+from tests.cli.test_cli_commands import recover_objs, tree_hash, writable
 
 pytestmark = needs_golden
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import GOLDEN, needs_golden
+from tests.conftest import GOLDEN, needs_golden
 from kafkalog_cli.main import main
 
-from tests.test_cli_commands import tree_hash, writable
+from tests.cli.test_cli_commands import tree_hash, writable
 
 pytestmark = needs_golden
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from reliability.workload import (
+from tests.reliability.workload import (
     TOPIC,
     append_random,
     iter_partition_dirs,
@@ -38,7 +38,7 @@ KILL_POINTS = max(8, CRASH_POINTS // 16)
 TORN_KINDS = ("cut", "zero", "flip", "junk", "drop", "none")
 TORN_PER_KIND = max(1, (CRASH_POINTS - KILL_POINTS) // len(TORN_KINDS))
 SEED = int(os.environ.get("KAFKALOG_CRASH_SEED", "20240601"))
-CHILD = Path(__file__).resolve().parent / "reliability" / "crash_child.py"
+CHILD = Path(__file__).resolve().parents[1] / "reliability" / "crash_child.py"
 MANAGER_PROPS = {
     "log.flush.offset.checkpoint.interval.ms": 3_600_000,
     "log.retention.check.interval.ms": 3_600_000,

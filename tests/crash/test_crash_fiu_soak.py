@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from reliability.workload import read_journal, verify_log
+from tests.reliability.workload import read_journal, verify_log
 
 from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.checkpoint.meta_properties import read_meta_properties
@@ -30,7 +30,7 @@ from kafkalog.manager.log_manager import LogManager
 
 FIU_RUN = shutil.which("fiu-run")
 RUNS = int(os.environ.get("KAFKALOG_FIU_RUNS", "8"))
-CHILD = Path(__file__).resolve().parent / "reliability" / "fiu_soak_child.py"
+CHILD = Path(__file__).resolve().parents[1] / "reliability" / "fiu_soak_child.py"
 TOPIC = "soak"
 # (fault point, probability per call): all I/O, then one family at a time
 POINTS = [

@@ -20,7 +20,7 @@ import pytest
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability.targets import (
+from tests.reliability.targets import (
     target_decompress,
     target_legacy_batch,
     target_read_batches,

@@ -11,8 +11,8 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN, load_manifest, needs_golden
-from test_log_golden import _writable_copy
+from tests.conftest import GOLDEN, load_manifest, needs_golden
+from tests.log.test_log_golden import _writable_copy
 
 from kafkalog.log import Log, LogConfig
 from kafkalog.manager import LogManager

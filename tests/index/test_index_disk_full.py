@@ -24,7 +24,7 @@ import pytest
 
 from kafkalog.index import OffsetIndex, TimeIndex
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PAGE = mmap.PAGESIZE
 
 

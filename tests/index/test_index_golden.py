@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import GOLDEN
+from tests.conftest import GOLDEN
 
 from kafkalog.errors import CorruptIndexError
 from kafkalog.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex

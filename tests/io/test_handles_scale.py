@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-CHILD = Path(__file__).parent / "reliability" / "handles_child.py"
+CHILD = Path(__file__).parents[1] / "reliability" / "handles_child.py"
 PARTITIONS = int(os.environ.get("KAFKALOG_HANDLES_PARTITIONS", "120"))
 SEGMENTS = int(os.environ.get("KAFKALOG_HANDLES_SEGMENTS", "20"))
 NOFILE = 256

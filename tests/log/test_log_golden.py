@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN, golden_cases, load_manifest, needs_golden
+from tests.conftest import GOLDEN, golden_cases, load_manifest, needs_golden
 
 from kafkalog.errors import KafkaStorageError
 from kafkalog.log import Log

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN, needs_golden
-from test_jbod_move import _hook
-from test_log_golden import _writable_copy
+from tests.conftest import GOLDEN, needs_golden
+from tests.manager.test_jbod_move import _hook
+from tests.log.test_log_golden import _writable_copy
 
 from kafkalog.errors import KafkaStorageError, LogMovedError
 from kafkalog.log import Log

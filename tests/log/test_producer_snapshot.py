@@ -23,7 +23,7 @@ from kafkalog.log.producer_snapshot import (
     write_producer_snapshot,
 )
 from tests.conftest import needs_golden
-from tests.test_checkpoint_offsets import partition_manifests
+from tests.checkpoint.test_checkpoint_offsets import partition_manifests
 
 
 def _expected(entry: dict) -> ProducerSnapshotEntry:

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import GOLDEN, load_manifest, needs_golden
+from tests.conftest import GOLDEN, load_manifest, needs_golden
 from kafkalog_cli.main import main
-from test_damage_golden import RUNS, SEED, _cases, _damage, _open_and_read
-from test_fuzz_records import watchdog
-from test_log_golden import _writable_copy
-from test_recovery_plan import flip_one_batch
+from tests.log.test_damage_golden import RUNS, SEED, _cases, _damage, _open_and_read
+from tests.fuzz.test_fuzz_records import watchdog
+from tests.log.test_log_golden import _writable_copy
+from tests.log.test_recovery_plan import flip_one_batch
 
 from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
 from kafkalog.log import Log, LogConfig

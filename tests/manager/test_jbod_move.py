@@ -24,7 +24,7 @@ from kafkalog.manager.replica_mover import MOVE_STEPS
 CFG_PROPS = {"segment.bytes": 2000, "index.interval.bytes": 200}
 CFG = LogConfig.from_properties(CFG_PROPS)
 VALUE = b"v" * 60
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _keys(m: LogManager, topic: str = "t", partition: int = 0) -> list[tuple[int, bytes]]:

@@ -83,7 +83,7 @@ def test_eio_on_one_dir_under_libfiu(tmp_path: Path) -> None:
     flags.mkdir()
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                                                        os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen(
         [FIU_RUN, "-x", sys.executable, str(script), str(a), str(b), str(flags)],

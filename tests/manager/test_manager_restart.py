@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN, needs_golden
+from tests.conftest import GOLDEN, needs_golden
 
 from kafkalog.checkpoint.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
 from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint

@@ -78,7 +78,7 @@ def test_every_table_matches_kafkas_compiled_schema(tmp_path: Path) -> None:
     jars = sorted(str(p) for p in LIB.glob("*.jar"))
     with zipfile.ZipFile(LIB / "kafka-oracle.jar") as jar:
         classes = sorted(n[:-6].replace("/", ".") for n in jar.namelist() if CLASSES.match(n))
-    src = Path(__file__).parent / "java" / "SchemaDump.java"
+    src = Path(__file__).parents[1] / "java" / "SchemaDump.java"
     classpath = ":".join(jars)
     subprocess.run([JAVAC, "-d", str(tmp_path), "-cp", classpath, str(src)], check=True, capture_output=True)
     run = subprocess.run([java_executable(), "-cp", f"{classpath}:{tmp_path}", "SchemaDump", *classes],

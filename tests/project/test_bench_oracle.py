@@ -15,7 +15,7 @@ from kafkalog.records import build_batch
 from tests import oracle
 from tests.oracle import needs_oracle
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 import kafka_reference  # noqa: E402
 

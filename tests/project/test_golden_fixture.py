@@ -1,4 +1,4 @@
-from conftest import GOLDEN, golden_cases, needs_golden
+from tests.conftest import GOLDEN, golden_cases, needs_golden
 
 
 @needs_golden

@@ -13,7 +13,7 @@ from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.records import build_batch
 from kafkalog.segment.log_segment import LogSegment
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "kafkalog"
 CLI = ROOT / "cli"  # installed as kafkalog_cli
 #: third-party packages whose import costs tens of MB and tenths of a second: the CLI imports a library module

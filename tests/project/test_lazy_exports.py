@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAZY_PACKAGES = ["kafkalog", "kafkalog.records", "kafkalog.verify", "kafkalog.log", "kafkalog.manager"]
 HEAVY = ["numpy", "pyarrow", "pandas", "pyspark"]
 #: the names ../shared/api.md imports from ``kafkalog``

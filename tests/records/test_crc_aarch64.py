@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "tests" / "c" / "crc_harness.c"
 INCLUDE = ROOT / "kafkalog" / "records"
 CROSS = shutil.which("aarch64-linux-gnu-gcc")

@@ -21,7 +21,7 @@ from kafkalog.errors import CorruptRecordError
 from kafkalog.records import CompressionType, build_batch, columns, compression, read_record_columns
 from kafkalog.records.compression import BLOCK_DECODERS, decompress
 from kafkalog.records.native import compiled
-from tests.test_record_columns_codec import outcome, with_body
+from tests.records.test_record_columns_codec import outcome, with_body
 
 GZIP, LZ4, ZSTD = CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD
 needs_compiled = pytest.mark.skipif(compiled is None, reason="kafkalog.records._columns was not built")

@@ -9,7 +9,7 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import GOLDEN, golden_segment_logs
+from tests.conftest import GOLDEN, golden_segment_logs
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

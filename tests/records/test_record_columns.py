@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import GOLDEN, golden_segment_logs
+from tests.conftest import GOLDEN, golden_segment_logs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -11,7 +11,7 @@ import struct
 import cramjam
 import numpy as np
 import pytest
-from conftest import GOLDEN, golden_segment_logs
+from tests.conftest import GOLDEN, golden_segment_logs
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -11,11 +11,11 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import GOLDEN, golden_segment_logs
+from tests.conftest import GOLDEN, golden_segment_logs
 from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_record_columns import _segment
+from tests.records.test_record_columns import _segment
 
 from kafkalog.records import read_batches, read_record_columns, scan_batches
 from kafkalog.records.native import compiled

@@ -1,7 +1,7 @@
 """``binary_view=True``: keys and values as Arrow binary_view columns that point into the source instead of copies.
 
 The records must be exactly those of the copying decoder (and so of Kafka's manifests, which
-tests/test_record_columns.py checks) on every golden file, on both implementations, with the same errors and
+tests/records/test_record_columns.py checks) on every golden file, on both implementations, with the same errors and
 positions on bad bytes; the mapping must outlive the reader for as long as the arrays live.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import GOLDEN, golden_segment_logs
+from tests.conftest import GOLDEN, golden_segment_logs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -7,7 +7,7 @@ import hashlib
 import json
 
 import pytest
-from conftest import GOLDEN
+from tests.conftest import GOLDEN
 
 from kafkalog.records import (
     CompressionType,

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN, golden_cases, load_manifest, needs_golden
+from tests.conftest import GOLDEN, golden_cases, load_manifest, needs_golden
 
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
 from kafkalog.index.txn_index import AbortedTxn

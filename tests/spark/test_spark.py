@@ -539,7 +539,7 @@ def test_import_without_spark_use_is_cheap() -> None:
 
 def test_export_archive_applies_the_datasource_range_options(spark, tmp_path: Path) -> None:
     """The export reads through the DataSource's reader, so its range options apply (the round trip, S3, corrupt
-    segments and the command: tests/test_spark_export.py)."""
+    segments and the command: tests/spark/test_spark_export.py)."""
     from kafkalog.spark import export_archive, read_export
 
     roots = [str(GOLDEN / "logdir" / c) for c in ("golden-segments-0", "golden-txn-0", "golden-zstd-0")]

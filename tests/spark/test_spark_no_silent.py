@@ -1,7 +1,7 @@
 """The DataSource's reader refuses what every other entry point refuses, and reads what Kafka's consumer reads.
 
 In process, no JVM: ``KafkaLogReader`` is what Spark's planner and tasks run (``partitions()`` on the driver,
-``read()`` in a task); the same reader through Spark, and the export, are in tests/test_spark_export.py.
+``read()`` in a task); the same reader through Spark, and the export, are in tests/spark/test_spark_export.py.
 
 * options: an unknown key, a bad value or an inverted range is an ``InvalidArgumentError`` naming it; a root with
   no segment is ``NothingToCheckError``, as for ``kafkalog verify``;

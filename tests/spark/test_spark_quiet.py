@@ -13,7 +13,7 @@ from tests.conftest import GOLDEN, needs_golden
 
 pytest.importorskip("pyspark")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_quiet_log_conf_points_the_driver_at_an_errors_only_config(monkeypatch) -> None:

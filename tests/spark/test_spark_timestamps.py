@@ -3,7 +3,7 @@ partition, on the driver, to the earliest offset whose timestamp is >= it (Kafka
 segments holding offsets of [start, end) are planned and the scan stops at the end offset.
 
 Partitions are written by kafkalog's Log as a leader (its time and offset indexes as Kafka writes them); the
-resolution itself is compared with Kafka's rule on the golden dirs in tests/test_timestamp_offsets.py.
+resolution itself is compared with Kafka's rule on the golden dirs in tests/log/test_timestamp_offsets.py.
 """
 
 from __future__ import annotations

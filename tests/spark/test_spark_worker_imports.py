@@ -12,7 +12,7 @@ from tests.conftest import GOLDEN, needs_golden
 
 pytest.importorskip("pyarrow")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _TASK = """
 import pickle, sys
