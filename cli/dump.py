@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from kafkalog.verify.index_match import LogBatches
 
 # The index classes, the index checks and remote storage import numpy (or pyarrow): the functions that use them
-# import them, so that ``kafkalog --help`` and the other commands do not load them (tests/test_layering.py).
+# import them, so that ``kafkalog --help`` and the other commands do not load them (tests/project/test_layering.py).
 
 # --- the command ------------------------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 A package lists each module and the public names it defines, imports them under ``TYPE_CHECKING`` for type
 checkers, and installs the ``__getattr__`` and ``__dir__`` made here. Importing ``kafkalog.records.varint`` then
 runs ``kafkalog/__init__`` and ``kafkalog/records/__init__`` without importing numpy, the index or the log layer;
-``from kafkalog import Log`` imports ``kafkalog.log.log`` when it runs. ``tests/test_lazy_exports.py`` checks that
+``from kafkalog import Log`` imports ``kafkalog.log.log`` when it runs. ``tests/project/test_lazy_exports.py`` checks that
 each table matches its ``TYPE_CHECKING`` imports and that every name resolves.
 
 :func:`moved_modules` keeps a documented module path that moved importable as the very same module object (so a

@@ -29,7 +29,7 @@ needs_golden = pytest.mark.skipif(
 def golden_segment_logs() -> list[Path]:
     """Every ``.log`` under the golden root that holds record batches as Kafka wrote them: all of them but the
     Aiven tiered objects whose ``.rsm-manifest`` says they are compressed or encrypted chunk streams (those are
-    read through ``kafkalog.archive.tiered``, tests/test_tiered_aiven.py)."""
+    read through ``kafkalog.archive.tiered``, tests/archive/test_tiered_aiven.py)."""
     if GOLDEN is None:
         return []
     out = []

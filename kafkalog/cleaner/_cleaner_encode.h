@@ -3,7 +3,7 @@
  * A batch that loses records is rewritten with the records it keeps, as Kafka's MemoryRecordsBuilder writes them
  * (DefaultRecord.writeTo): attributes 0, the timestamp as a delta from the new base timestamp, the offset as a
  * delta from the batch's base offset, key, value and headers; the caller adds the batch header (and compresses).
- * This is kafkalog.records.batch._encode_record for many records at once.
+ * This is kafkalog.records.record_codec.encode_record for many records at once.
  */
 #ifndef KAFKALOG_CLEANER_ENCODE_H
 #define KAFKALOG_CLEANER_ENCODE_H

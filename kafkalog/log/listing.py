@@ -1,7 +1,7 @@
 """A partition dir's listing, read once per load (``list_dir``) and classified by C over the whole list of names
 (``str.split``/``count`` over the joined names, ``map``, set operations) instead of a Python loop per name: a clean
 lazy load (KIP-263) then costs per partition, however many segments the partition has
-(``tests/test_startup_growth.py`` counts it; ``benchmarks/bench_startup.py --growth`` times it)."""
+(``tests/manager/test_startup_growth.py`` counts it; ``benchmarks/bench_startup.py --growth`` times it)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def plain_segment_stems(names: list[str], plain: set[str], joined: str | None) -
     no txn index. ``joined``: ``join_names(names)``, or None when a name holds a newline.
 
     Decided by C over the joined names (split, count, set operations), not by a Python loop over them: a clean
-    startup costs per partition, however many segments it has (tests/test_startup_growth.py)."""
+    startup costs per partition, however many segments it has (tests/manager/test_startup_growth.py)."""
     if len(plain) != len(names):
         return None  # a directory or other non-file entry
     if joined is None:  # a name holds a newline: it matters only if it names a segment's file

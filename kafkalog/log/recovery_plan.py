@@ -4,7 +4,7 @@
 decisions (``classify_leftovers``, the same "needs recovery at open" test, ``LogSegment.valid_prefix`` for the bytes
 a segment's recovery keeps, the same segments recovered from the recovery point on, the same later segments
 deleted) but only reads: no index rebuilt, nothing truncated, renamed or deleted. Tests hold it to the real loader
-on randomly damaged Kafka-written dirs (``tests/test_recovery_plan.py``).
+on randomly damaged Kafka-written dirs (``tests/log/test_recovery_plan.py``).
 
 With ``look_everywhere`` it also reads the segments recovery would *not* read (every segment after a clean
 shutdown; those below the recovery point otherwise) and lists the ones holding bytes that are not valid batches or

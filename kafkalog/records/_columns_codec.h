@@ -4,7 +4,7 @@
  * Like the rest of the walker these only *accept*: every check compression.py makes is made here too, and what
  * fails one (or anything unusual) makes the caller decline the batch, so the Python path raises its own error.
  * They mirror compression.py's _lz4_blocks / _lz4_decompress_into and _zstd_bound / _zstd_decompress_into
- * (tests/test_decompress_into.py and tests/test_record_columns_codec.py compare the two on fuzzed frames).
+ * (tests/records/test_decompress_into.py and tests/records/test_record_columns_codec.py compare the two on fuzzed frames).
  */
 #ifndef KAFKALOG_COLUMNS_CODEC_H
 #define KAFKALOG_COLUMNS_CODEC_H

@@ -8,7 +8,7 @@
  * folded, four 16-byte accumulators carried 64 bytes forward a round with the constants of _columns_crc_x86.h's
  * layout (x^(8n+31), x^(8n-33) mod P, bit-reflected), then reduced to one 16-byte value run through crc32cx; the
  * tail goes through arm-crc's steps.
- * No aarch64 machine was at hand: tests/test_crc_aarch64.py builds tests/c/crc_harness.c with Debian's cross
+ * No aarch64 machine was at hand: tests/records/test_crc_aarch64.py builds tests/c/crc_harness.c with Debian's cross
  * compiler and runs both paths under qemu-user at every length and alignment (correctness, not speed).
  */
 #ifndef KAFKALOG_COLUMNS_CRC_ARM_H

@@ -9,8 +9,8 @@
  *   arm-pmull aarch64: PMULL folding of 64-byte rounds, then crc32cx                         (_columns_crc_arm.h)
  *   arm-crc   aarch64: crc32cx in three interleaved streams joined with "append zeros" tables
  *   portable  any CPU: slicing-by-8 tables
- * Every path gives the same CRC at every length and alignment (tests/test_record_columns_crc.py against the crc32c
- * package; tests/test_crc_aarch64.py runs the arm paths under qemu).
+ * Every path gives the same CRC at every length and alignment (tests/records/test_record_columns_crc.py against the crc32c
+ * package; tests/records/test_crc_aarch64.py runs the arm paths under qemu).
  */
 #ifndef KAFKALOG_COLUMNS_CRC_CORE_H
 #define KAFKALOG_COLUMNS_CRC_CORE_H

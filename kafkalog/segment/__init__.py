@@ -1,8 +1,9 @@
 """One segment of a partition: a ``.log`` with its offset, time and transaction indexes (Kafka's ``LogSegment``).
 
-:mod:`~kafkalog.segment.log_segment` (``LogSegment``: appends, checks, truncation, lifecycle, recovery),
-:mod:`~kafkalog.segment.log_file` (the lazily opened ``.log``), :mod:`~kafkalog.segment.reads` (Kafka's reads and
-offset/timestamp lookups) and :mod:`~kafkalog.segment.recovery` (the recovery engines). Names load on first access,
+:mod:`~kafkalog.segment.log_segment` (``LogSegment``: appends, checks, recovery), :mod:`~kafkalog.segment.log_file`
+(the lazily opened ``.log``), :mod:`~kafkalog.segment.reads` (Kafka's reads and offset/timestamp lookups),
+:mod:`~kafkalog.segment.lifecycle` (truncation, flush, close, delete, renames) and :mod:`~kafkalog.segment.recovery`
+(the recovery engines). Names load on first access,
 so importing one module of the package runs no numpy or index code.
 """
 

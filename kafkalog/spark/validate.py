@@ -64,7 +64,7 @@ PARTITION_SCHEMA = (
     "status string, problems array<string>"
 )
 # The two DDLs type the library's result rows: column names and order are ``kafkalog.verify.SEGMENT_FIELDS`` and
-# ``PARTITION_FIELDS`` (``SegmentReport.to_row()``, ``PartitionReport.to_row()``); tests/test_verify.py checks it.
+# ``PARTITION_FIELDS`` (``SegmentReport.to_row()``, ``PartitionReport.to_row()``); tests/verify/test_verify.py checks it.
 
 
 def _segment_arrow_schema():

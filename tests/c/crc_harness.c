@@ -1,7 +1,7 @@
 /* The CRC32C paths of kafkalog/records/_columns_crc_core.h outside Python: every path this CPU runs against a
  * bit-at-a-time reference at every length 0..4200 from 16 alignments (4 past 640 bytes), and against published
  * CRC32C check values.
- * tests/test_crc_aarch64.py builds it with Debian's aarch64 cross compiler and runs it under qemu-user;
+ * tests/records/test_crc_aarch64.py builds it with Debian's aarch64 cross compiler and runs it under qemu-user;
  * `crc_harness bench [bytes]` times each path on a buffer in cache (native builds; CPU time, best of 15).
  *
  *     cc -O2 -I kafkalog/records tests/c/crc_harness.c -o crc_harness && ./crc_harness

@@ -1,6 +1,6 @@
 // Prints the wire schema of Kafka's generated message classes, one line per version:
 // "<Class> v<version> <field>=<TYPE>,...,TAGS<<tag>:<field>=<TYPE>;...>", arrays as []T (?[] when nullable),
-// structs as {...}. tests/test_metadata_schemas.py renders kafkalog's tables the same way and compares.
+// structs as {...}. tests/metadata/test_metadata_schemas.py renders kafkalog's tables the same way and compares.
 import org.apache.kafka.common.protocol.types.ArrayOf;
 import org.apache.kafka.common.protocol.types.BoundField;
 import org.apache.kafka.common.protocol.types.CompactArrayOf;

@@ -1,4 +1,4 @@
-"""Child process for tests/test_handles_scale.py: a LogManager far larger than its descriptor limit.
+"""Child process for tests/io/test_handles_scale.py: a LogManager far larger than its descriptor limit.
 
 ``python handles_child.py PHASE ROOT PARTITIONS SEGMENTS NOFILE`` sets ``RLIMIT_NOFILE`` to NOFILE (soft and hard)
 first, then runs one phase over two log dirs under ROOT and prints one JSON line of facts for the parent:

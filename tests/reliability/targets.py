@@ -1,4 +1,4 @@
-"""Fuzz targets shared by the hypothesis tests (``tests/test_fuzz_*.py``) and the atheris harnesses (``tests/fuzz/``).
+"""Fuzz targets shared by the hypothesis tests (``tests/fuzz/test_fuzz_*.py``) and the atheris harnesses (``tests/fuzz/``).
 
 Each ``target_*`` takes raw bytes (plus a few knobs), drives one parser family as far as it will go and checks the
 invariants every parser must keep on hostile input:
