@@ -27,9 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kafkalog.archive.ranged_reads import PART_BYTES, default_parallelism  # noqa: E402
-from kafkalog.records import build_batch, read_record_columns  # noqa: E402
 from kafkalog.archive.storage import iter_objects  # noqa: E402
 from kafkalog.archive.tiered import AivenSegment, load_rsm_config  # noqa: E402
+from kafkalog.records import build_batch, read_record_columns  # noqa: E402
 from tests.aiven_writer import SegmentFiles, new_key_pair, write_rsm_properties, write_segment  # noqa: E402
 
 #: a vocabulary of 1,000 random 8-letter words: values compress about 2-3x with zstd, like text-like payloads

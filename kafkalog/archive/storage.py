@@ -35,10 +35,10 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote
 
+from kafkalog.archive.ranged_reads import PART_BYTES, default_parallelism, iter_parallel, split_range
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import InvalidArgumentError, KafkaStorageError
 from kafkalog.io.file_access import no_readahead
-from kafkalog.archive.ranged_reads import PART_BYTES, default_parallelism, iter_parallel, split_range
 
 __all__ = [
     "STORAGE_OPTIONS",

@@ -14,8 +14,8 @@ import errno
 import os
 from pathlib import Path
 
-from kafkalog.io.cpu_gate import io_wait
 from kafkalog.errors import InvalidArgumentTypeError
+from kafkalog.io.cpu_gate import io_wait
 
 TMP_SUFFIX = ".tmp"
 

@@ -35,13 +35,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from kafkalog.io import file_access
 from kafkalog.errors import ConfigError, IndexOffsetOverflowError, IndexStateError
-from kafkalog.io.file_access import read_fully
-from kafkalog.io.handle_cache import HandleCache
 from kafkalog.index.index_file import IndexFile
 from kafkalog.index.search import KEY, VALUE, IndexSearch, first_true
 from kafkalog.index.unmapped import READ_NOT_MAP_BYTES, UnmappedAccess
+from kafkalog.io import file_access
+from kafkalog.io.file_access import read_fully
+from kafkalog.io.handle_cache import HandleCache
 from kafkalog.io.rewrite import rewrite_in_place
 
 # IndexFile, KEY, VALUE, first_true and read_fully stay importable from here (their homes: index_file, search,

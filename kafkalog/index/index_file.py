@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from kafkalog.io.handle_cache import HandleCache, default_cache
-from kafkalog.names import LazyPath
 from kafkalog.io.oserrors import MISSING_PATH_ERRNOS
+from kafkalog.names import LazyPath
 
 _Index = TypeVar("_Index", bound="IndexFile")
 

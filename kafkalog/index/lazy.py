@@ -8,10 +8,10 @@ read with no holder to go through (the hot paths read them per append and per fe
 
 from __future__ import annotations
 
-from kafkalog.io.handle_cache import HandleCache
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex
 from kafkalog.index.txn_index import TransactionIndex
+from kafkalog.io.handle_cache import HandleCache
 
 LAZY_INDEX_ATTRS = frozenset({"_offset_index", "_time_index", "_txn_index"})
 

@@ -17,11 +17,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kafkalog.io import file_access
 from kafkalog.errors import CorruptIndexError, IndexStateError, InvalidOffsetError
-from kafkalog.io.handle_cache import HandleCache
 from kafkalog.index.index_file import IndexFile
 from kafkalog.index.search import first_true
+from kafkalog.io import file_access
+from kafkalog.io.handle_cache import HandleCache
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34

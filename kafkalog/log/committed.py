@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.archive import storage
+from kafkalog.archive.tiered import is_aiven_item
 from kafkalog.errors import CorruptSnapshotError
 from kafkalog.index import TransactionIndex
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.log.stable_offset import partition_tail
 from kafkalog.log.timestamp_offsets import indexes_on_disk
 from kafkalog.names import SNAPSHOT_SUFFIX, parse_segment_file_name
-from kafkalog.archive.tiered import is_aiven_item
 
 __all__ = ["CommittedView", "committed_view"]
 

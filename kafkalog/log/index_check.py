@@ -20,11 +20,11 @@ from kafkalog.errors import (
     KafkaStorageError,
     ResourceExhaustedError,
 )
-from kafkalog.io.file_access import mapped_range, no_readahead
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex
-from kafkalog.limits import INT_MAX, LONG_MIN, NO_TIMESTAMP
+from kafkalog.io.file_access import mapped_range, no_readahead
 from kafkalog.io.oserrors import OSErrorClass, classify
+from kafkalog.limits import INT_MAX, LONG_MIN, NO_TIMESTAMP
 from kafkalog.records.batch import LOG_OVERHEAD
 from kafkalog.records.reader import read_batches
 

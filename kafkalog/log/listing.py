@@ -10,8 +10,8 @@ import operator
 import os
 import re
 
-from kafkalog.names import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 from kafkalog.io.oserrors import MISSING_PATH_ERRNOS
+from kafkalog.names import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 # Stems as "\n" + 20 characters, one after the other (``suffix_stems``): Kafka's offsets (20 ASCII digits), and what

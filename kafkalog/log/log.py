@@ -35,6 +35,7 @@ from kafkalog.errors import (
     OffsetOutOfRangeError,
 )
 from kafkalog.io.handle_cache import HandleCache, default_cache
+from kafkalog.io.oserrors import MISSING_PATH_ERRNOS
 from kafkalog.limits import DEFAULT_PRODUCER_ID_EXPIRATION_MS, wall_clock_ms
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE, EpochEntry, LeaderEpochFileCache
@@ -46,7 +47,6 @@ from kafkalog.log.producer_state import ProducerStateManager
 from kafkalog.log.segments import LogSegments
 from kafkalog.log.storage_hooks import StorageHooks, storage_op
 from kafkalog.names import parse_partition_dir
-from kafkalog.io.oserrors import MISSING_PATH_ERRNOS
 from kafkalog.owned_lock import OwnedRLock
 from kafkalog.records import RecordBatch, TimestampType
 from kafkalog.segment.log_segment import LogSegment, TimestampAndOffset

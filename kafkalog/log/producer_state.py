@@ -31,6 +31,7 @@ from kafkalog.errors import (
     TransactionCoordinatorFencedError,
 )
 from kafkalog.index.txn_index import AbortedTxn
+from kafkalog.io.rewrite import rewrite_in_place
 from kafkalog.limits import (
     DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -56,7 +57,6 @@ from kafkalog.log.producer_snapshot import (
     write_producer_snapshot,
 )
 from kafkalog.names import DELETED_SUFFIX, SNAPSHOT_SUFFIX
-from kafkalog.io.rewrite import rewrite_in_place
 
 # The producer errors, constants and entry types live in errors, limits and producer_append; this module is
 # where callers import the whole producer-state surface from.

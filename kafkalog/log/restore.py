@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.archive import storage
+from kafkalog.archive.discovery import RemoteObject, SegmentItem, list_remote_objects
+from kafkalog.archive.tiered.aiven import materialize
+
 from ..checkpoint.atomic import fsync_dir
 from ..checkpoint.partition_metadata import format_partition_metadata
-from kafkalog.archive.discovery import RemoteObject, SegmentItem, list_remote_objects
 from ..errors import InvalidArgumentError, KafkaLogError, NothingToCheckError
 from ..names import offset_to_name
 from ..records import read_batches
-from kafkalog.archive.tiered.aiven import materialize
 
 __all__ = ["RestoredPartition", "RestorePlan", "plan_restore", "restore"]
 

@@ -39,8 +39,8 @@ from pathlib import Path
 from kafkalog.checkpoint.atomic import atomic_write, fsync_dir
 from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
 from kafkalog.checkpoint.partition_metadata import read_partition_metadata
-from kafkalog.io.cpu_gate import io_wait
 from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
+from kafkalog.io.cpu_gate import io_wait
 from kafkalog.log.config import LogConfig
 from kafkalog.log.epoch_cache import CHECKPOINT_FILE
 from kafkalog.log.loader import offset_prefix

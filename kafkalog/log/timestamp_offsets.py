@@ -36,12 +36,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kafkalog.archive import storage
+from kafkalog.archive.tiered import AivenSegment, is_aiven_item, materialize
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.index_check import checked_max_timestamp, checked_range
 from kafkalog.records.batch import LOG_OVERHEAD
 from kafkalog.records.reader import read_batches
 from kafkalog.segment.reads import search_for_timestamp
-from kafkalog.archive.tiered import AivenSegment, is_aiven_item, materialize
 
 __all__ = ["PartitionTimes", "indexes_on_disk", "offset_for_timestamp"]
 

@@ -25,7 +25,6 @@ from kafkalog.checkpoint.offset_checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     read_offset_checkpoint,
 )
-from kafkalog.io.cpu_gate import CpuGate
 from kafkalog.errors import (
     CorruptCheckpointError,
     InconsistentMetadataError,
@@ -33,13 +32,14 @@ from kafkalog.errors import (
     ResourceExhaustedError,
     io_cause,
 )
+from kafkalog.io.cpu_gate import CpuGate
+from kafkalog.io.oserrors import is_resource_exhaustion, resource_error
 from kafkalog.log.log import Log
 from kafkalog.manager.broker_config import BrokerConfig
 from kafkalog.manager.log_dir import LogDir, reconcile_meta_properties, write_meta
 from kafkalog.manager.registry import LogEntry, LogRegistry
 from kafkalog.manager.sanity_checker import SanityChecker, release_segment
 from kafkalog.names import TopicPartition, TopicPartitionDir, delete_dir_name, parse_partition_dir
-from kafkalog.io.oserrors import is_resource_exhaustion, resource_error
 
 __all__ = ["DirLoad", "DirLoader", "LoadProgress", "OpenLog"]
 

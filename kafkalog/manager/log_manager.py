@@ -26,8 +26,8 @@ from typing import Any
 from kafkalog.checkpoint.clean_shutdown import CleanShutdownFile
 from kafkalog.checkpoint.offset_checkpoint import write_offset_checkpoint
 from kafkalog.cleaner.config import CleanerConfig
-from kafkalog.io.cpu_gate import CpuGate
 from kafkalog.errors import InconsistentMetadataError, KafkaStorageError, NoLiveLogDirsError, io_cause
+from kafkalog.io.cpu_gate import CpuGate
 from kafkalog.io.handle_cache import HandleCache, default_cache
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log, LogAppendInfo

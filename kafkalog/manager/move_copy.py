@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from kafkalog.checkpoint.atomic import fsync_dir
 from kafkalog.errors import KafkaStorageError, ResourceExhaustedError, io_cause
+from kafkalog.io.oserrors import OSErrorClass, classify, is_resource_exhaustion, resource_error
 from kafkalog.limits import INT_MAX, LONG_MAX
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
@@ -39,7 +40,6 @@ from kafkalog.names import (
     future_dir_name,
     parse_segment_file_name,
 )
-from kafkalog.io.oserrors import OSErrorClass, classify, is_resource_exhaustion, resource_error
 
 __all__ = [
     "CHUNK_BYTES",

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 
 from crc32c import crc32c
 
+from kafkalog.io.file_access import drop_pages, map_file
+
 from ..errors import (
     CorruptRecordError,
     InvalidArgumentError,
@@ -24,7 +26,6 @@ from ..errors import (
     TieredConfigError,
     UnsupportedMagicError,
 )
-from kafkalog.io.file_access import drop_pages, map_file
 from .batch import HEADER, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, RecordBatch
 from .legacy import LegacyBatch
 

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from kafkalog.io import file_access
 from kafkalog.errors import CorruptRecordError
+from kafkalog.io import file_access
 from kafkalog.io.handle_cache import HandleCache, default_cache
 from kafkalog.names import LazyPath
 from kafkalog.records.reader import read_batches

@@ -15,18 +15,18 @@ from pathlib import Path
 
 import numpy as np
 
-from kafkalog.io import file_access
 from kafkalog.errors import (
     CorruptRecordError,
     InvalidArgumentError,
     LogSegmentOffsetOverflowError,
 )
-from kafkalog.io.handle_cache import HandleCache
 from kafkalog.index.base import READ_NOT_MAP_BYTES
 from kafkalog.index.lazy import LazyIndexes
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex, TimestampOffset
 from kafkalog.index.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.io import file_access
+from kafkalog.io.handle_cache import HandleCache
 from kafkalog.limits import LONG_MAX, wall_clock_ms
 from kafkalog.names import offset_to_name
 from kafkalog.records.scan import scan_batches, small_batch_table

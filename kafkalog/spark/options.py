@@ -13,8 +13,8 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from kafkalog.errors import InvalidArgumentError
 from kafkalog.archive.storage import STORAGE_OPTIONS
+from kafkalog.errors import InvalidArgumentError
 
 __all__ = ["DIR_STATES", "OPTIONS", "check_options"]
 

@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from kafkalog.archive import storage
+from kafkalog.archive.tiered import AivenSegment, is_aiven_item
 from kafkalog.errors import KafkaLogError
 from kafkalog.log.index_check import batch_cuts
-from kafkalog.archive.tiered import AivenSegment, is_aiven_item
 
 __all__ = ["segment_cuts", "split_big_segments"]
 

@@ -25,15 +25,15 @@ from typing import Any
 
 from kafkalog.archive import storage
 from kafkalog.archive.discovery import SegmentItem, discover_segments
+from kafkalog.archive.storage import parse_storage_options, storage_options
+from kafkalog.archive.tiered import as_rsm_config
 from kafkalog.errors import InvalidArgumentError, KafkaLogError
-from kafkalog.verify.remote import verify_partition_at, verify_segment_at
 from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.timings import PhaseTimer
 from kafkalog.spark.worker_gc import freeze_worker_once
-from kafkalog.archive.storage import parse_storage_options, storage_options
-from kafkalog.archive.tiered import as_rsm_config
 from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, print_error, summarize, summary_fields
 from kafkalog.verify.findings import row_value
+from kafkalog.verify.remote import verify_partition_at, verify_segment_at
 
 __all__ = [
     "PARTITION_SCHEMA",

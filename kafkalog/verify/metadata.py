@@ -15,6 +15,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkalog.metadata.kraft_snapshot import count_kraft_snapshot
+
 from ..checkpoint.leader_epoch import read_leader_epoch_checkpoint
 from ..checkpoint.meta_properties import read_meta_properties
 from ..checkpoint.offset_checkpoint import read_offset_checkpoint
@@ -23,7 +25,6 @@ from ..errors import KafkaLogError
 from ..log.producer_snapshot import read_producer_snapshot
 from ..names import OFFSET_CHECKPOINT_FILES, file_kind
 from .findings import Finding, describe_error, error_finding
-from kafkalog.metadata.kraft_snapshot import count_kraft_snapshot
 
 __all__ = [
     "PartitionFiles",

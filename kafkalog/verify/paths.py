@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.archive.discovery import SegmentItem, discover_segments, nothing_found
+
 from ..errors import InvalidPartitionDirError, KafkaLogError
 from ..names import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, parse_partition_dir
 from .findings import Finding, error_finding

@@ -16,6 +16,7 @@ import numpy as np
 
 from kafkalog.archive import storage
 from kafkalog.archive.discovery import SegmentItem
+
 from ..errors import CorruptTieredObjectError, InvalidArgumentError, KafkaLogError, TieredConfigError
 from ..index import OffsetIndex, TimeIndex, TransactionIndex
 from ..limits import LONG_MAX

@@ -16,8 +16,8 @@ import pytest
 from kafkalog.archive import storage
 from kafkalog.archive.discovery import discover_segments
 from kafkalog.errors import KafkaLogError, KafkaStorageError
-from kafkalog.verify.remote import localized, verify_partition_at, verify_segment_at
 from kafkalog.verify import verify_partition, verify_segment
+from kafkalog.verify.remote import localized, verify_partition_at, verify_segment_at
 from tests.conftest import GOLDEN, needs_golden
 from tests.s3server import MotoServer, golden_archive_fixture, upload_tree
 

@@ -16,9 +16,9 @@ from kafkalog_cli.main import main
 
 from kafkalog.archive import storage
 from kafkalog.archive.discovery import discover_segments
+from kafkalog.archive.tiered import AivenSegment, load_rsm_config
 from kafkalog.errors import CorruptTieredObjectError, TieredConfigError, TieredKeyError
 from kafkalog.records import read_batches, read_record_columns
-from kafkalog.archive.tiered import AivenSegment, load_rsm_config
 from tests.aiven_writer import AIVEN, golden_segments, new_key_pair, write_rsm_properties, write_segment
 from tests.conftest import needs_golden
 from tests.oracle import needs_oracle, run_oracle

@@ -35,8 +35,8 @@ from kafkalog.checkpoint.meta_properties import (
 )
 from kafkalog.errors import CorruptCheckpointError
 from kafkalog.names import is_reserved_directory_id, uuid_to_base64url
-from tests.conftest import needs_golden
 from tests.checkpoint.test_checkpoint_offsets import partition_manifests
+from tests.conftest import needs_golden
 
 # --- partition.metadata ------------------------------------------------------------------------------------------
 

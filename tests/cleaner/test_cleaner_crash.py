@@ -14,9 +14,9 @@ from kafkalog.cleaner import clean_partition
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.records.reader import read_batches
+from tests.cleaner.test_cleaner_properties import _visible
 from tests.cleaner_cases import compacted_cases, prepare_case
 from tests.conftest import needs_golden
-from tests.cleaner.test_cleaner_properties import _visible
 
 CASE = "compact-groups-size"  # 14 segments cleaned in groups of several
 

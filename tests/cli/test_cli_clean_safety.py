@@ -24,9 +24,9 @@ from kafkalog_cli.main import main
 
 from kafkalog.checkpoint.clean_shutdown import CLEAN_SHUTDOWN_FILE_NAME, write_clean_shutdown
 from kafkalog.records.reader import read_batches
+from tests.cleaner.test_cleaner_properties import _visible
 from tests.cleaner_cases import CLEANER_PATHS, cleaner_path, compacted_cases, prepare_case
 from tests.cleaner_random import write_legacy_log
-from tests.cleaner.test_cleaner_properties import _visible
 from tests.conftest import needs_golden
 from tests.oracle import needs_oracle, run_oracle
 

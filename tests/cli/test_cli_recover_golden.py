@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.conftest import GOLDEN, load_manifest, needs_golden
 from kafkalog_cli.main import main
-from tests.oracle import needs_oracle, run_oracle
 
 from kafkalog.checkpoint.clean_shutdown import CleanShutdownFile
 from kafkalog.checkpoint.offset_checkpoint import (
@@ -27,6 +25,8 @@ from kafkalog.log import Log
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.log.recovery_plan import EPOCH_CHECKPOINT_REBUILT
 from tests.cli.test_cli_commands import tree_hash, writable
+from tests.conftest import GOLDEN, load_manifest, needs_golden
+from tests.oracle import needs_oracle, run_oracle
 
 pytestmark = needs_golden
 

@@ -8,11 +8,11 @@ import shutil
 from pathlib import Path
 
 from click.testing import CliRunner
-from tests.conftest import needs_golden
 from kafkalog_cli.main import main
-from tests.log.test_recovery_plan import flip_one_batch
 
 from tests.cli.test_cli_commands import recover_objs, tree_hash, writable
+from tests.conftest import needs_golden
+from tests.log.test_recovery_plan import flip_one_batch
 
 pytestmark = needs_golden
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.conftest import GOLDEN, needs_golden
 from kafkalog_cli.main import main
 
 from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from tests.cli.test_cli_commands import writable
+from tests.conftest import GOLDEN, needs_golden
 
 pytestmark = needs_golden
 

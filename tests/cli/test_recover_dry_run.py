@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.conftest import GOLDEN, needs_golden
 from kafkalog_cli.main import main
 
 from tests.cli.test_cli_commands import tree_hash, writable
+from tests.conftest import GOLDEN, needs_golden
 
 pytestmark = needs_golden
 

@@ -19,6 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
+
+from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
+from kafkalog.log.log import Log
+from kafkalog.manager.log_manager import LogManager
 from tests.reliability.workload import (
     TOPIC,
     append_random,
@@ -28,10 +32,6 @@ from tests.reliability.workload import (
     tear,
     verify_log,
 )
-
-from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
-from kafkalog.log.log import Log
-from kafkalog.manager.log_manager import LogManager
 
 CRASH_POINTS = int(os.environ.get("KAFKALOG_CRASH_POINTS", "320"))
 KILL_POINTS = max(8, CRASH_POINTS // 16)

@@ -20,13 +20,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.reliability.workload import read_journal, verify_log
 
 from kafkalog.checkpoint.leader_epoch import read_leader_epoch_checkpoint
 from kafkalog.checkpoint.meta_properties import read_meta_properties
 from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
 from kafkalog.checkpoint.partition_metadata import read_partition_metadata
 from kafkalog.manager.log_manager import LogManager
+from tests.reliability.workload import read_journal, verify_log
 
 FIU_RUN = shutil.which("fiu-run")
 RUNS = int(os.environ.get("KAFKALOG_FIU_RUNS", "8"))

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.reliability.targets import CHECKPOINT_KINDS, target_checkpoint, target_index
+
 from tests.fuzz.test_fuzz_records import watchdog
+from tests.reliability.targets import CHECKPOINT_KINDS, target_checkpoint, target_index
 
 EXAMPLES = int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(

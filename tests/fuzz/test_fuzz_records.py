@@ -20,6 +20,9 @@ import pytest
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from kafkalog.records import CompressionType, Record, TimestampType, build_batch, read_batches
+from kafkalog.records.compression import compress
 from tests.reliability.targets import (
     target_decompress,
     target_legacy_batch,
@@ -27,9 +30,6 @@ from tests.reliability.targets import (
     target_record_batch,
     target_varint,
 )
-
-from kafkalog.records import CompressionType, Record, TimestampType, build_batch, read_batches
-from kafkalog.records.compression import compress
 
 EXAMPLES = int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "200"))
 HANG_S = float(os.environ.get("KAFKALOG_FUZZ_HANG_S", "20"))

@@ -17,12 +17,11 @@ import pytest
 pytest.importorskip("pyiceberg")
 pytest.importorskip("pyiceberg_core")
 
-from tests.conftest import GOLDEN, REPO_ROOT, needs_golden  # noqa: E402
-from tests.iceberg_expect import table_rows  # noqa: E402
-from tests.iceberg.test_iceberg_sync import CASES, expected, open_table  # noqa: E402
-
 from kafkalog.iceberg import sync  # noqa: E402
 from kafkalog.iceberg.orphans import referenced_files  # noqa: E402
+from tests.conftest import GOLDEN, REPO_ROOT, needs_golden  # noqa: E402
+from tests.iceberg.test_iceberg_sync import CASES, expected, open_table  # noqa: E402
+from tests.iceberg_expect import table_rows  # noqa: E402
 
 pytestmark = needs_golden
 

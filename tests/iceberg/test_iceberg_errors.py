@@ -11,14 +11,14 @@ pytest.importorskip("pyiceberg")
 pytest.importorskip("pyiceberg_core")
 
 from click.testing import CliRunner  # noqa: E402
-from tests.conftest import GOLDEN, needs_golden  # noqa: E402
-from tests.iceberg_expect import table_rows  # noqa: E402
 from kafkalog_cli.main import main  # noqa: E402
-from tests.iceberg.test_iceberg_sync import expected, open_table  # noqa: E402
 
 from kafkalog.errors import CorruptRecordError, IcebergConfigError  # noqa: E402
 from kafkalog.iceberg import sync  # noqa: E402
 from kafkalog.iceberg.catalog import CATALOG_NAME, embedded_properties  # noqa: E402
+from tests.conftest import GOLDEN, needs_golden  # noqa: E402
+from tests.iceberg.test_iceberg_sync import expected, open_table  # noqa: E402
+from tests.iceberg_expect import table_rows  # noqa: E402
 
 pytestmark = needs_golden
 

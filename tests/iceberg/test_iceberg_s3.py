@@ -8,11 +8,10 @@ pytest.importorskip("pyiceberg")
 pytest.importorskip("pyiceberg_core")
 pytest.importorskip("moto")
 
-from tests.conftest import GOLDEN, needs_golden  # noqa: E402
-from tests.iceberg_expect import table_rows  # noqa: E402
-from tests.iceberg.test_iceberg_sync import expected, open_table  # noqa: E402
-
 from kafkalog.iceberg import sync  # noqa: E402
+from tests.conftest import GOLDEN, needs_golden  # noqa: E402
+from tests.iceberg.test_iceberg_sync import expected, open_table  # noqa: E402
+from tests.iceberg_expect import table_rows  # noqa: E402
 from tests.s3server import MotoServer, upload_tree  # noqa: E402
 
 pytestmark = needs_golden

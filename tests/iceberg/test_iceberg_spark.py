@@ -10,13 +10,12 @@ pytest.importorskip("pyiceberg")
 pytest.importorskip("pyiceberg_core")
 pytest.importorskip("pyspark")
 
-from tests.conftest import GOLDEN, needs_golden  # noqa: E402
-from tests.iceberg_expect import table_rows  # noqa: E402
-from tests.iceberg.test_iceberg_errors import _corrupt_copy  # noqa: E402
-from tests.iceberg.test_iceberg_sync import CASES, expected, open_table  # noqa: E402
-
 from kafkalog.errors import CorruptRecordError  # noqa: E402
 from kafkalog.iceberg import sync  # noqa: E402
+from tests.conftest import GOLDEN, needs_golden  # noqa: E402
+from tests.iceberg.test_iceberg_errors import _corrupt_copy  # noqa: E402
+from tests.iceberg.test_iceberg_sync import CASES, expected, open_table  # noqa: E402
+from tests.iceberg_expect import table_rows  # noqa: E402
 
 pytestmark = needs_golden
 

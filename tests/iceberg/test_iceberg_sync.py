@@ -11,13 +11,12 @@ import pytest
 pytest.importorskip("pyiceberg")
 pytest.importorskip("pyiceberg_core")
 
-from tests.conftest import GOLDEN, load_manifest, needs_golden  # noqa: E402
-from tests.iceberg_expect import consumer_view, manifest_batches, table_rows  # noqa: E402
-
 from kafkalog.archive.discovery import discover_segments  # noqa: E402
 from kafkalog.iceberg import NEXT_OFFSETS, sync  # noqa: E402
 from kafkalog.iceberg.catalog import CATALOG_NAME, embedded_properties  # noqa: E402
 from kafkalog.log.stable_offset import partition_tail  # noqa: E402
+from tests.conftest import GOLDEN, load_manifest, needs_golden  # noqa: E402
+from tests.iceberg_expect import consumer_view, manifest_batches, table_rows  # noqa: E402
 
 pytestmark = needs_golden
 

@@ -12,14 +12,14 @@ pytest.importorskip("pyiceberg")
 pytest.importorskip("pyiceberg_core")
 
 from click.testing import CliRunner  # noqa: E402
-from tests.iceberg_expect import consumer_view, stable_end, table_rows  # noqa: E402
 from kafkalog_cli.main import main  # noqa: E402
-from tests.oracle import needs_oracle, run_oracle_json  # noqa: E402
-from tests.iceberg.test_iceberg_sync import open_table  # noqa: E402
 
 from kafkalog.errors import TieredConfigError  # noqa: E402
 from kafkalog.iceberg import sync  # noqa: E402
 from tests.aiven_writer import AIVEN  # noqa: E402
+from tests.iceberg.test_iceberg_sync import open_table  # noqa: E402
+from tests.iceberg_expect import consumer_view, stable_end, table_rows  # noqa: E402
+from tests.oracle import needs_oracle, run_oracle_json  # noqa: E402
 
 pytestmark = [pytest.mark.skipif(AIVEN is None, reason="golden tiered-aiven set not found"), needs_oracle]
 

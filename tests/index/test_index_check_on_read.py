@@ -11,12 +11,12 @@ import struct
 from pathlib import Path
 
 import pytest
-from tests.conftest import GOLDEN, load_manifest, needs_golden
-from tests.log.test_log_golden import _writable_copy
 
 from kafkalog.log import Log, LogConfig
 from kafkalog.manager import LogManager
+from tests.conftest import GOLDEN, load_manifest, needs_golden
 from tests.layouts import big_segment, evict_from_page_cache
+from tests.log.test_log_golden import _writable_copy
 
 pytestmark = needs_golden
 

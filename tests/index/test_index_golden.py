@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.conftest import GOLDEN
 
 from kafkalog.errors import CorruptIndexError
 from kafkalog.index import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
+from tests.conftest import GOLDEN
 
 
 def _partition_manifests() -> list[tuple[str, Path, dict]]:

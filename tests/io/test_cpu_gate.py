@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.io.cpu_gate import CpuGate, io_wait
 from kafkalog.errors import ConfigError, InvalidArgumentError
+from kafkalog.io.cpu_gate import CpuGate, io_wait
 from kafkalog.log.config import LogConfig
 from kafkalog.manager import LogManager
 from kafkalog.manager.log_manager import BrokerConfig

@@ -16,12 +16,12 @@ from kafkalog_cli.main import EXIT_USAGE
 from kafkalog_cli.main import classify as cli_classify
 
 from kafkalog.errors import KafkaStorageError, ResourceExhaustedError
+from kafkalog.io.oserrors import OSErrorClass, classify, is_resource_exhaustion, resource_error
 from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.manager import LogManager
 from kafkalog.manager.failure_channel import LogDirFailureChannel
 from kafkalog.manager.sanity_checker import is_corruption
-from kafkalog.io.oserrors import OSErrorClass, classify, is_resource_exhaustion, resource_error
 
 CFG = LogConfig.from_properties({"segment.bytes": 2000, "index.interval.bytes": 100})
 BROKER = {"log.retention.check.interval.ms": 10**9, "log.flush.offset.checkpoint.interval.ms": 10**9,

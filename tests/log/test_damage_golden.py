@@ -19,12 +19,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.conftest import GOLDEN, needs_golden
-from tests.fuzz.test_fuzz_records import watchdog
-from tests.log.test_log_golden import _writable_copy
 
 from kafkalog.errors import KafkaLogError
 from kafkalog.log import Log, LogConfig
+from tests.conftest import GOLDEN, needs_golden
+from tests.fuzz.test_fuzz_records import watchdog
+from tests.log.test_log_golden import _writable_copy
 
 pytestmark = needs_golden
 

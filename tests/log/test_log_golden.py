@@ -8,12 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.conftest import GOLDEN, golden_cases, load_manifest, needs_golden
 
 from kafkalog.errors import KafkaStorageError
 from kafkalog.log import Log
 from kafkalog.log.producer_snapshot import read_producer_snapshot
 from kafkalog.records import read_batches
+from tests.conftest import GOLDEN, golden_cases, load_manifest, needs_golden
 
 pytestmark = needs_golden
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.conftest import GOLDEN, needs_golden
-from tests.manager.test_jbod_move import _hook
-from tests.log.test_log_golden import _writable_copy
 
 from kafkalog.errors import KafkaStorageError, LogMovedError
 from kafkalog.log import Log
 from kafkalog.log.config import LogConfig
 from kafkalog.manager import LogManager
+from tests.conftest import GOLDEN, needs_golden
+from tests.log.test_log_golden import _writable_copy
+from tests.manager.test_jbod_move import _hook
 
 CFG = LogConfig.from_properties({"segment.bytes": 2000, "index.interval.bytes": 200})
 

@@ -13,13 +13,13 @@ import struct
 from pathlib import Path
 
 import pytest
-from tests.conftest import GOLDEN, load_manifest, needs_golden
-from tests.log.test_log_golden import _writable_copy
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.log import Log, LogConfig
 from kafkalog.manager import LogManager
 from kafkalog.names import file_name
+from tests.conftest import GOLDEN, load_manifest, needs_golden
+from tests.log.test_log_golden import _writable_copy
 
 pytestmark = needs_golden
 

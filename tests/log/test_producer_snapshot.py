@@ -22,8 +22,8 @@ from kafkalog.log.producer_snapshot import (
     read_producer_snapshot,
     write_producer_snapshot,
 )
-from tests.conftest import needs_golden
 from tests.checkpoint.test_checkpoint_offsets import partition_manifests
+from tests.conftest import needs_golden
 
 
 def _expected(entry: dict) -> ProducerSnapshotEntry:

@@ -15,13 +15,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.conftest import GOLDEN, load_manifest, needs_golden
-from tests.log.test_damage_golden import RUNS, SEED, _cases, _damage
-from tests.log.test_log_golden import _writable_copy
 
 from kafkalog.errors import KafkaLogError
 from kafkalog.log import Log, LogConfig
 from kafkalog.log.recovery_plan import plan_recovery
+from tests.conftest import GOLDEN, load_manifest, needs_golden
+from tests.log.test_damage_golden import RUNS, SEED, _cases, _damage
+from tests.log.test_log_golden import _writable_copy
 
 pytestmark = needs_golden
 

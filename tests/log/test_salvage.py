@@ -17,17 +17,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.conftest import GOLDEN, load_manifest, needs_golden
 from kafkalog_cli.main import main
-from tests.log.test_damage_golden import RUNS, SEED, _cases, _damage, _open_and_read
-from tests.fuzz.test_fuzz_records import watchdog
-from tests.log.test_log_golden import _writable_copy
-from tests.log.test_recovery_plan import flip_one_batch
 
 from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError
 from kafkalog.log import Log, LogConfig
 from kafkalog.log.salvage import REPORT_FILE, default_quarantine_dir, salvage_partition
 from kafkalog.records import read_batches
+from tests.conftest import GOLDEN, load_manifest, needs_golden
+from tests.fuzz.test_fuzz_records import watchdog
+from tests.log.test_damage_golden import RUNS, SEED, _cases, _damage, _open_and_read
+from tests.log.test_log_golden import _writable_copy
+from tests.log.test_recovery_plan import flip_one_batch
 
 pytestmark = needs_golden
 

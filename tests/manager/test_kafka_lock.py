@@ -27,9 +27,9 @@ from kafkalog.errors import LogDirLockedError
 from kafkalog.manager import LogManager
 from kafkalog.manager import lock as lock_module
 from kafkalog.manager.lock import DirLock, lock_kind
+from tests.cli.test_cli_commands import tree_hash, writable
 from tests.conftest import needs_golden
 from tests.oracle import java_executable
-from tests.cli.test_cli_commands import tree_hash, writable
 
 LOCKER = Path(__file__).resolve().parents[1] / "java" / "KafkaDirLock.java"
 #: what ``FileChannel.tryLock()`` locks: position 0, size Long.MAX_VALUE (the JDK passes l_len 0: the whole file)

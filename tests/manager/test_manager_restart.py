@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.conftest import GOLDEN, needs_golden
 
 from kafkalog.checkpoint.meta_properties import MetaProperties, read_meta_properties, write_meta_properties
 from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint
@@ -25,6 +24,7 @@ from kafkalog.errors import (
 )
 from kafkalog.log.config import LogConfig
 from kafkalog.manager import CheckStatus, LogManager
+from tests.conftest import GOLDEN, needs_golden
 
 CFG = LogConfig.from_properties({"segment.bytes": 1500, "index.interval.bytes": 200})
 VALUE = b"v" * 80

@@ -92,8 +92,8 @@ def test_unclean_shutdown_checks_everything_at_load(tmp_path: Path) -> None:
 def test_unclean_load_does_not_check_again_what_recovery_just_rebuilt(tmp_path: Path, monkeypatch) -> None:
     """Segments past the recovery point are rebuilt from their batches at an unclean load; checking them again
     would re-read what recovery just wrote. The flushed ones below the recovery point are still checked."""
-    from kafkalog.segment import log_segment as segment_mod
     from kafkalog.checkpoint.offset_checkpoint import read_offset_checkpoint, write_offset_checkpoint
+    from kafkalog.segment import log_segment as segment_mod
 
     dirs = _make(tmp_path)
     (dirs[0] / ".kafka_cleanshutdown").unlink()

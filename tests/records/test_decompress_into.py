@@ -9,7 +9,6 @@ import struct
 
 import numpy as np
 import pytest
-from tests.conftest import GOLDEN, golden_segment_logs
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,6 +18,7 @@ from kafkalog.records import CompressionType, build_batch, read_batches, read_re
 from kafkalog.records.columns import _decompress_payload
 from kafkalog.records.compression import compress, decompress, decompress_into, xxh32
 from kafkalog.records.native import compiled
+from tests.conftest import GOLDEN, golden_segment_logs
 
 EXAMPLES = int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "200"))
 INTO = (CompressionType.LZ4, CompressionType.ZSTD)

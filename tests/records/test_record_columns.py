@@ -10,7 +10,6 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
-from tests.conftest import GOLDEN, golden_segment_logs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +27,7 @@ from kafkalog.records import (
 )
 from kafkalog.records.columns import _compiled
 from kafkalog.records.varint import encode_varint
+from tests.conftest import GOLDEN, golden_segment_logs
 
 IMPLS = ["python"] + (["compiled"] if _compiled is not None else [])
 EXAMPLES = int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "200"))

@@ -11,7 +11,6 @@ import struct
 import cramjam
 import numpy as np
 import pytest
-from tests.conftest import GOLDEN, golden_segment_logs
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,6 +19,7 @@ from kafkalog.errors import CorruptRecordError, KafkaLogError
 from kafkalog.records import CompressionType, build_batch, read_batches, read_record_columns
 from kafkalog.records.compression import BLOCK_DECODERS, _zstd_bound, compress, decompress, xxh32
 from kafkalog.records.native import compiled
+from tests.conftest import GOLDEN, golden_segment_logs
 
 pytestmark = pytest.mark.skipif(compiled is None, reason="kafkalog.records._columns was not built")
 

@@ -11,14 +11,14 @@ import sys
 
 import numpy as np
 import pytest
-from tests.conftest import GOLDEN, golden_segment_logs
 from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.records.test_record_columns import _segment
 
 from kafkalog.records import read_batches, read_record_columns, scan_batches
 from kafkalog.records.native import compiled
+from tests.conftest import GOLDEN, golden_segment_logs
+from tests.records.test_record_columns import _segment
 
 pytestmark = pytest.mark.skipif(compiled is None, reason="kafkalog.records._columns was not built")
 PATHS = compiled.crc_paths() if compiled is not None else []

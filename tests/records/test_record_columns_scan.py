@@ -7,11 +7,11 @@ import os
 
 import numpy as np
 import pytest
-from tests.conftest import GOLDEN, golden_segment_logs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.records import CompressionType, build_batch, build_legacy_batch, native, scan_batches
+from tests.conftest import GOLDEN, golden_segment_logs
 
 EXAMPLES = int(os.environ.get("KAFKALOG_FUZZ_EXAMPLES", "200"))
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from tests.conftest import GOLDEN, golden_segment_logs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog.errors import KafkaLogError
 from kafkalog.records import CompressionType, build_batch, iter_record_columns, read_record_columns
 from kafkalog.records.columns import _compiled
+from tests.conftest import GOLDEN, golden_segment_logs
 
 IMPLS = ["python"] + (["compiled"] if _compiled is not None else [])
 

@@ -7,7 +7,6 @@ import hashlib
 import json
 
 import pytest
-from tests.conftest import GOLDEN
 
 from kafkalog.records import (
     CompressionType,
@@ -20,6 +19,7 @@ from kafkalog.records import (
     scan_batches,
 )
 from kafkalog.verify import verify_log_file
+from tests.conftest import GOLDEN
 
 # (manifest path relative to golden, partition dir relative to golden) for every manifest holding segments[].log
 _SOURCES = [

@@ -11,13 +11,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.conftest import GOLDEN, golden_cases, load_manifest, needs_golden
 
 from kafkalog.errors import CorruptIndexError, CorruptRecordError, LogSegmentOffsetOverflowError
 from kafkalog.index.txn_index import AbortedTxn
 from kafkalog.log.config import LogConfig
 from kafkalog.records import build_batch, read_batches
 from kafkalog.segment.log_segment import LogSegment
+from tests.conftest import GOLDEN, golden_cases, load_manifest, needs_golden
 
 
 def sha(path: Path) -> str:
@@ -563,8 +563,8 @@ def _closed_segment(tmp_path, n: int = 30) -> None:
 def test_checking_a_small_closed_segment_maps_no_file(tmp_path, monkeypatch):
     """A one-shot check reads small files whole instead of mapping them (mmap + faults + munmap cost several
     times a read); it must still see every entry and batch, and leave the indexes unloaded."""
-    import kafkalog.io.file_access as file_access
     import kafkalog.index.base as base
+    import kafkalog.io.file_access as file_access
 
     _closed_segment(tmp_path)
     seg = LogSegment.open(tmp_path, 0)

@@ -195,8 +195,8 @@ def test_corrupt_segment_fails_the_export_naming_it(spark, tmp_path: Path) -> No
 def test_failed_writes_fail_the_export_in_one_line(spark, tmp_path: Path) -> None:
     """A task that cannot write (here ``out`` is a file) is retried by Spark, then the export raises a
     StorageError with the task's reason on one line."""
-    from kafkalog.spark import export_archive
     from kafkalog.archive.storage import StorageError
+    from kafkalog.spark import export_archive
 
     out = tmp_path / "a-file"
     out.write_text("not a dir")
@@ -288,8 +288,8 @@ def test_names_are_unique_and_the_export_checks_what_it_committed(spark, tmp_pat
 
     from kafkalog_cli.main import main
 
-    from kafkalog.spark.export import _check_committed, _Out
     from kafkalog.archive.storage import StorageError
+    from kafkalog.spark.export import _check_committed, _Out
     from tests.oracle import UNAVAILABLE_REASON, run_oracle
 
     runner = CliRunner()

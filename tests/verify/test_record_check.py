@@ -12,10 +12,10 @@ import pytest
 from crc32c import crc32c
 
 from kafkalog.archive.discovery import discover_segments
-from kafkalog.verify.record_check import check_records
 from kafkalog.records import Record, build_batch
-from kafkalog.verify.remote import verify_segment_at
 from kafkalog.verify import verify_log_file
+from kafkalog.verify.record_check import check_records
+from kafkalog.verify.remote import verify_segment_at
 from tests.conftest import GOLDEN, needs_golden
 
 pytestmark = [needs_golden]

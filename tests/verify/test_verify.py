@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.checkpoint import write_offset_checkpoint
 from kafkalog.archive.discovery import SegmentItem, discover_segments
+from kafkalog.checkpoint import write_offset_checkpoint
 from kafkalog.records import build_batch
 from kafkalog.verify import (
     PARTITION_FIELDS,

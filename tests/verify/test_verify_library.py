@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kafkalog.archive.discovery import discover_segments
 from kafkalog.checkpoint import write_leader_epoch_checkpoint, write_offset_checkpoint
 from kafkalog.checkpoint.leader_epoch import EpochEntry
-from kafkalog.archive.discovery import discover_segments
 from kafkalog.errors import CorruptCheckpointError, InvalidArgumentError, KafkaStorageError
 from kafkalog.index.offset_index import OffsetIndex
 from kafkalog.index.time_index import TimeIndex

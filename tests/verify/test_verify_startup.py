@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.conftest import GOLDEN, needs_golden
 from kafkalog_cli.main import main
 
 from kafkalog.checkpoint.partition_metadata import write_partition_metadata
 from kafkalog.verify.startup import kafka_topic_partition, startup_problems
 from tests.cli.test_cli_commands import writable
+from tests.conftest import GOLDEN, needs_golden
 
 pytestmark = needs_golden
 
