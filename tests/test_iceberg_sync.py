@@ -118,13 +118,13 @@ def test_resume_seeks_instead_of_scanning(tmp_path, monkeypatch):
 
     monkeypatch.setattr(syncer, "table_next_offsets", lambda t: {"golden-segments-0": resume})
     starts = []
-    real = datasource._scan_segment
+    real = datasource.scan_segment
 
     def spy(reader, part, m):
         yield from real(reader, part, m)
         starts.append((part.item.base_offset, m.start_position))
 
-    monkeypatch.setattr(datasource, "_scan_segment", spy)
+    monkeypatch.setattr(datasource, "scan_segment", spy)
     again = sync([src], "kafka.history", warehouse=tmp_path / "wh")
     items = discover_segments([src])
     holding = max(i.base_offset for i in items if i.base_offset <= resume)

@@ -228,11 +228,11 @@ def write_parts(reader: Any, parts: Iterable[Any], metadata: Any, io: Any) -> Ta
 
 
 def _scan(reader: Any, part: Any, out: TaskOutput) -> Iterator[Any]:
-    from kafkalog.spark.datasource import _scan_segment
+    from kafkalog.spark.datasource import scan_segment
     from kafkalog.spark.scan import ScanMetrics
 
     m = ScanMetrics(part.item.path)
-    for batch in _scan_segment(reader, part, m):
+    for batch in scan_segment(reader, part, m):
         if batch.num_rows:
             yield batch
     if m.skipped_regions or m.skipped_batches:

@@ -391,7 +391,7 @@ def _reader(roots: Sequence[str], options: Mapping[str, Any], parallelism: int):
     return KafkaLogReader({**opts, "paths": json.dumps(list(roots))}, None, parallelism)
 
 
-def _run_job(spark, work: list, fn, on_progress: ProgressCallback | None, description: str) -> list[dict]:
+def run_job(spark, work: list, fn, on_progress: ProgressCallback | None, description: str) -> list[dict]:
     """Collect ``fn`` over ``work`` (one Spark task per element, each carrying only its own element); while it
     runs, report finished tasks to ``on_progress`` from Spark's status tracker."""
     sc = spark.sparkContext
@@ -448,7 +448,7 @@ def _spark_failure(out: str, exc: BaseException) -> storage.StorageError:
     return storage.StorageError(f"{out}: export failed: {reason or type(exc).__name__}")
 
 
-def _raise_task_error(error: dict) -> None:
+def raise_task_error(error: dict) -> None:
     cls = getattr(errors, error["type"], None)
     if not (isinstance(cls, type) and issubclass(cls, KafkaLogError)):
         cls = KafkaLogError
@@ -514,7 +514,7 @@ def export_archive(
     fn = _task_function(reader, dest, cols, compression)
     description = f"kafkalog export: {segments} segments to {target}"
     try:
-        rows = _run_job(spark, list(enumerate(groups)), fn, on_progress, description)
+        rows = run_job(spark, list(enumerate(groups)), fn, on_progress, description)
     except Exception as exc:
         _remove_ours(dest)
         raise _spark_failure(target, exc) from exc
@@ -526,7 +526,7 @@ def export_archive(
     failed = [r["error"] for r in rows if r["error"] is not None]
     if failed:
         _remove_ours(dest)
-        _raise_task_error(failed[0])
+        raise_task_error(failed[0])
     if on_progress is not None:
         on_progress("commit", 0, 1)
     try:
