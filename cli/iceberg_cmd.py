@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from kafkalog.spark.channel import lost_text
+
 from .errors import CliState, CommandError
 from .output import Event, make_output
 from .storage_opts import rsm_config_option, storage_option
@@ -31,7 +33,8 @@ class SyncEvent(Event):
         r = self.result
         if r["snapshot_id"] is None:
             return f"{r['table']}: nothing new (next offsets of {len(r['next_offsets'])} partitions unchanged)"
-        skipped = f", skipped {len(r['skipped'])} corrupt regions" if r["skipped"] else ""
+        lost = [x for s in r["skipped"] for x in s.get("lost_offsets") or ()]
+        skipped = f"; --on-corrupt skip: {lost_text(lost)} in {len(r['skipped'])} segments" if r["skipped"] else ""
         return (f"{r['table']}: added {r['rows']} records of {r['partitions']} partitions in snapshot "
                 f"{r['snapshot_id']}: {len(r['files'])} files, {r['bytes']} bytes, {r['seconds']:.2f}s "
                 f"({r['engine']}){skipped}")  # fmt: skip

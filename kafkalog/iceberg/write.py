@@ -20,8 +20,9 @@ from typing import Any
 
 from kafkalog.iceberg.offsets import PartitionPlan
 from kafkalog.iceberg.schema import SCAN_COLUMNS, arrow_schema, to_table_rows
+from kafkalog.spark.export import DICTIONARY_COLUMNS, ROW_GROUP_ROWS, column_codecs
 
-__all__ = ["FLUSH_BYTES", "TaskOutput", "make_reader", "segment_parts", "write_parts"]
+__all__ = ["FLUSH_BYTES", "TaskOutput", "lost_offsets", "make_reader", "segment_parts", "write_parts"]
 
 #: Arrow bytes buffered before pyiceberg writes them (its bin-packing then cuts files at the target size)
 FLUSH_BYTES = 256 << 20
@@ -30,10 +31,6 @@ _DAY_US = 86_400_000_000
 #: a row's partition key is topic number * stride + day (days since 1970; _NO_DAY for a null timestamp)
 _NO_DAY = -(1 << 31)
 _TOPIC_STRIDE = 1 << 33
-#: the columns whose values repeat within a file (the rest are mostly distinct: a dictionary tried first only costs)
-DICTIONARY_COLUMNS = ("topic", "timestamp_type")
-#: rows per Parquet row group (pyiceberg's default ``write.parquet.row-group-limit``)
-_ROW_GROUP_ROWS = 1 << 20
 
 
 @dataclass
@@ -149,7 +146,10 @@ class _Files:
         """One Parquet data file of ``batches`` (pyiceberg's layout: field ids in the schema, the table's codec,
         Iceberg's column metrics from the footer) as a pyiceberg DataFile. Written here rather than through
         pyiceberg's ``write_file`` to use the export's Parquet settings (dictionary pages only for the columns that
-        repeat) and to skip its per-batch schema projection: the rows already have the table's schema."""
+        repeat, row groups of :data:`~kafkalog.spark.export.ROW_GROUP_ROWS`, a key or value column that does not
+        compress stored uncompressed: :func:`~kafkalog.spark.export.column_codecs`) and to skip its per-batch
+        schema projection: the rows already have the table's schema."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
         from pyiceberg.io.pyarrow import (
             _get_parquet_writer_kwargs,
@@ -166,11 +166,11 @@ class _Files:
         name = f"00000-{next(self.counter)}-{self.write_uuid}.parquet"
         path = self.locations.new_data_location(data_file_name=name, partition_key=pk)
         kwargs = _get_parquet_writer_kwargs(self.metadata.properties)
+        kwargs["compression"] = column_codecs(batches[0], kwargs["compression"])
         out = self.io.new_output(path)
         with out.create(overwrite=True) as fos:
             writer = pq.ParquetWriter(fos, schema=arrow_schema(), use_dictionary=list(DICTIONARY_COLUMNS), **kwargs)
-            for batch in batches:
-                writer.write_batch(batch, row_group_size=_ROW_GROUP_ROWS)
+            writer.write_table(pa.Table.from_batches(batches, arrow_schema()), row_group_size=ROW_GROUP_ROWS)
             writer.close()
         stats = data_file_statistics_from_parquet_metadata(
             parquet_metadata=writer.writer.metadata,
@@ -236,9 +236,25 @@ def _scan(reader: Any, part: Any, out: TaskOutput) -> Iterator[Any]:
         if batch.num_rows:
             yield batch
     if m.skipped_regions or m.skipped_batches:
-        out.skipped.append({"segment": part.item.path, "position": m.first_skipped_position,
-                            "regions": m.skipped_regions, "bytes": m.skipped_bytes, "batches": m.skipped_batches,
+        out.skipped.append({"segment": part.item.path, "lost_offsets": lost_offsets(m.lost_offsets, part),
+                            "position": m.first_skipped_position, "regions": m.skipped_regions,
+                            "bytes": m.skipped_bytes, "batches": m.skipped_batches,
                             "error": m.first_skipped_error})  # fmt: skip
+
+
+def lost_offsets(lost: list, part: Any) -> list[list[int]]:
+    """The scan's lost offset ranges (``[first, last]``, as ``recover --salvage --dry-run`` names them) within
+    what the sync read: [the part's lowest offset, the lower of its upper bound and the next segment's base); an
+    open end (no kept batch after the last bad region) is that upper end, so every range is known."""
+    lo = max(part.bounds.offset_lo, part.item.base_offset)
+    hi = min(part.bounds.offset_hi, part.next_base_offset - 1)
+    out: list[list[int]] = []
+    for first, last in lost:
+        a = lo if first is None else max(int(first), lo)
+        b = hi if last is None else min(int(last), hi)
+        if a <= b:
+            out.append([a, b])
+    return out
 
 
 def remove_files(io: Any, data_files: Iterable[Any]) -> None:

@@ -297,7 +297,7 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
                 key = (topic, partition)
                 name = f"part-{task:05d}-{len(files):05d}.parquet"
                 rel = f"{_dir_of(partition_by, topic, partition)}/{name}" if partition_by else name
-                writer = _FileWriter(dest, dest.path(rel), batch.schema, _codecs(batch, compression))
+                writer = _FileWriter(dest, dest.path(rel), batch.schema, column_codecs(batch, compression))
             writer.write(batch)
         if writer is not None:
             files.append(writer.close())
@@ -331,11 +331,11 @@ def _with_timestamp_type(batch):
 #: columns Parquet dictionary-encodes: the ones that repeat within a file. Offsets, timestamps, keys and values
 #: are mostly distinct, and a dictionary tried on them first (pyarrow's default) only slows Spark's reads.
 DICTIONARY_COLUMNS = ("topic", "timestamp_type")
-#: codecs that give way to no compression on a key or value column whose bytes do not shrink (see :func:`_codecs`)
+#: codecs that give way to no compression on a key or value column whose bytes do not shrink (see :func:`column_codecs`)
 FAST_CODECS = ("snappy", "lz4")
 
 
-def _codecs(batch, compression: str) -> dict[str, str] | str:
+def column_codecs(batch, compression: str) -> dict[str, str] | str:
     """The codec of each Parquet column of a file whose first batch is ``batch``: ``compression``, except that
     with a fast codec a key or value column whose bytes in this batch do not shrink by a tenth under snappy
     (random or already compressed payloads) is stored uncompressed: the file is no bigger and Spark reads such
