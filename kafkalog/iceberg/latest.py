@@ -148,7 +148,8 @@ def update_latest(main: Any, view: Any) -> LatestResult:
             files = list(_dataframe_to_data_files(table_metadata=view.metadata, df=merged, io=view.io))
     try:
         with view.transaction() as tx:
-            with tx.update_snapshot(snapshot_properties=props).overwrite() as ow:
+            update = tx.update_snapshot(snapshot_properties=props)
+            with update.overwrite() if old_files else update.fast_append() as ow:  # nothing replaced: an append
                 for f in old_files:
                     ow.delete_data_file(f)
                 for f in files:

@@ -14,6 +14,7 @@ deterministic); the driver then deletes every file the job wrote and raises the 
 from __future__ import annotations
 
 import pickle
+import time
 from typing import Any
 
 from kafkalog.iceberg.write import TaskOutput, remove_files, write_parts
@@ -26,8 +27,10 @@ def _task(reader: Any, metadata: Any, io: Any):
         from kafkalog.verify.findings import describe_error, one_line
 
         task, group = element
+        started = time.perf_counter()
         try:
             out = write_parts(reader, group.segments, metadata, io)
+            out.task_seconds = [time.perf_counter() - started]
         except Exception as exc:
             if describe_error(exc)[0] != "corrupt":
                 raise  # I/O and the like: Spark retries the task
@@ -65,6 +68,7 @@ def write_on_spark(spark: Any, master: str | None, reader: Any, parts: list[Any]
             total.rows += r["out"].rows
             total.skipped += r["out"].skipped
             total.segments += r["out"].segments
+            total.task_seconds += r["out"].task_seconds
     failed = [r["error"] for r in results if "error" in r]
     if failed:
         remove_files(table.io, total.data_files)

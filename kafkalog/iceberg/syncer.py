@@ -241,6 +241,8 @@ def _attempt(tbl: Any, full: str, items: list, roots: list[str], isolation: str,
     if on_progress is not None:
         on_progress("commit", 1, 1)
     timings = {"plan": t1 - t0, "write": t2 - t1, "commit": time.perf_counter() - t2}
+    if out.task_seconds:  # on Spark: the slowest task's own time (the rest of "write" is Spark's)
+        timings["slowest_task"] = max(out.task_seconds)
     return SyncResult(full, snapshot_id, out.rows, [f.file_path for f in out.data_files],
                       sum(int(f.file_size_in_bytes) for f in out.data_files), next_offsets, len(plans),
                       out.segments, isolation, engine, out.skipped, timings=timings)  # fmt: skip
