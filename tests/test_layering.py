@@ -429,11 +429,12 @@ def test_the_layer_check_sees_an_upward_and_a_sideways_import(tmp_path: Path) ->
 def test_moved_module_paths_are_the_same_modules() -> None:
     """``kafkalog.storage`` and ``kafkalog.tiered`` (documented before they moved into ``kafkalog.archive``) import
     the very modules they name now, so a patch or an isinstance through either path agrees."""
-    import kafkalog.archive.storage
-    import kafkalog.archive.tiered.aiven
     import kafkalog.storage
     import kafkalog.tiered.aiven
     from kafkalog.tiered import AivenSegment
+
+    import kafkalog.archive.storage
+    import kafkalog.archive.tiered.aiven
 
     assert kafkalog.storage is kafkalog.archive.storage
     assert kafkalog.tiered.aiven is kafkalog.archive.tiered.aiven

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.limits import INT_MAX
-from kafkalog.log.config import at_least, ConfigKey, parse_value  # one parser for every Kafka key
+from kafkalog.log.config import ConfigKey, at_least, parse_value  # one parser for every Kafka key
 
 __all__ = ["CLEANER_KEYS", "CleanerConfig"]
 

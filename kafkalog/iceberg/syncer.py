@@ -20,13 +20,13 @@ from typing import Any
 
 from kafkalog.archive import storage
 from kafkalog.archive.discovery import discover_segments
+from kafkalog.archive.tiered import as_rsm_config
 from kafkalog.errors import IcebergCommitError, IcebergConfigError, InvalidArgumentError, NothingToCheckError
 from kafkalog.iceberg.catalog import open_catalog, split_table_name
 from kafkalog.iceberg.offsets import NEXT_OFFSETS, SKIPPED, plan_partitions, table_next_offsets
 from kafkalog.iceberg.orphans import ORPHAN_MIN_AGE, clean_orphans, sync_lock
 from kafkalog.iceberg.schema import check_table_schema, iceberg_schema, partition_spec
 from kafkalog.iceberg.write import TaskOutput, make_reader, remove_files, segment_parts, write_parts
-from kafkalog.archive.tiered import as_rsm_config
 
 __all__ = ["COMMIT_ATTEMPTS", "IN_PROCESS_MAX_BYTES", "ISOLATION_PROPERTY", "SyncResult", "sync"]
 

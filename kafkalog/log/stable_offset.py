@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.archive import storage
+from kafkalog.archive.tiered import is_aiven_item
 from kafkalog.log.index_check import checked_range
 from kafkalog.log.timestamp_offsets import _walk, indexes_on_disk
 from kafkalog.records.scan import scan_batches
-from kafkalog.archive.tiered import is_aiven_item
 
 __all__ = ["OpenTransactions", "PartitionTail", "first_unstable_offset", "last_stable_offset", "partition_tail"]
 
