@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,7 +90,7 @@ def spark_section(logdir: Path, work: Path, rounds: int) -> None:
     from kafkalog.spark import export_archive, get_session
 
     spark = get_session("local[2]", "bench-iceberg")
-    best = {"sync": float("inf"), "export": float("inf")}
+    runs: dict[str, list[float]] = {"sync": [], "export": []}
     try:
         for r in range(rounds + 1):  # the first round warms the workers and is not counted
             for name in ("sync", "export") if r % 2 == 0 else ("export", "sync"):
@@ -104,13 +105,15 @@ def spark_section(logdir: Path, work: Path, rounds: int) -> None:
                     export_archive(spark, [str(logdir)], str(out))
                 took = time.perf_counter() - t
                 if r:
-                    best[name] = min(best[name], took)
+                    runs[name].append(took)
                 print(f"  spark {name}: {took:.2f}s{parts}{'' if r else ' (warm-up)'} (load {load_average():.2f})",
                       flush=True)  # fmt: skip
     finally:
         spark.stop()
-    print(f"spark local[2], warm: sync {best['sync']:.2f}s, export_archive {best['export']:.2f}s: sync/export = "
-          f"{best['sync'] / best['export']:.2f}x (load {load_average():.2f})", flush=True)  # fmt: skip
+    for what, pick in (("best", min), ("median", statistics.median)):
+        s, e = pick(runs["sync"]), pick(runs["export"])
+        print(f"spark local[2], warm, {what} of {rounds}: sync {s:.2f}s, export_archive {e:.2f}s: sync/export = "
+              f"{s / e:.2f}x (load {load_average():.2f})", flush=True)  # fmt: skip
 
 
 def incremental_section(logdir: Path, work: Path, rounds: int) -> None:
@@ -130,8 +133,8 @@ def incremental_section(logdir: Path, work: Path, rounds: int) -> None:
         t = time.perf_counter()
         inc = sync([str(grown)], "bench.t", warehouse=str(base))
         best["incremental"] = min(best["incremental"], time.perf_counter() - t)
-        print(f"  full {full.rows} rows, then +{inc.rows} rows ({added} bytes) (load {load_average():.2f})",
-              flush=True)  # fmt: skip
+        print(f"  full {full.rows} rows, then +{inc.rows} rows ({added} bytes): incremental {inc.timings} "
+              f"(load {load_average():.2f})", flush=True)  # fmt: skip
     print(f"incremental 1%: {best['incremental']:.2f}s vs full {best['full']:.2f}s = "
           f"{100 * best['incremental'] / best['full']:.1f}% (load {load_average():.2f})", flush=True)  # fmt: skip
 

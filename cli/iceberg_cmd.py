@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from kafkalog.spark.channel import lost_text
+
 from .errors import CliState, CommandError
 from .output import Event, make_output
 from .storage_opts import rsm_config_option, storage_option
@@ -29,9 +31,18 @@ class SyncEvent(Event):
 
     def text(self) -> str:
         r = self.result
+        v = r.get("latest")
+        view = "" if not v else (f"; {v['table']}: up to date" if v["snapshot_id"] is None else
+                                 f"; {v['table']}: {v['partitions']} partitions rewritten, {v['keys_written']} "
+                                 f"keys, {v['tombstones']} deleted by tombstones")  # fmt: skip
+        return self._main(r) + view
+
+    @staticmethod
+    def _main(r: dict[str, Any]) -> str:
         if r["snapshot_id"] is None:
             return f"{r['table']}: nothing new (next offsets of {len(r['next_offsets'])} partitions unchanged)"
-        skipped = f", skipped {len(r['skipped'])} corrupt regions" if r["skipped"] else ""
+        lost = [x for s in r["skipped"] for x in s.get("lost_offsets") or ()]
+        skipped = f"; --on-corrupt skip: {lost_text(lost)} in {len(r['skipped'])} segments" if r["skipped"] else ""
         return (f"{r['table']}: added {r['rows']} records of {r['partitions']} partitions in snapshot "
                 f"{r['snapshot_id']}: {len(r['files'])} files, {r['bytes']} bytes, {r['seconds']:.2f}s "
                 f"({r['engine']}){skipped}")  # fmt: skip
@@ -59,13 +70,17 @@ def iceberg() -> None:
 @click.option("--on-corrupt", type=click.Choice(["fail", "skip"]), default="fail", show_default=True)
 @click.option("--clean-orphans", is_flag=True, default=None,
               help="Remove files of killed syncs (always done on a local warehouse; elsewhere files over 1 h old).")
+@click.option("--latest-by-key", "latest_table", default=None, metavar="NAMESPACE.TABLE",
+              help="Also keep this table at one row per (topic, partition, key): the latest value, tombstones "
+              "deleting the key (created).")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object with what was added.")
 @rsm_config_option
 @storage_option
 @click.pass_obj
 def sync(state: CliState | None, roots: tuple[str, ...], table: str, warehouse: str | None,
          catalog_config: str | None, isolation: str, master: str | None, on_corrupt: str,
-         clean_orphans: bool | None, json_mode: bool, rsm: Any, storage_opts: dict[str, str]) -> None:  # fmt: skip
+         clean_orphans: bool | None, latest_table: str | None, json_mode: bool, rsm: Any,
+         storage_opts: dict[str, str]) -> None:  # fmt: skip
     """Append to --table every record under ROOT... (log dirs, partition dirs, URLs, tiered buckets) that the
     table does not hold yet, in one snapshot; resume offsets live in the snapshot (kafkalog.next-offsets).
 
@@ -95,5 +110,6 @@ def sync(state: CliState | None, roots: tuple[str, ...], table: str, warehouse: 
 
         result = run_sync(list(roots), table, warehouse=warehouse, catalog=catalog_config, isolation=isolation,
                           rsm_config=rsm, on_corrupt=on_corrupt, master=master, storage_options=storage_opts,
-                          clean_orphans_files=clean_orphans, on_progress=progress)  # fmt: skip
+                          clean_orphans_files=clean_orphans, on_progress=progress,
+                          latest_table=latest_table)  # fmt: skip
     output.emit(SyncEvent(result.to_dict()))

@@ -8,21 +8,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkalog.limits import INT_MAX
-from kafkalog.log.config import _at_least, _Key, _parse  # one parser for every Kafka key
+from kafkalog.log.config import ConfigKey, at_least, parse_value  # one parser for every Kafka key
 
 __all__ = ["CLEANER_KEYS", "CleanerConfig"]
 
 
 #: the broker keys of the cleaner, with Kafka's types and bounds (parsed by ``LogConfig``'s one value parser)
-CLEANER_KEYS: dict[str, _Key] = {k.name: k for k in (
-    _Key("log.cleaner.enable", "enable", "boolean", True),
-    _Key("log.cleaner.threads", "threads", "int", 1, _at_least(0)),
-    _Key("log.cleaner.dedupe.buffer.size", "dedupe_buffer_size", "long", 128 * 1024 * 1024),
-    _Key("log.cleaner.io.buffer.size", "io_buffer_size", "int", 512 * 1024, _at_least(0)),
-    _Key("log.cleaner.io.buffer.load.factor", "dedupe_buffer_load_factor", "double", 0.9),
-    _Key("log.cleaner.io.max.bytes.per.second", "max_io_bytes_per_second", "double", float("inf")),
-    _Key("log.cleaner.backoff.ms", "backoff_ms", "long", 15 * 1000, _at_least(0)),
-    _Key("message.max.bytes", "max_message_size", "int", 1024 * 1024 + 12, _at_least(0)),
+CLEANER_KEYS: dict[str, ConfigKey] = {k.name: k for k in (
+    ConfigKey("log.cleaner.enable", "enable", "boolean", True),
+    ConfigKey("log.cleaner.threads", "threads", "int", 1, at_least(0)),
+    ConfigKey("log.cleaner.dedupe.buffer.size", "dedupe_buffer_size", "long", 128 * 1024 * 1024),
+    ConfigKey("log.cleaner.io.buffer.size", "io_buffer_size", "int", 512 * 1024, at_least(0)),
+    ConfigKey("log.cleaner.io.buffer.load.factor", "dedupe_buffer_load_factor", "double", 0.9),
+    ConfigKey("log.cleaner.io.max.bytes.per.second", "max_io_bytes_per_second", "double", float("inf")),
+    ConfigKey("log.cleaner.backoff.ms", "backoff_ms", "long", 15 * 1000, at_least(0)),
+    ConfigKey("message.max.bytes", "max_message_size", "int", 1024 * 1024 + 12, at_least(0)),
 )}
 
 
@@ -46,7 +46,7 @@ class CleanerConfig:
         for name, raw in (props or {}).items():
             key = CLEANER_KEYS.get(name)
             if key is not None:
-                values[key.attr] = _parse(key, raw)
+                values[key.attr] = parse_value(key, raw)
         return cls(**values)
 
     @property

@@ -3,7 +3,7 @@
 The driver plans as in one process (resume offsets, LSO, the segments holding new offsets), packs the segments into
 tasks with the DataSource's own sizing (:func:`kafkalog.spark.datasource.pack_segments`: ~128 MiB per task, at
 least the session's parallelism), and runs one Spark task per group through the export's job runner
-(:func:`kafkalog.spark.export._run_job`: job group, progress from the status tracker, cancel on interrupt). Each
+(:func:`kafkalog.spark.export.run_job`: job group, progress from the status tracker, cancel on interrupt). Each
 task runs :func:`kafkalog.iceberg.write.write_parts`: the DataSource's scan and pyiceberg's writer, with the table's
 metadata and FileIO pickled from the driver, so executors need pyiceberg but no catalog access. Tasks hand back
 pyiceberg ``DataFile`` objects (paths, partition values, column statistics); the driver appends them all in one
@@ -14,6 +14,7 @@ deterministic); the driver then deletes every file the job wrote and raises the 
 from __future__ import annotations
 
 import pickle
+import time
 from typing import Any
 
 from kafkalog.iceberg.write import TaskOutput, remove_files, write_parts
@@ -26,8 +27,10 @@ def _task(reader: Any, metadata: Any, io: Any):
         from kafkalog.verify.findings import describe_error, one_line
 
         task, group = element
+        started = time.perf_counter()
         try:
             out = write_parts(reader, group.segments, metadata, io)
+            out.task_seconds = [time.perf_counter() - started]
         except Exception as exc:
             if describe_error(exc)[0] != "corrupt":
                 raise  # I/O and the like: Spark retries the task
@@ -43,7 +46,7 @@ def write_on_spark(spark: Any, master: str | None, reader: Any, parts: list[Any]
     at ``master`` (default ``local[*]``) is started for the sync and stopped after it."""
     import kafkalog.spark as kafkalog_spark
     from kafkalog.spark.datasource import pack_segments
-    from kafkalog.spark.export import _raise_task_error, _run_job
+    from kafkalog.spark.export import raise_task_error, run_job
 
     own = spark is None
     if own:
@@ -52,7 +55,7 @@ def write_on_spark(spark: Any, master: str | None, reader: Any, parts: list[Any]
         parallelism = max(1, int(spark.sparkContext.defaultParallelism))
         groups = pack_segments(parts, min_partitions=parallelism)
         fn = _task(reader, table.metadata, table.io)
-        rows = _run_job(spark, list(enumerate(groups)), fn, on_progress,
+        rows = run_job(spark, list(enumerate(groups)), fn, on_progress,
                         f"kafkalog iceberg sync: {len(parts)} segments")  # fmt: skip
     finally:
         if own:
@@ -65,8 +68,9 @@ def write_on_spark(spark: Any, master: str | None, reader: Any, parts: list[Any]
             total.rows += r["out"].rows
             total.skipped += r["out"].skipped
             total.segments += r["out"].segments
+            total.task_seconds += r["out"].task_seconds
     failed = [r["error"] for r in results if "error" in r]
     if failed:
         remove_files(table.io, total.data_files)
-        _raise_task_error(failed[0])
+        raise_task_error(failed[0])
     return total

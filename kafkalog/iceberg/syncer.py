@@ -65,6 +65,7 @@ class SyncResult:
     attempts: int = 1
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)  # seconds of the last attempt: plan, write, commit
+    latest: dict[str, Any] | None = None  # the latest-value-per-key view's update (``latest_table``), else None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,7 +74,8 @@ class SyncResult:
 def sync(roots: str | os.PathLike | Sequence[str | os.PathLike], table: str, *, warehouse: str | None = None,
          catalog: Any = None, isolation: str = "read_committed", spark: Any = None, rsm_config: Any = None,
          on_corrupt: str = "fail", master: str | None = None, storage_options: dict[str, str] | None = None,
-         clean_orphans_files: bool | None = None, on_progress: ProgressCallback | None = None) -> SyncResult:  # fmt: skip
+         clean_orphans_files: bool | None = None, on_progress: ProgressCallback | None = None,
+         latest_table: str | None = None) -> SyncResult:  # fmt: skip
     """Append to ``table`` (``NAMESPACE.TABLE``) every record under ``roots`` it does not hold yet.
 
     ``warehouse``: a dir for the embedded SQLite catalog; ``catalog``: a pyiceberg Catalog, a catalog config file,
@@ -82,6 +84,8 @@ def sync(roots: str | os.PathLike | Sequence[str | os.PathLike], table: str, *, 
     ``on_corrupt``: ``fail`` (a corrupt segment raises ``CorruptRecordError`` naming it; the table is unchanged)
     or ``skip`` (read past it; what was skipped is in the snapshot summary's ``kafkalog.skipped``).
     ``clean_orphans_files``: remove files of killed syncs (default: when a local warehouse lock makes it safe).
+    ``latest_table``: ``NAMESPACE.TABLE`` of a latest-value-per-key view of the table (:mod:`.latest`), in the same
+    catalog, brought up to the table's next offsets after the table's commit.
     """
     started = time.perf_counter()
     if isolation not in ISOLATIONS:
@@ -101,8 +105,12 @@ def sync(roots: str | os.PathLike | Sequence[str | os.PathLike], table: str, *, 
     if not items:
         raise NothingToCheckError("no segments found", path=", ".join(root_list))
     full = f"{namespace}.{name}"
+    latest_name = None if latest_table is None else split_table_name(latest_table)
+    if latest_name is not None and ".".join(latest_name) == full:
+        raise InvalidArgumentError(f"the latest-value-per-key table must be another table than {full}")
     with sync_lock(local_dir, full) as locked:
         tbl = _open_table(cat, namespace, name, isolation)
+        view = None if latest_name is None else _open_view(cat, latest_name, full, isolation)
         removed: list[str] = []
         if clean_orphans_files or (clean_orphans_files is None and locked):
             removed = clean_orphans(tbl, min_age=0.0 if locked else ORPHAN_MIN_AGE, locked=locked)
@@ -111,6 +119,8 @@ def sync(roots: str | os.PathLike | Sequence[str | os.PathLike], table: str, *, 
                               on_progress)  # fmt: skip
             if result is not None:
                 result.orphans_removed, result.attempts = len(removed), attempt
+                if view is not None:
+                    result.latest = _update_latest(cat, _refresh(cat, tbl, namespace, name), view)
                 result.seconds = time.perf_counter() - started
                 return result
             tbl = _refresh(cat, tbl, namespace, name)
@@ -118,7 +128,8 @@ def sync(roots: str | os.PathLike | Sequence[str | os.PathLike], table: str, *, 
                              "added (run the sync again)")  # fmt: skip
 
 
-def _open_table(cat: Any, namespace: str, name: str, isolation: str) -> Any:
+def _open_table(cat: Any, namespace: str, name: str, isolation: str, spec: Any = None,
+                extra: dict[str, str] | None = None) -> Any:  # fmt: skip
     """The table, created (with its namespace) on first use; refused when it is not kafkalog's or was synced
     with the other isolation (mixing them would leave some rows of open transactions, or lose aborted ones)."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
@@ -132,14 +143,17 @@ def _open_table(cat: Any, namespace: str, name: str, isolation: str) -> Any:
         except NamespaceAlreadyExistsError:
             pass
         try:
-            tbl = cat.create_table(ident, schema=iceberg_schema(), partition_spec=partition_spec(),
-                                   properties={ISOLATION_PROPERTY: isolation, **NO_REBASE,
+            tbl = cat.create_table(ident, schema=iceberg_schema(), partition_spec=spec or partition_spec(),
+                                   properties={ISOLATION_PROPERTY: isolation, **NO_REBASE, **(extra or {}),
                                                "write.parquet.compression-codec": "snappy"})  # fmt: skip
         except TableAlreadyExistsError:  # another sync created it first
             tbl = cat.load_table(ident)
     except Exception as exc:  # noqa: BLE001 - a catalog that fails to answer is a config problem
         raise IcebergConfigError(f"table {namespace}.{name}: {type(exc).__name__}: {exc}") from None
     check_table_schema(tbl, f"{namespace}.{name}")
+    if spec is None and "kafkalog.latest-of" in tbl.properties:
+        raise IcebergConfigError(f"table {namespace}.{name} is the latest-value-per-key view of "
+                                 f"{tbl.properties['kafkalog.latest-of']}: sync into that table instead")  # fmt: skip
     had = tbl.properties.get(ISOLATION_PROPERTY)
     if had is not None and had != isolation:
         raise IcebergConfigError(f"table {namespace}.{name} holds {had} rows; a {isolation} sync would mix them "
@@ -148,6 +162,36 @@ def _open_table(cat: Any, namespace: str, name: str, isolation: str) -> Any:
         with tbl.transaction() as tx:
             tx.set_properties(**NO_REBASE)
     return tbl
+
+
+def _open_view(cat: Any, latest_name: tuple[str, str], full: str, isolation: str) -> Any:
+    """The latest-value-per-key view of ``full`` (created on first use), refused before anything is written when
+    it is another table."""
+    from kafkalog.iceberg.latest import LATEST_OF, latest_partition_spec
+
+    ns, name = latest_name
+    view = _open_table(cat, ns, name, isolation, spec=latest_partition_spec(), extra={LATEST_OF: full})
+    if view.properties.get(LATEST_OF) != full:
+        raise IcebergConfigError(f"table {ns}.{name} is not the latest-value-per-key view of {full} "
+                                 f"({LATEST_OF}={view.properties.get(LATEST_OF)!r})")  # fmt: skip
+    return view
+
+
+def _update_latest(cat: Any, main: Any, view: Any) -> dict[str, Any]:
+    """Bring the view up to the main table; another writer's view commit makes it plan again from the view's own
+    offsets."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    from kafkalog.iceberg.latest import update_latest
+
+    label = ".".join(view.name())
+    for _ in range(COMMIT_ATTEMPTS):
+        try:
+            return dict(update_latest(main, view), table=label)
+        except CommitFailedException:
+            view = _refresh(cat, view, *label.rsplit(".", 1))
+    raise IcebergCommitError(f"table {label}: other writers committed first {COMMIT_ATTEMPTS} times; the view "
+                             "lags its table until the next sync")  # fmt: skip
 
 
 def _refresh(cat: Any, tbl: Any, namespace: str, name: str) -> Any:
@@ -197,6 +241,8 @@ def _attempt(tbl: Any, full: str, items: list, roots: list[str], isolation: str,
     if on_progress is not None:
         on_progress("commit", 1, 1)
     timings = {"plan": t1 - t0, "write": t2 - t1, "commit": time.perf_counter() - t2}
+    if out.task_seconds:  # on Spark: the slowest task's own time (the rest of "write" is Spark's)
+        timings["slowest_task"] = max(out.task_seconds)
     return SyncResult(full, snapshot_id, out.rows, [f.file_path for f in out.data_files],
                       sum(int(f.file_size_in_bytes) for f in out.data_files), next_offsets, len(plans),
                       out.segments, isolation, engine, out.skipped, timings=timings)  # fmt: skip

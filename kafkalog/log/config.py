@@ -36,7 +36,9 @@ _INT_RE = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
-class _Key:
+class ConfigKey:
+    """One Kafka config key with its type, default and bound (also the cleaner's ``log.cleaner.*`` keys)."""
+
     name: str  # Kafka key
     attr: str  # Python attribute
     kind: str  # int, long, double, boolean, string, list, optional-string
@@ -44,7 +46,7 @@ class _Key:
     check: Callable[[Any], str | None] | None = None  # returns a reason when the value is invalid
 
 
-def _at_least(lo: int) -> Callable[[Any], str | None]:
+def at_least(lo: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= lo else f"value must be at least {lo}"
 
 
@@ -70,58 +72,58 @@ def _gzip_level(v: int) -> str | None:
     return None if v == -1 or 1 <= v <= 9 else "value must be -1 (default) or between 1 and 9"
 
 
-_KEYS: tuple[_Key, ...] = (
-    _Key("segment.bytes", "segment_bytes", "int", 1024 * 1024 * 1024, _at_least(MIN_SEGMENT_BYTES)),
-    _Key("segment.ms", "segment_ms", "long", 7 * 24 * 3600 * 1000, _at_least(1)),
-    _Key("segment.jitter.ms", "segment_jitter_ms", "long", 0, _at_least(0)),
-    _Key("segment.index.bytes", "segment_index_bytes", "int", 10 * 1024 * 1024, _at_least(4)),
-    _Key("index.interval.bytes", "index_interval_bytes", "int", 4096, _at_least(0)),
-    _Key("flush.messages", "flush_messages", "long", LONG_MAX, _at_least(1)),
-    _Key("flush.ms", "flush_ms", "long", LONG_MAX, _at_least(0)),
-    _Key("retention.bytes", "retention_bytes", "long", -1),
-    _Key("retention.ms", "retention_ms", "long", 7 * 24 * 3600 * 1000, _at_least(-1)),
-    _Key("max.message.bytes", "max_message_bytes", "int", 1024 * 1024 + 12, _at_least(0)),
-    _Key("file.delete.delay.ms", "file_delete_delay_ms", "long", 60000, _at_least(0)),
-    _Key("delete.retention.ms", "delete_retention_ms", "long", 24 * 3600 * 1000, _at_least(0)),
-    _Key("min.compaction.lag.ms", "min_compaction_lag_ms", "long", 0, _at_least(0)),
-    _Key("max.compaction.lag.ms", "max_compaction_lag_ms", "long", LONG_MAX, _at_least(1)),
-    _Key("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", "double", 0.5, _between(0, 1)),
-    _Key(
+_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("segment.bytes", "segment_bytes", "int", 1024 * 1024 * 1024, at_least(MIN_SEGMENT_BYTES)),
+    ConfigKey("segment.ms", "segment_ms", "long", 7 * 24 * 3600 * 1000, at_least(1)),
+    ConfigKey("segment.jitter.ms", "segment_jitter_ms", "long", 0, at_least(0)),
+    ConfigKey("segment.index.bytes", "segment_index_bytes", "int", 10 * 1024 * 1024, at_least(4)),
+    ConfigKey("index.interval.bytes", "index_interval_bytes", "int", 4096, at_least(0)),
+    ConfigKey("flush.messages", "flush_messages", "long", LONG_MAX, at_least(1)),
+    ConfigKey("flush.ms", "flush_ms", "long", LONG_MAX, at_least(0)),
+    ConfigKey("retention.bytes", "retention_bytes", "long", -1),
+    ConfigKey("retention.ms", "retention_ms", "long", 7 * 24 * 3600 * 1000, at_least(-1)),
+    ConfigKey("max.message.bytes", "max_message_bytes", "int", 1024 * 1024 + 12, at_least(0)),
+    ConfigKey("file.delete.delay.ms", "file_delete_delay_ms", "long", 60000, at_least(0)),
+    ConfigKey("delete.retention.ms", "delete_retention_ms", "long", 24 * 3600 * 1000, at_least(0)),
+    ConfigKey("min.compaction.lag.ms", "min_compaction_lag_ms", "long", 0, at_least(0)),
+    ConfigKey("max.compaction.lag.ms", "max_compaction_lag_ms", "long", LONG_MAX, at_least(1)),
+    ConfigKey("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", "double", 0.5, _between(0, 1)),
+    ConfigKey(
         "cleanup.policy",
         "cleanup_policy",
         "list",
         (CLEANUP_POLICY_DELETE,),
         _subset_of(CLEANUP_POLICY_COMPACT, CLEANUP_POLICY_DELETE),
     ),
-    _Key("unclean.leader.election.enable", "unclean_leader_election_enable", "boolean", False),
-    _Key("min.insync.replicas", "min_insync_replicas", "int", 1, _at_least(1)),
-    _Key("compression.type", "compression_type", "string", "producer", _one_of(*COMPRESSION_TYPES)),
-    _Key("compression.gzip.level", "compression_gzip_level", "int", -1, _gzip_level),
-    _Key("compression.lz4.level", "compression_lz4_level", "int", 9, _between(1, 17)),
-    _Key("compression.zstd.level", "compression_zstd_level", "int", 3, _between(-131072, 22)),
-    _Key("preallocate", "preallocate", "boolean", False),
-    _Key(
+    ConfigKey("unclean.leader.election.enable", "unclean_leader_election_enable", "boolean", False),
+    ConfigKey("min.insync.replicas", "min_insync_replicas", "int", 1, at_least(1)),
+    ConfigKey("compression.type", "compression_type", "string", "producer", _one_of(*COMPRESSION_TYPES)),
+    ConfigKey("compression.gzip.level", "compression_gzip_level", "int", -1, _gzip_level),
+    ConfigKey("compression.lz4.level", "compression_lz4_level", "int", 9, _between(1, 17)),
+    ConfigKey("compression.zstd.level", "compression_zstd_level", "int", 3, _between(-131072, 22)),
+    ConfigKey("preallocate", "preallocate", "boolean", False),
+    ConfigKey(
         "message.timestamp.type", "message_timestamp_type", "string", CREATE_TIME, _one_of(CREATE_TIME, LOG_APPEND_TIME)
     ),
-    _Key("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", "long", LONG_MAX, _at_least(0)),
-    _Key("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", "long", LONG_MAX, _at_least(0)),
-    _Key("leader.replication.throttled.replicas", "leader_replication_throttled_replicas", "list", ()),
-    _Key("follower.replication.throttled.replicas", "follower_replication_throttled_replicas", "list", ()),
-    _Key("remote.storage.enable", "remote_storage_enable", "boolean", False),
-    _Key("local.retention.ms", "local_retention_ms", "long", -2, _at_least(-2)),
-    _Key("local.retention.bytes", "local_retention_bytes", "long", -2, _at_least(-2)),
-    _Key("remote.log.copy.disable", "remote_log_copy_disable", "boolean", False),
-    _Key("remote.log.delete.on.disable", "remote_log_delete_on_disable", "boolean", False),
+    ConfigKey("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", "long", LONG_MAX, at_least(0)),
+    ConfigKey("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", "long", LONG_MAX, at_least(0)),
+    ConfigKey("leader.replication.throttled.replicas", "leader_replication_throttled_replicas", "list", ()),
+    ConfigKey("follower.replication.throttled.replicas", "follower_replication_throttled_replicas", "list", ()),
+    ConfigKey("remote.storage.enable", "remote_storage_enable", "boolean", False),
+    ConfigKey("local.retention.ms", "local_retention_ms", "long", -2, at_least(-2)),
+    ConfigKey("local.retention.bytes", "local_retention_bytes", "long", -2, at_least(-2)),
+    ConfigKey("remote.log.copy.disable", "remote_log_copy_disable", "boolean", False),
+    ConfigKey("remote.log.delete.on.disable", "remote_log_delete_on_disable", "boolean", False),
     # removed in Kafka 4.0, still found in the configs of old archives
-    _Key("message.format.version", "message_format_version", "optional-string", None),
-    _Key("message.downconversion.enable", "message_downconversion_enable", "boolean", True),
+    ConfigKey("message.format.version", "message_format_version", "optional-string", None),
+    ConfigKey("message.downconversion.enable", "message_downconversion_enable", "boolean", True),
 )
 _BY_NAME = {k.name: k for k in _KEYS}
 _BY_ATTR = {k.attr: k for k in _KEYS}
 _INT_BOUNDS = {"int": (INT_MIN, INT_MAX), "long": (LONG_MIN, LONG_MAX)}
 
 
-def _parse(key: _Key, raw: Any) -> Any:
+def parse_value(key: ConfigKey, raw: Any) -> Any:
     """One value, from a Python value or Kafka-style text, type-checked and validated."""
     kind = key.kind
     try:
@@ -234,7 +236,7 @@ class LogConfig:
             value = getattr(self, key.attr)
             if key.kind == "list" and isinstance(value, list):
                 value = tuple(value)
-            object.__setattr__(self, key.attr, _parse(key, value))
+            object.__setattr__(self, key.attr, parse_value(key, value))
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
             raise ConfigError(
                 f"conflict topic config setting min.compaction.lag.ms ({self.min_compaction_lag_ms}) > "
@@ -254,7 +256,7 @@ class LogConfig:
             key = _BY_NAME.get(name)
             if key is None:
                 raise ConfigError(f"Unknown topic config name: {name}")
-            values[key.attr] = _parse(key, raw)
+            values[key.attr] = parse_value(key, raw)
         base = defaults if defaults is not None else cls()
         overridden = frozenset(props) | (defaults.overridden if defaults is not None else frozenset())
         return dataclasses.replace(base, **values, overridden=overridden)

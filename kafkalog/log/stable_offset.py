@@ -113,10 +113,17 @@ def _replay(item: Any, start: int, txns: OpenTransactions, options: dict[str, st
         result = scan_batches(item.path, position=position, check_crc=False)
         h = result.headers
         last = result.last_offsets
-        for base, attrs, pid, top in zip(h["base_offset"].tolist(), h["attributes"].tolist(),
-                                         h["producer_id"].tolist(), last.tolist(), strict=True):  # fmt: skip
-            if top >= start:
-                txns.feed(base, attrs, pid, top)
+        wanted = last >= start
+        if not wanted.any():
+            return
+        top = int(last[wanted].max())
+        if txns.log_end is None or top + 1 > txns.log_end:
+            txns.log_end = top + 1
+        # only transactional batches move the open transactions: an archive without any costs no loop
+        txn = wanted & ((h["attributes"] & _TRANSACTIONAL) != 0) & (h["producer_id"] != _NO_PRODUCER)
+        for base, attrs, pid in zip(h["base_offset"][txn].tolist(), h["attributes"][txn].tolist(),
+                                    h["producer_id"][txn].tolist(), strict=True):  # fmt: skip
+            txns.feed(base, attrs, pid)
         return
     with indexes_on_disk(item, options, rsm) as local:
         size = local.size_bytes

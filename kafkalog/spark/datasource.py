@@ -358,7 +358,7 @@ class KafkaLogReader(DataSourceReader):
         """One segment's Arrow batches, with onCorrupt's reporting and the segment's metrics (also used by
         :mod:`kafkalog.spark.export`); ``worker_start``: the fresh worker's start-up, for the metrics."""
         metrics = ScanMetrics(segment.item.path, started=time.time(), worker_start=worker_start)
-        batches = _scan_segment(self, segment, metrics)
+        batches = scan_segment(self, segment, metrics)
         finished = False
         try:
             while True:
@@ -462,7 +462,7 @@ def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str],
         yield local, 0
 
 
-def _scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics):
+def scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics):
     """Arrow record batches of one segment: seek with the indexes, fetch the byte range (remote), decode columns
     (:func:`kafkalog.spark.scan.scan_range`)."""
     item, b = part.item, part.bounds

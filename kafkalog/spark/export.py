@@ -297,7 +297,7 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
                 key = (topic, partition)
                 name = f"part-{task:05d}-{len(files):05d}.parquet"
                 rel = f"{_dir_of(partition_by, topic, partition)}/{name}" if partition_by else name
-                writer = _FileWriter(dest, dest.path(rel), batch.schema, _codecs(batch, compression))
+                writer = _FileWriter(dest, dest.path(rel), batch.schema, column_codecs(batch, compression))
             writer.write(batch)
         if writer is not None:
             files.append(writer.close())
@@ -331,11 +331,11 @@ def _with_timestamp_type(batch):
 #: columns Parquet dictionary-encodes: the ones that repeat within a file. Offsets, timestamps, keys and values
 #: are mostly distinct, and a dictionary tried on them first (pyarrow's default) only slows Spark's reads.
 DICTIONARY_COLUMNS = ("topic", "timestamp_type")
-#: codecs that give way to no compression on a key or value column whose bytes do not shrink (see :func:`_codecs`)
+#: codecs that give way to no compression on a key or value column whose bytes do not shrink (see :func:`column_codecs`)
 FAST_CODECS = ("snappy", "lz4")
 
 
-def _codecs(batch, compression: str) -> dict[str, str] | str:
+def column_codecs(batch, compression: str) -> dict[str, str] | str:
     """The codec of each Parquet column of a file whose first batch is ``batch``: ``compression``, except that
     with a fast codec a key or value column whose bytes in this batch do not shrink by a tenth under snappy
     (random or already compressed payloads) is stored uncompressed: the file is no bigger and Spark reads such
@@ -391,7 +391,7 @@ def _reader(roots: Sequence[str], options: Mapping[str, Any], parallelism: int):
     return KafkaLogReader({**opts, "paths": json.dumps(list(roots))}, None, parallelism)
 
 
-def _run_job(spark, work: list, fn, on_progress: ProgressCallback | None, description: str) -> list[dict]:
+def run_job(spark, work: list, fn, on_progress: ProgressCallback | None, description: str) -> list[dict]:
     """Collect ``fn`` over ``work`` (one Spark task per element, each carrying only its own element); while it
     runs, report finished tasks to ``on_progress`` from Spark's status tracker."""
     sc = spark.sparkContext
@@ -448,7 +448,7 @@ def _spark_failure(out: str, exc: BaseException) -> storage.StorageError:
     return storage.StorageError(f"{out}: export failed: {reason or type(exc).__name__}")
 
 
-def _raise_task_error(error: dict) -> None:
+def raise_task_error(error: dict) -> None:
     cls = getattr(errors, error["type"], None)
     if not (isinstance(cls, type) and issubclass(cls, KafkaLogError)):
         cls = KafkaLogError
@@ -514,7 +514,7 @@ def export_archive(
     fn = _task_function(reader, dest, cols, compression)
     description = f"kafkalog export: {segments} segments to {target}"
     try:
-        rows = _run_job(spark, list(enumerate(groups)), fn, on_progress, description)
+        rows = run_job(spark, list(enumerate(groups)), fn, on_progress, description)
     except Exception as exc:
         _remove_ours(dest)
         raise _spark_failure(target, exc) from exc
@@ -526,7 +526,7 @@ def export_archive(
     failed = [r["error"] for r in rows if r["error"] is not None]
     if failed:
         _remove_ours(dest)
-        _raise_task_error(failed[0])
+        raise_task_error(failed[0])
     if on_progress is not None:
         on_progress("commit", 0, 1)
     try:

@@ -57,6 +57,29 @@ def test_on_corrupt_skip_records_what_was_skipped_in_the_summary(tmp_path):
     assert 0 < len(rows) < len(full) and set(rows) < set(full)
 
 
+@pytest.mark.parametrize(("case", "segment_index", "at"), [("golden-none-0", 0, 200), ("golden-none-0", 0, 12100),
+                                                         ("golden-segments-0", 1, 60),
+                                                         ("golden-segments-0", 3, 3000)])  # fmt: skip
+def test_on_corrupt_skip_records_the_offsets_salvage_would_lose(tmp_path, case, segment_index, at):
+    """The summary names the lost offset ranges as ``recover --salvage --dry-run`` does for the same damage, and
+    they are exactly the offsets missing from the rows (Kafka's records from the golden manifest)."""
+    from kafkalog.log.salvage import salvage_partition
+
+    part, log = _corrupt_copy(tmp_path, case, segment_index, at)
+    lost = [list(r) for r in salvage_partition(part, dry_run=True).lost_ranges]
+    assert lost  # the damage loses offsets
+    result = sync([part], "kafka.history", warehouse=tmp_path / "wh", on_corrupt="skip")
+    snap = open_table(tmp_path / "wh").current_snapshot()
+    recorded = [r for s in json.loads(snap.summary["kafkalog.skipped"]) for r in s["lost_offsets"]]
+    assert recorded == lost == [r for s in result.skipped for r in s["lost_offsets"]]
+    have = {r[2] for r in table_rows(open_table(tmp_path / "wh"))}
+    want = {r[2] for r in expected(case)}
+    assert want - have == {o for a, b in lost for o in range(a, b + 1)} & want
+    res = CliRunner().invoke(main, ["iceberg", "sync", str(part), "--table", "kafka.other", "--warehouse",
+                                    str(tmp_path / "wh"), "--on-corrupt", "skip"])  # fmt: skip
+    assert res.exit_code == 0 and f"offsets {lost[0][0]}-{lost[0][1]}" in res.output, res.output
+
+
 def test_cli_corrupt_is_exit_1_with_one_line(tmp_path):
     part, log = _corrupt_copy(tmp_path)
     res = CliRunner().invoke(main, ["iceberg", "sync", str(part), "--table", "kafka.history",

@@ -117,13 +117,13 @@ def test_resume_seeks_instead_of_scanning(tmp_path, monkeypatch):
 
     monkeypatch.setattr(syncer, "table_next_offsets", lambda t: {"golden-segments-0": resume})
     starts = []
-    real = datasource._scan_segment
+    real = datasource.scan_segment
 
     def spy(reader, part, m):
         yield from real(reader, part, m)
         starts.append((part.item.base_offset, m.start_position))
 
-    monkeypatch.setattr(datasource, "_scan_segment", spy)
+    monkeypatch.setattr(datasource, "scan_segment", spy)
     again = sync([src], "kafka.history", warehouse=tmp_path / "wh")
     items = discover_segments([src])
     holding = max(i.base_offset for i in items if i.base_offset <= resume)
@@ -144,3 +144,26 @@ def test_legacy_magic_0_and_1_rows_null_timestamps_included(tmp_path):
     got = table_rows(open_table(tmp_path / "wh"))
     assert got == sorted(want, key=lambda r: (r[0], r[1], r[2]))
     assert any(r[3] is None for r in got) and all(r[3] is None or r[3] >= 0 for r in got)
+
+
+def test_files_are_cut_at_the_target_size_with_few_open_files(tmp_path, monkeypatch):
+    """A writer streams rows into one file per (topic, day), cut at the table's write.target-file-size-bytes, with
+    at most MAX_OPEN_FILES open: a chunk holding magic-0 (no timestamp) and magic-2 rows is split, and every row
+    still lands once."""
+    from kafkalog.iceberg import write
+
+    sync([GOLDEN / "logdir" / "golden-none-0"], "kafka.history", warehouse=tmp_path / "wh")
+    table = open_table(tmp_path / "wh")
+    with table.transaction() as tx:
+        tx.set_properties(**{"write.target-file-size-bytes": "4000"})
+    monkeypatch.setattr(write, "MAX_OPEN_FILES", 1)
+    result = sync([GOLDEN / "legacy" / "logdir"], "kafka.history", warehouse=tmp_path / "wh")
+    table = open_table(tmp_path / "wh")
+    want = expected("golden-none-0")
+    for case in sorted(p.name for p in (GOLDEN / "legacy" / "logdir").iterdir() if p.is_dir()):
+        topic, _, p = case.rpartition("-")
+        want += consumer_view(manifest_batches(load_manifest(f"legacy/manifests/{case}.json")), topic, int(p))
+    assert table_rows(table) == sorted(want, key=lambda r: (r[0], r[1], r[2]))
+    tasks = list(table.scan(row_filter="topic != 'golden-none'").plan_files())
+    assert len(tasks) == len(result.files) > len({(t.file.partition[0], t.file.partition[1]) for t in tasks})
+    assert any(t.file.partition[1] is None for t in tasks) and any(t.file.partition[1] is not None for t in tasks)

@@ -224,6 +224,39 @@ def test_the_cli_imports_at_module_top_except_heavy_library_modules() -> None:
     assert sorted(m for m in cli if m in heavy) == []
 
 
+def _private_imports(pkg: Path, name: str) -> list[tuple[str, str]]:
+    """(module, "target.name") for every ``from kafkalog.X... import _name`` whose target lies in another
+    package (first two name parts) than the importing module: a private helper used as another package's API."""
+    out = []
+    for mod, path in _modules(pkg, name).items():
+        if path is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+                continue
+            if not node.module.startswith("kafkalog") or node.module.split(".")[:2] == mod.split(".")[:2]:
+                continue
+            out += [(mod, f"{node.module}.{a.name}") for a in node.names
+                    if a.name.startswith("_") and not a.name.endswith("__")]  # fmt: skip
+    return sorted(out)
+
+
+def test_no_package_imports_another_packages_private_names() -> None:
+    """A name one package uses from another is public in its home module (the home module's tests and
+    refactorings then see it is shared)."""
+    assert _private_imports(PKG, "kafkalog") == []
+    assert _private_imports(CLI, "kafkalog_cli") == []
+
+
+def test_the_check_sees_a_private_import_inside_a_function(tmp_path: Path) -> None:
+    pkg = tmp_path / "kafkalog"
+    (pkg / "a").mkdir(parents=True)
+    (pkg / "a" / "m.py").write_text("def _h():\n    pass\n")
+    (pkg / "a" / "n.py").write_text("from kafkalog.a.m import _h\n")  # the same package: allowed
+    (pkg / "b.py").write_text("def f():\n    from kafkalog.a.m import _h, g\n")
+    assert _private_imports(pkg, "kafkalog") == [("kafkalog.b", "kafkalog.a.m._h")]
+
+
 def test_the_check_sees_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:
     """The checker itself: a two-module cycle whose second edge is an import inside a function is found."""
     pkg = tmp_path / "kafkalog"
