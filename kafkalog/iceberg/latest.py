@@ -5,7 +5,7 @@ The view is a second Iceberg table with the main table's columns, partitioned by
 ``identity(partition)``. It holds, for every key of every topic-partition, the row of the record with the highest
 offset among the main table's rows, and no row for a key whose latest record is a tombstone (null value): what a
 consumer that read the whole log keeps in a map, and what Kafka's cleaner converges to (the view of a partition
-before and after compaction is the same; ``tests/test_iceberg_latest.py`` checks both against Kafka's dump).
+before and after compaction is the same; ``tests/iceberg/test_iceberg_latest.py`` checks both against Kafka's dump).
 Records without a key belong to no key: they are not in the view (a compacted topic's leader refuses them and the
 cleaner drops them).
 

@@ -12,14 +12,13 @@ import pytest
 pytest.importorskip("pyiceberg")
 pytest.importorskip("pyiceberg_core")
 
-from conftest import GOLDEN, needs_golden  # noqa: E402
-from test_iceberg_sync import expected  # noqa: E402
-
 from kafkalog.iceberg import sync  # noqa: E402
+from tests.conftest import GOLDEN, needs_golden  # noqa: E402
+from tests.iceberg.test_iceberg_sync import expected  # noqa: E402
 
 pytestmark = needs_golden
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "iceberg.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "iceberg.md"
 
 
 def snippet(name: str) -> str:

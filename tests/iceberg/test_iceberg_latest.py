@@ -16,14 +16,14 @@ pytest.importorskip("pyiceberg")
 pytest.importorskip("pyiceberg_core")
 
 from click.testing import CliRunner  # noqa: E402
-from conftest import GOLDEN, needs_golden  # noqa: E402
-from iceberg_expect import consumer_view, table_rows  # noqa: E402
 from kafkalog_cli.main import main  # noqa: E402
-from oracle import needs_oracle, run_oracle_json  # noqa: E402
-from test_iceberg_sync import open_table  # noqa: E402
 
 from kafkalog.errors import IcebergConfigError, InvalidArgumentError  # noqa: E402
 from kafkalog.iceberg import NEXT_OFFSETS, sync  # noqa: E402
+from tests.conftest import GOLDEN, needs_golden  # noqa: E402
+from tests.iceberg.test_iceberg_sync import open_table  # noqa: E402
+from tests.iceberg_expect import consumer_view, table_rows  # noqa: E402
+from tests.oracle import needs_oracle, run_oracle_json  # noqa: E402
 
 pytestmark = [needs_golden, needs_oracle]
 
