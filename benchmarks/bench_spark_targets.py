@@ -11,7 +11,8 @@ Without ``--root`` the archive is generated (``spark_bench_common.generate``: 16
 * ``narrow``: in the same session, the DataSource with the user schema ``topic string, partition int, offset long,
   timestamp long`` answering ``count(*), max(timestamp)``, against one in-process decoder of the same columns
   (``iter_record_columns`` + ``to_arrow(["offset", "timestamp"])`` over the same segments). Goal: in-process /
-  DataSource >= 1.3.
+  DataSource >= 1.3. In the same turns the same query over the first segment alone (the fixed part) and an empty
+  aggregate job; printed: the per-MiB parts, the ratio's limit for big archives and the size where it reaches 1.3x.
 * ``cold``: in turns, ``kafkalog spark validate ARCHIVE --master local[2] --timings --json`` (a fresh process),
   a bare PySpark session's start and first Python job (``range(2).mapInArrow``; Spark's defaults, the workers
   on this interpreter) in a fresh process, and
@@ -120,8 +121,17 @@ def warm_and_narrow(root: str, rounds: int, sections: set[str]) -> None:
             turns += [("verify (CLI)", lambda: cli_verify(root)), ("validation job", job)]
         if "narrow" in sections:
             assert scan() == in_process_narrow(segments)
-            scan()
-            turns += [("in-process narrow decode", lambda: in_process_narrow(segments)), ("narrow DataSource", scan)]
+            one = spark.read.format("kafkalog").schema(NARROW).load(segments[0])  # the fixed cost: one segment
+
+            def scan_one() -> None:
+                one.selectExpr("count(*) AS n", "max(timestamp) AS t").collect()
+
+            def empty_job() -> None:
+                spark.range(0, 2, 1, 2).selectExpr("count(*)", "max(id)").collect()
+
+            scan(), scan_one(), empty_job()
+            turns += [("in-process narrow decode", lambda: in_process_narrow(segments)), ("narrow DataSource", scan),
+                      ("narrow DataSource, one segment", scan_one), ("empty aggregate job", empty_job)]  # fmt: skip
         best: dict[str, float] = {}
         for r in range(rounds):
             line = []
@@ -143,8 +153,23 @@ def warm_and_narrow(root: str, rounds: int, sections: set[str]) -> None:
             print(f"TARGET narrow scan ({narrow.rdd.getNumPartitions()} tasks): in-process "
                   f"{best['in-process narrow decode']:.3f}s / DataSource {best['narrow DataSource']:.3f}s = "
                   f"{ratio:.2f}x (goal >= 1.3x); {_load()}")  # fmt: skip
+            print("  " + narrow_arithmetic(best, sum(os.path.getsize(p) for p in segments)))
     finally:
         spark.stop()
+
+
+def narrow_arithmetic(best: dict[str, float], size: int) -> str:
+    """The narrow scan as a fixed part (the one-segment query) plus a per-MiB part, against the in-process
+    decoder's per-MiB time: the ratio's limit for big archives, and the size where it would reach 1.3x."""
+    mib = size / 2**20
+    fixed = best["narrow DataSource, one segment"]
+    per_mib = max(best["narrow DataSource"] - fixed, 1e-9) / mib
+    inproc = best["in-process narrow decode"] / mib
+    limit = inproc / per_mib
+    reach = f"{1.3 * fixed / (inproc - 1.3 * per_mib) / 1024:.1f} GiB" if limit > 1.3 else "never"
+    return (f"fixed part: the one-segment query {fixed:.3f}s (an empty aggregate job {best['empty aggregate job']:.3f}s); "
+            f"per MiB: DataSource {per_mib * 1000:.2f} ms, in-process {inproc * 1000:.2f} ms: the ratio tends to "
+            f"{limit:.2f}x for big archives, 1.3x reached at: {reach}")  # fmt: skip
 
 
 def warm_profile(spark, root: str) -> str:
