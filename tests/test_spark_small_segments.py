@@ -131,3 +131,18 @@ def test_damage_is_found_as_a_segment_scan_finds_it(monkeypatch, tmp_path: Path,
             outcomes.append((str(err.value), err.value.position, skipped))
     assert outcomes[0] == outcomes[1]
     assert len(outcomes[0][2]) > 100
+
+
+def test_a_long_run_is_read_in_passes_of_bounded_bytes(monkeypatch) -> None:
+    """JOINED_BYTES bounds what one pass holds: golden-segments-0 (11 segments of ~4 KB) in passes of 2-3 segments,
+    rows unchanged."""
+    import kafkalog.spark.datasource as ds
+
+    root = GOLDEN / "logdir" / CASE
+    sizes = [p.stat().st_size for p in sorted(root.glob("*.log"))]
+    want, _ = _read(root)
+    monkeypatch.setattr(ds, "JOINED_BYTES", 2 * max(sizes))
+    passes = _decoder_passes(monkeypatch)
+    got, _ = _read(root)
+    assert got == want
+    assert len(sizes) // 3 <= len(passes) <= len(sizes) // 2, (len(sizes), passes)

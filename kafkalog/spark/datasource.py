@@ -371,13 +371,15 @@ class KafkaLogReader(DataSourceReader):
         decoder pass for up to JOINED_BYTES of them) when nothing asks for a segment's own scan (a range,
         read_committed, ``decode``, ``metricsDir``), the others (and joined ones whose pass fails) one by one."""
         held: list[SegmentPartition] = []
+        load = 0
         for i, segment in run:
             if self._joinable(segment):
                 held.append(segment)
-                if sum(s.size for s in held) < JOINED_BYTES:
+                load += segment.size
+                if load < JOINED_BYTES:
                     continue
             yield from self._read_joined(held)
-            held = []
+            held, load = [], 0
             if not self._joinable(segment):
                 yield from self.read_segment(segment, startup if i == 0 else 0.0)
         yield from self._read_joined(held)
