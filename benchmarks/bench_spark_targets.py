@@ -1,7 +1,7 @@
 """Issue 44's speed targets for the Spark layer, each measured in turns in one run, each ratio printed with its goal.
 
-    python benchmarks/bench_spark_targets.py [--root DIR] [--rounds 5] [--sections warm,narrow,cold,tiny]
-        [--partitions 16 --segments 4 --segment-mib 4 --value-bytes 1024]
+    python benchmarks/bench_spark_targets.py [--root DIR] [--rounds 5] [--sections warm,narrow,cold,tiny,cluster2]
+        [--partitions 16 --segments 4 --segment-mib 4 --value-bytes 1024] [--cluster-gib 1] [--cluster-scan]
 
 Without ``--root`` the archive is generated (``spark_bench_common.generate``: 16 partition dirs x 4 segments of
 4 MiB, 1 KiB values, Kafka's indexes: 256 MiB). Sections:
@@ -11,7 +11,8 @@ Without ``--root`` the archive is generated (``spark_bench_common.generate``: 16
 * ``narrow``: in the same session, the DataSource with the user schema ``topic string, partition int, offset long,
   timestamp long`` answering ``count(*), max(timestamp)``, against one in-process decoder of the same columns
   (``iter_record_columns`` + ``to_arrow(["offset", "timestamp"])`` over the same segments). Goal: in-process /
-  DataSource >= 1.3.
+  DataSource >= 1.3. In the same turns the same query over the first segment alone (the fixed part) and an empty
+  aggregate job; printed: the per-MiB parts, the ratio's limit for big archives and the size where it reaches 1.3x.
 * ``cold``: in turns, ``kafkalog spark validate ARCHIVE --master local[2] --timings --json`` (a fresh process),
   a bare PySpark session's start and first Python job (``range(2).mapInArrow``; Spark's defaults, the workers
   on this interpreter) in a fresh process, and
@@ -20,9 +21,17 @@ Without ``--root`` the archive is generated (``spark_bench_common.generate``: 16
 * ``tiny``: 1,200 segments of 16 KiB (one ~16 KiB batch each) against the same records in one segment, the
   DataSource's ``count`` + ``sum(length(value))`` on ``local[2]``. Goal: within 3x.
 
-Every figure is printed with the load average (``os.getloadavg``): on a shared box the load moves them all. The
-two-worker cluster target (2 workers >= 1.7x one worker on 1 GiB) has no section here: ``bench_spark.py
---sections cluster`` compares a 2-worker standalone cluster with ``local[2]``, not with one worker.
+* ``cluster2`` (root only: network namespaces): a generated ``--cluster-gib`` archive (default 1 GiB: 16 partition
+  dirs x 16 segments of 4 MiB, 1 KiB values; its own temp dir, deleted after) on the standalone cluster the tests
+  build (``tests/netns_cluster.py``: master and drivers in the root namespace, each worker its own network and
+  mount namespace). Two drivers, each a child process with a warm session on the same cluster: one application
+  with ``spark.cores.max=1`` (one executor of one core: one worker), one with ``spark.cores.max=2`` (an executor
+  of one core on each worker host). The workers advertise 2 cores each so both applications keep their executors
+  and run in turns; every executor runs one task at a time. In turns: the in-process ``verify_segment`` loop, the
+  1-worker validation job, the 2-worker one (``--cluster-scan``: and each driver's narrow DataSource scan). Goal:
+  1 worker / 2 workers >= 1.7.
+
+Every figure is printed with the load average (``os.getloadavg``): on a shared box the load moves them all.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from spark_bench_common import generate, load_average  # noqa: E402
+from spark_bench_common import generate, library_loop, load_average  # noqa: E402
 
 _CLI = "from kafkalog_cli.main import main; main()"
 NARROW = "topic string, partition int, offset long, timestamp long"
@@ -112,8 +121,17 @@ def warm_and_narrow(root: str, rounds: int, sections: set[str]) -> None:
             turns += [("verify (CLI)", lambda: cli_verify(root)), ("validation job", job)]
         if "narrow" in sections:
             assert scan() == in_process_narrow(segments)
-            scan()
-            turns += [("in-process narrow decode", lambda: in_process_narrow(segments)), ("narrow DataSource", scan)]
+            one = spark.read.format("kafkalog").schema(NARROW).load(segments[0])  # the fixed cost: one segment
+
+            def scan_one() -> None:
+                one.selectExpr("count(*) AS n", "max(timestamp) AS t").collect()
+
+            def empty_job() -> None:
+                spark.range(0, 2, 1, 2).selectExpr("count(*)", "max(id)").collect()
+
+            scan(), scan_one(), empty_job()
+            turns += [("in-process narrow decode", lambda: in_process_narrow(segments)), ("narrow DataSource", scan),
+                      ("narrow DataSource, one segment", scan_one), ("empty aggregate job", empty_job)]  # fmt: skip
         best: dict[str, float] = {}
         for r in range(rounds):
             line = []
@@ -135,8 +153,23 @@ def warm_and_narrow(root: str, rounds: int, sections: set[str]) -> None:
             print(f"TARGET narrow scan ({narrow.rdd.getNumPartitions()} tasks): in-process "
                   f"{best['in-process narrow decode']:.3f}s / DataSource {best['narrow DataSource']:.3f}s = "
                   f"{ratio:.2f}x (goal >= 1.3x); {_load()}")  # fmt: skip
+            print("  " + narrow_arithmetic(best, sum(os.path.getsize(p) for p in segments)))
     finally:
         spark.stop()
+
+
+def narrow_arithmetic(best: dict[str, float], size: int) -> str:
+    """The narrow scan as a fixed part (the one-segment query) plus a per-MiB part, against the in-process
+    decoder's per-MiB time: the ratio's limit for big archives, and the size where it would reach 1.3x."""
+    mib = size / 2**20
+    fixed = best["narrow DataSource, one segment"]
+    per_mib = max(best["narrow DataSource"] - fixed, 1e-9) / mib
+    inproc = best["in-process narrow decode"] / mib
+    limit = inproc / per_mib
+    reach = f"{1.3 * fixed / (inproc - 1.3 * per_mib) / 1024:.1f} GiB" if limit > 1.3 else "never"
+    return (f"fixed part: the one-segment query {fixed:.3f}s (an empty aggregate job {best['empty aggregate job']:.3f}s); "
+            f"per MiB: DataSource {per_mib * 1000:.2f} ms, in-process {inproc * 1000:.2f} ms: the ratio tends to "
+            f"{limit:.2f}x for big archives, 1.3x reached at: {reach}")  # fmt: skip
 
 
 def warm_profile(spark, root: str) -> str:
@@ -204,7 +237,165 @@ def tiny(work: Path, rounds: int, n_segments: int = 1200, segment_bytes: int = 1
                  segment_bytes=segment_bytes, goal="TARGET")  # fmt: skip
 
 
+class _Driver:
+    """A child process holding a warm session on the cluster (:func:`cluster_driver`), asked for one job at a
+    time over its stdin; it answers ``RESULT {json}`` lines on its stdout."""
+
+    def __init__(self, spec: dict, log: Path) -> None:
+        self.name = spec["name"]
+        self._log = open(log, "w")  # noqa: SIM115 - the child's stderr, kept for its life
+        self.proc = subprocess.Popen([sys.executable, __file__, "--cluster-driver", json.dumps(spec)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
+                                     start_new_session=True)  # fmt: skip
+
+    def answer(self) -> dict:
+        for line in self.proc.stdout:
+            if line.startswith("RESULT "):
+                return json.loads(line[7:])
+        raise SystemExit(f"the {self.name} driver ended (exit {self.proc.wait()}); its log: {self._log.name}")
+
+    def ask(self, command: str) -> dict:
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self.answer()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.ask("quit")
+                self.proc.wait(60)
+            except (OSError, SystemExit, subprocess.TimeoutExpired):
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait()
+        self._log.close()
+
+
+def cluster_driver(spec: dict) -> int:
+    """The child side of :class:`_Driver`: a session on ``spec["master"]`` with ``spec["conf"]``, warmed up, then
+    ``validate`` (listing + job, split by the tasks' clocks), ``scan`` (the narrow DataSource's count and
+    max(timestamp)) or ``quit`` per stdin line."""
+    from kafkalog.archive.discovery import discover_segments
+    from kafkalog.spark import get_session, register
+    from kafkalog.spark.task_clock import job_phases, new_clock
+    from kafkalog.spark.validate import validate_items
+
+    root, cores = spec["root"], spec["cores"]
+    spark = get_session(spec["master"], spec["name"], conf=spec["conf"])
+    register(spark)
+    sc = spark.sparkContext
+    deadline = time.monotonic() + 300
+    while sc._jsc.sc().getExecutorMemoryStatus().size() < 1 + cores and time.monotonic() < deadline:
+        time.sleep(0.2)
+    narrow = spark.read.format("kafkalog").schema(NARROW).load(root)
+
+    def validate() -> dict:
+        t = time.perf_counter()
+        items = discover_segments([root])
+        clock = new_clock(sc)
+        df = validate_items(spark, items, clock=clock)
+        submitted = time.time()
+        rows = df.collect()
+        returned = time.time()
+        wall = time.perf_counter() - t
+        bad = [r.path for r in rows if r.status != "ok"]
+        assert not bad, bad[:3]
+        return {"seconds": wall, "segments": len(rows), "phases": job_phases(clock.value, submitted, returned, cores)}
+
+    def scan() -> dict:
+        t = time.perf_counter()
+        row = narrow.selectExpr("count(*) AS n", "max(timestamp) AS t").collect()[0]
+        return {"seconds": time.perf_counter() - t, "rows": int(row.n)}
+
+    try:
+        for _ in range(2):  # the executors' Python workers, their imports, the JVMs' first queries
+            validate()
+        store = sc._jsc.sc().statusStore()
+        executors = store.executorList(True)
+        hosts = sorted(executors.apply(i).hostPort().rsplit(":", 1)[0] for i in range(executors.size())
+                       if executors.apply(i).id() != "driver")  # fmt: skip
+        print("RESULT " + json.dumps({"executor_hosts": hosts}), flush=True)
+        for line in sys.stdin:
+            command = line.strip()
+            if command == "quit":
+                print("RESULT {}", flush=True)
+                break
+            out = validate() if command == "validate" else scan()
+            print("RESULT " + json.dumps(out), flush=True)
+    finally:
+        spark.stop()
+    return 0
+
+
+def cluster2(rounds: int, work: Path, gib: float, with_scan: bool) -> None:
+    """1 worker against 2 workers on the namespace cluster, validation (and the narrow scan) in turns."""
+    from kafkalog.archive.discovery import discover_segments
+    from tests.netns_cluster import NetnsCluster, namespace_support
+
+    reason = namespace_support()
+    if reason:
+        raise SystemExit(f"cluster2: no separate hosts: {reason}")
+    segments = max(1, round(gib * 1024 / (16 * 4)))
+    generate(work / "big", 16, segments, 4 << 20, value_bytes=1024)
+    root = str(work / "big" / "logdir")
+    items = discover_segments([root])
+    size = sum(i.size_bytes for i in items)
+    print(f"cluster2 archive: {size / 2**30:.2f} GiB, {len(items)} segments; {_load()}", flush=True)
+    private = work / "driver-private"
+    private.mkdir()
+    cluster = NetnsCluster(work / "cluster", sys.executable, private, workers=2, memory="1200m", cores=2)
+    drivers: dict[int, _Driver] = {}
+    try:
+        t = time.perf_counter()
+        cluster.start()
+        for n in (1, 2):
+            conf = {**cluster.session_conf(), "spark.cores.max": str(n), "spark.executor.cores": "1"}
+            spec = {"name": f"bench-cluster2-{n}w", "master": cluster.url, "conf": conf, "root": root, "cores": n}
+            drivers[n] = _Driver(spec, work / f"driver-{n}.log")
+        for n, d in drivers.items():
+            hosts = d.answer()["executor_hosts"]
+            print(f"  {n}-worker application: executors on {hosts}", flush=True)
+            assert len(hosts) == n and len(set(hosts)) == n, hosts
+        print(f"  cluster and warm drivers up in {time.perf_counter() - t:.1f}s; {_load()}", flush=True)
+        best: dict[str, float] = {}
+        phases: dict[str, dict] = {}
+        for r in range(rounds):
+            line = []
+            lib = library_loop(items)
+            best["in-process"] = min(best.get("in-process", 1e9), lib)
+            line.append(f"in-process verify_segment loop {lib:.2f}s")
+            for n, d in drivers.items():
+                res = d.ask("validate")
+                if res["seconds"] < best.get(f"validate {n}", 1e9):
+                    best[f"validate {n}"] = res["seconds"]
+                    phases[f"validate {n}"] = res["phases"]
+                line.append(f"{n} worker(s) {res['seconds']:.2f}s")
+            if with_scan:
+                for n, d in drivers.items():
+                    res = d.ask("scan")
+                    best[f"scan {n}"] = min(best.get(f"scan {n}", 1e9), res["seconds"])
+                    line.append(f"scan {n} worker(s) {res['seconds']:.2f}s")
+            print(f"  round {r + 1}: " + "; ".join(line) + f"; {_load()}", flush=True)
+    finally:
+        for d in drivers.values():
+            d.stop()
+        cluster.stop()
+    gb = size / 1e9
+    lib, one, two = best["in-process"], best["validate 1"], best["validate 2"]
+    print(f"  in-process {gb / lib:.2f} GB/s; 1 worker {gb / one:.2f} GB/s ({lib / one:.0%} of in-process); "
+          f"2 workers {gb / two:.2f} GB/s")  # fmt: skip
+    for key in ("validate 1", "validate 2"):
+        shown = " ".join(f"{k} {v:.3f}" for k, v in phases[key].items())
+        print(f"  best {key} worker(s) {best[key]:.3f}s: job [{shown}]")
+    if with_scan:
+        print(f"  narrow scan: 1 worker {best['scan 1']:.2f}s / 2 workers {best['scan 2']:.2f}s = "
+              f"{best['scan 1'] / best['scan 2']:.2f}x")  # fmt: skip
+    print(f"TARGET cluster validation {size / 2**30:.2f} GiB: 1 worker {one:.2f}s / 2 workers {two:.2f}s = "
+          f"{one / two:.2f}x (goal >= 1.7x); {_load()}", flush=True)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--cluster-driver":
+        return cluster_driver(json.loads(sys.argv[2]))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=None, help="a log dir to use (default: generate one)")
     ap.add_argument("--partitions", type=int, default=16)
@@ -213,7 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--value-bytes", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cold-rounds", type=int, default=2)
-    ap.add_argument("--sections", default="warm,narrow,cold,tiny")
+    ap.add_argument("--sections", default="warm,narrow,cold,tiny", help="also: cluster2 (root only)")
+    ap.add_argument("--cluster-gib", type=float, default=1.0, help="cluster2's archive size")
+    ap.add_argument("--cluster-scan", action="store_true", help="cluster2 also times the narrow DataSource scan")
     args = ap.parse_args(argv)
     sections = set(args.sections.split(","))
     work = Path(tempfile.mkdtemp(prefix="kafkalog-bench-targets-"))
@@ -232,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
             cold(root, args.cold_rounds, work)
         if "tiny" in sections:
             tiny(work, args.rounds)
+        if "cluster2" in sections:
+            cluster2(args.rounds, work, args.cluster_gib, args.cluster_scan)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

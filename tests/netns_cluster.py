@@ -133,10 +133,10 @@ class NetnsCluster(StandaloneCluster):
     ``private_dir``."""
 
     def __init__(self, workdir: Path, worker_python: str, private_dir: Path, workers: int = 2,
-                 memory: str = "640m") -> None:  # fmt: skip
+                 memory: str = "640m", cores: int = 1) -> None:  # fmt: skip
         self.private_dir = private_dir.resolve()
         self.network = HostNetwork(workers)
-        super().__init__(workdir, worker_python, workers, memory, host=self.network.gateway)
+        super().__init__(workdir, worker_python, workers, memory, host=self.network.gateway, cores=cores)
 
     def worker_host(self, i: int) -> str:
         return self.network.addresses[i]

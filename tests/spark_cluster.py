@@ -91,7 +91,7 @@ def fresh_session(master: str, app_name: str, **kwargs):
 
 
 class StandaloneCluster:
-    """Master + ``workers`` workers; ``url`` is the master URL. Stop with :meth:`stop`.
+    """Master + ``workers`` workers of ``cores`` cores each; ``url`` is the master URL. Stop with :meth:`stop`.
 
     Every process listens on ``host`` (127.0.0.1 by default). Subclasses place workers elsewhere through
     :meth:`worker_host` and :meth:`worker_prefix` (``tests/netns_cluster.py``: one network and mount namespace per
@@ -99,8 +99,9 @@ class StandaloneCluster:
     """
 
     def __init__(self, workdir: Path, worker_python: str, workers: int = 2, memory: str = "640m",
-                 host: str = "127.0.0.1") -> None:  # fmt: skip
+                 host: str = "127.0.0.1", cores: int = 1) -> None:  # fmt: skip
         self.workdir = workdir
+        self.cores = cores
         self.worker_python = worker_python
         self.n_workers = workers
         self.memory = memory
@@ -152,7 +153,7 @@ class StandaloneCluster:
         for i in range(self.n_workers):
             wdir = self.workdir / f"worker-{i}"
             (wdir / "local").mkdir(parents=True, exist_ok=True)
-            self._spawn(["org.apache.spark.deploy.worker.Worker", "--host", self.worker_host(i), "--cores", "1",
+            self._spawn(["org.apache.spark.deploy.worker.Worker", "--host", self.worker_host(i), "--cores", str(self.cores),
                          "--memory", self.memory, "--webui-port", str(self.worker_ui_ports[i]),
                          "--work-dir", str(wdir), self.url], f"worker-{i}", self.worker_host(i), self.worker_prefix(i),
                         SPARK_LOCAL_DIRS=str(wdir / "local"))  # fmt: skip

@@ -3,7 +3,8 @@
 Input partitions are runs of consecutive segments (planned on the driver from names and sizes; a segment over
 ``maxPartitionBytes`` becomes byte ranges cut at checked ``.index`` entries, :mod:`kafkalog.spark.split`; at most
 ``maxPartitionBytes``, default 128 MiB, and small scans spread over at least ``minPartitions`` tasks, by default the
-session's parallelism when :func:`register` registered the source, else 8: :func:`pack_segments`).
+session's parallelism when :func:`register` registered the source, else 8: :func:`pack_segments`). A task decodes
+the whole small local segments of one partition in one pass (:func:`kafkalog.spark.scan.scan_joined`).
 
 Columns: Spark's Python DataSource API has no column pruning (every query receives all the columns ``schema()``
 names), so a query that needs few columns passes a user-specified schema, ``.schema("offset long, value binary")``:
@@ -90,7 +91,19 @@ from kafkalog.spark import channel
 from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
 from kafkalog.spark.options import check_options, flag
-from kafkalog.spark.scan import COLUMNS, SCHEMA, ScanMetrics, ScanSpec, arrow_schema, coalesced, scan_range
+from kafkalog.spark.scan import (
+    COLUMNS,
+    JOINED_BYTES,
+    SCHEMA,
+    SMALL_SEGMENT_BYTES,
+    ScanMetrics,
+    ScanSpec,
+    arrow_schema,
+    coalesced,
+    read_scan_metrics,  # noqa: F401 - its documented home is this module
+    scan_joined,
+    scan_range,
+)
 from kafkalog.spark.split import split_big_segments
 from kafkalog.spark.worker_gc import freeze_worker_once, fresh_worker_age
 
@@ -351,8 +364,43 @@ class KafkaLogReader(DataSourceReader):
         # the export's file per partition relies on
         segments = list(enumerate(partition.segments))
         for _, run in itertools.groupby(segments, key=lambda s: (s[1].item.topic, s[1].item.partition)):
-            batches = (b for i, segment in run for b in self.read_segment(segment, startup if i == 0 else 0.0))
-            yield from coalesced(batches, self.arrow_batch_rows)
+            yield from coalesced(self._read_run(list(run), startup), self.arrow_batch_rows)
+
+    def _read_run(self, run: list[tuple[int, SegmentPartition]], startup: float) -> Iterator:
+        """One partition's segments of a task: whole small local segments read together (:func:`scan_joined`, one
+        decoder pass for up to JOINED_BYTES of them) when nothing asks for a segment's own scan (a range,
+        read_committed, ``decode``, ``metricsDir``), the others (and joined ones whose pass fails) one by one."""
+        held: list[SegmentPartition] = []
+        load = 0
+        for i, segment in run:
+            if self._joinable(segment):
+                held.append(segment)
+                load += segment.size
+                if load < JOINED_BYTES:
+                    continue
+            yield from self._read_joined(held)
+            held, load = [], 0
+            if not self._joinable(segment):
+                yield from self.read_segment(segment, startup if i == 0 else 0.0)
+        yield from self._read_joined(held)
+
+    def _joinable(self, segment: SegmentPartition) -> bool:
+        item = segment.item
+        return (self.decode is None and self.metrics_dir is None and self.isolation == "read_uncommitted"
+                and segment.stop is None and segment.bounds == Bounds() and 0 < item.size_bytes <= SMALL_SEGMENT_BYTES
+                and not storage.is_remote(item.path) and not is_aiven_item(item))  # fmt: skip
+
+    def _read_joined(self, segments: list[SegmentPartition]) -> Iterator:
+        if len(segments) > 1:
+            item = segments[0].item
+            spec = ScanSpec(item.topic, item.partition, _MIN_LONG, _MIN_LONG, _NO_UPPER, None, self.verify_crc,
+                            self.on_corrupt == "skip", self.arrow_batch_rows, self.columns, self.out_schema)  # fmt: skip
+            batches = scan_joined(spec, [(s.item.path, s.item.size_bytes) for s in segments])
+            if batches is not None:
+                yield from batches
+                return
+        for segment in segments:
+            yield from self.read_segment(segment)
 
     def read_segment(self, segment: SegmentPartition, worker_start: float = 0.0) -> Iterator:
         """One segment's Arrow batches, with onCorrupt's reporting and the segment's metrics (also used by
@@ -510,36 +558,6 @@ def _write_metrics(metrics_dir: str, m: ScanMetrics, address: tuple[str, int, st
     if address is not None:
         channel.warn_unreachable(address, f"metrics lines are written to {metrics_dir} on this host")
     channel.write_metrics_line(metrics_dir, m.to_dict())
-
-
-def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
-    """Totals over every task's metrics in ``metrics_dir``: segments, batches_read, batches_decoded, bytes_read,
-    records_returned, log_bytes_fetched, skipped_regions, skipped_bytes, skipped_batches (onCorrupt=skip), and
-    floats: scan_seconds (the tasks' own Python time), yield_seconds (Spark taking their batches to the JVM),
-    worker_start (fresh workers' start-up), first_started / last_ended (wall clock of the first segment's start
-    and the last one's end: the tasks' span inside a query's wall time)."""
-    names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched",
-             "skipped_regions", "skipped_bytes", "skipped_batches")  # fmt: skip
-    seconds = ("scan_seconds", "yield_seconds", "worker_start")
-    totals: dict = {"segments": 0, **dict.fromkeys(names, 0), **dict.fromkeys(seconds, 0.0), "first_started": 0.0,
-                    "last_ended": 0.0}  # fmt: skip
-    if not os.path.isdir(metrics_dir):
-        return totals
-    for name in os.listdir(metrics_dir):
-        if not name.endswith(".json"):
-            continue
-        with open(os.path.join(metrics_dir, name), encoding="utf-8") as f:
-            d = json.load(f)
-        totals["segments"] += 1
-        for k in names:
-            totals[k] += int(d.get(k, 0))
-        for k in seconds:
-            totals[k] += float(d.get(k, 0.0))
-        if d.get("started"):
-            first = totals["first_started"]
-            totals["first_started"] = min(first, d["started"]) if first else d["started"]
-            totals["last_ended"] = max(totals["last_ended"], d.get("ended", 0.0))
-    return totals
 
 
 def register(spark) -> None:

@@ -18,7 +18,9 @@ File names are ``part-<task>-<n>.parquet`` (``n`` counts the task's files): uniq
 again when a retried task overwrites an earlier attempt. On local disk each file is written under a hidden temp
 name (Spark's readers skip names starting with ``.``), fsynced and renamed (then its dir fsynced); through
 ``pyarrow.fs`` for URLs it is uploaded to its final key (an object appears whole when its upload completes; a failed
-attempt's object is deleted). ``timestamp`` is Parquet's TIMESTAMP(MILLIS, UTC), Kafka's value unchanged. Before
+attempt's object is deleted). ``timestamp`` is a plain Parquet INT64 of Kafka's milliseconds (-1 included): the
+public surface (``shared/api.md``) promises ``spark.read.parquet(out)`` with the DataSource's schema, whose
+``timestamp`` is a long; ``timestamp_millis(timestamp)`` turns it into Spark's timestamp. Before
 ``_SUCCESS`` the driver checks what was committed: the files on disk are the files the tasks wrote, their footers'
 records add up to the records read. A corrupt segment with ``onCorrupt=fail`` fails its task without a retry
 (deterministic): the task reports it, the driver deletes the files the export wrote (and the dirs left empty) and
@@ -290,7 +292,6 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
             if not batch.num_rows:
                 continue
             topic, partition = batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
-            batch = _with_timestamp_type(batch)
             if writer is None or (partition_by and (topic, partition) != key):
                 if writer is not None:
                     files.append(writer.close())
@@ -313,19 +314,6 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
                 "skipped": reader.skipped_reports, "seconds": time.perf_counter() - started}  # fmt: skip
     return {"task": task, "files": [asdict(f) for f in files], "error": None, "rows_read": rows_read,
             "skipped": reader.skipped_reports, "seconds": time.perf_counter() - started}  # fmt: skip
-
-
-def _with_timestamp_type(batch):
-    """``batch`` with its ``timestamp`` column (int64 ms) as an Arrow ``timestamp("ms", "UTC")``: the same 8
-    bytes per value, written as Parquet's TIMESTAMP(MILLIS, UTC), the type engines read as a timestamp."""
-    import pyarrow as pa
-
-    i = batch.schema.get_field_index("timestamp")
-    if i < 0 or not pa.types.is_int64(batch.schema.field(i).type):
-        return batch
-    cols = list(batch.columns)
-    cols[i] = cols[i].view(pa.timestamp("ms", tz="UTC"))
-    return pa.RecordBatch.from_arrays(cols, schema=batch.schema.set(i, pa.field("timestamp", cols[i].type)))
 
 
 #: columns Parquet dictionary-encodes: the ones that repeat within a file. Offsets, timestamps, keys and values
@@ -589,14 +577,8 @@ def _remove_ours(dest: _Out) -> None:
 def read_export(spark, out: str | os.PathLike):
     """The export at ``out`` as a DataFrame with the DataSource's schema (partition columns typed as the
     DataSource types them, whatever Spark would infer from the dir names), columns in the DataSource's order."""
-    from pyspark.sql.functions import col, unix_millis
-    from pyspark.sql.types import StructField, StructType, TimestampType
-
     from kafkalog.spark.datasource import full_schema
     from kafkalog.spark.scan import COLUMNS
 
-    schema = StructType([StructField(f.name, TimestampType()) if f.name == "timestamp" else f
-                         for f in full_schema().fields])  # fmt: skip
-    df = spark.read.schema(schema).parquet(_normal_out(out))
-    return df.withColumn("timestamp", unix_millis(col("timestamp"))).select(*COLUMNS)
+    return spark.read.schema(full_schema()).parquet(_normal_out(out)).select(*COLUMNS)
 

@@ -22,7 +22,8 @@ from kafkalog.io.file_access import mapped_range
 from kafkalog.log.salvage_scan import next_batch_position
 from kafkalog.records import iter_record_columns
 
-__all__ = ["COLUMNS", "SCHEMA", "ScanMetrics", "ScanSpec", "arrow_schema", "coalesced", "scan_range"]
+__all__ = ["COLUMNS", "SCHEMA", "ScanMetrics", "ScanSpec", "arrow_schema", "coalesced", "read_scan_metrics",
+           "scan_joined", "scan_range"]
 
 SCHEMA = (
     "topic string, partition int, offset long, timestamp long, timestamp_type string, key binary, value binary, "
@@ -47,6 +48,12 @@ _MAX = (1 << 63) - 1
 _BYTES_COLUMNS = frozenset(("key", "value", "headers"))
 #: key/value bytes per decoded chunk (the record cap is the DataSource's ``arrowBatchRows``)
 CHUNK_BYTES = 32 << 20
+#: a whole local segment this small is read with its neighbours of the same partition in one decoder pass
+#: (:func:`scan_joined`): a segment's own pass (map, decoder, columns, Arrow table) costs ~0.4 ms, more than
+#: decoding 16 KiB of records
+SMALL_SEGMENT_BYTES = 1 << 20
+#: the most bytes of small segments one joined pass reads
+JOINED_BYTES = 16 << 20
 
 
 @dataclass
@@ -283,6 +290,36 @@ def _scan(spec: ScanSpec, path, position: int, end: int, m: ScanMetrics, label: 
         position = nxt
 
 
+def scan_joined(spec: ScanSpec, segments: list[tuple[str, int]]) -> list | None:
+    """The Arrow batches of whole small segments of one partition (``(path, size)``, in offset order, read whole:
+    no range, no filter) decoded in one pass over their bytes joined: whole segments hold whole batches, so the
+    joined bytes are a valid log. None when anything is off (a batch fails, a segment does not end where its last
+    batch ends, a file is shorter than listed): the caller then reads each segment on its own, which raises or
+    skips exactly as a segment's own scan does. Nothing is returned before the whole pass succeeded."""
+    parts = []
+    for path, size in segments:
+        with open(path, "rb") as f:
+            parts.append(f.read(size))
+        if len(parts[-1]) != size:
+            return None
+    data = b"".join(parts)
+    starts = np.cumsum([0] + [len(p) for p in parts[:-1]], dtype=np.int64)
+    reader = iter_record_columns(data, verify_crc=spec.verify_crc, max_records=spec.batch_rows,
+                                 max_bytes=CHUNK_BYTES, binary_view=not _BYTES_COLUMNS.intersection(spec.columns))  # fmt: skip
+    try:
+        chunks = list(reader)
+        if reader.error is not None or reader.valid_bytes != len(data):
+            return None
+    except CorruptRecordError:
+        return None
+    finally:
+        reader.close()
+    positions = np.concatenate([c.batch_position for c in chunks]) if chunks else np.empty(0, np.int64)
+    if not np.isin(starts, positions).all():  # a segment's tail ran into the next one's bytes
+        return None
+    return [b for chunk in chunks for b in _to_batches(chunk, None, spec)]
+
+
 def coalesced(batches: Iterator, rows: int) -> Iterator:
     """``batches`` with runs of small ones (tiny segments: a batch each) joined into batches of up to ``rows``
     records: Spark's Python data source path costs per batch, ~2 ms, more than a small segment's decode. A batch of
@@ -321,3 +358,33 @@ def _next_batch(source, bad: int, end: int) -> int:
     with open(source, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         with memoryview(mm) as view, view[:end] as part:
             return next_batch_position(part, bad)
+
+
+def read_scan_metrics(metrics_dir: str) -> dict[str, int]:
+    """Totals over every task's metrics in ``metrics_dir``: segments, batches_read, batches_decoded, bytes_read,
+    records_returned, log_bytes_fetched, skipped_regions, skipped_bytes, skipped_batches (onCorrupt=skip), and
+    floats: scan_seconds (the tasks' own Python time), yield_seconds (Spark taking their batches to the JVM),
+    worker_start (fresh workers' start-up), first_started / last_ended (wall clock of the first segment's start
+    and the last one's end: the tasks' span inside a query's wall time)."""
+    names = ("batches_read", "batches_decoded", "bytes_read", "records_returned", "log_bytes_fetched",
+             "skipped_regions", "skipped_bytes", "skipped_batches")  # fmt: skip
+    seconds = ("scan_seconds", "yield_seconds", "worker_start")
+    totals: dict = {"segments": 0, **dict.fromkeys(names, 0), **dict.fromkeys(seconds, 0.0), "first_started": 0.0,
+                    "last_ended": 0.0}  # fmt: skip
+    if not os.path.isdir(metrics_dir):
+        return totals
+    for name in os.listdir(metrics_dir):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(metrics_dir, name), encoding="utf-8") as f:
+            d = json.load(f)
+        totals["segments"] += 1
+        for k in names:
+            totals[k] += int(d.get(k, 0))
+        for k in seconds:
+            totals[k] += float(d.get(k, 0.0))
+        if d.get("started"):
+            first = totals["first_started"]
+            totals["first_started"] = min(first, d["started"]) if first else d["started"]
+            totals["last_ended"] = max(totals["last_ended"], d.get("ended", 0.0))
+    return totals

@@ -35,20 +35,6 @@ def _copy(dst: Path, cases: list[str], names: dict[str, str] | None = None) -> P
     return dst
 
 
-def _export_schema(schema):
-    """The DataSource's schema with ``timestamp`` as Spark reads Parquet's TIMESTAMP(MILLIS, UTC)."""
-    from pyspark.sql.types import StructField, StructType, TimestampType
-
-    return StructType([StructField(f.name, TimestampType()) if f.name == "timestamp" else f for f in schema.fields])
-
-
-def _millis(df):
-    """An export read with ``spark.read.parquet``, its timestamps back to the DataSource's milliseconds."""
-    from pyspark.sql.functions import unix_millis
-
-    return df.withColumn("timestamp", unix_millis("timestamp"))
-
-
 def _parquet_files(out: Path) -> list[str]:
     return sorted(str(p.relative_to(out)) for p in out.rglob("*.parquet"))
 
@@ -63,10 +49,11 @@ def test_golden_export_reads_back_as_the_datasource(spark, tmp_path: Path) -> No
     result = export_archive(spark, root, str(out), on_progress=lambda *s: steps.append(s))
     ds = spark.read.format("kafkalog").load(root)
     back = spark.read.parquet(str(out))
-    # names, order, types: the partition columns come back where the files hold them; timestamps as timestamps
-    assert back.schema == _export_schema(ds.schema)
+    # names, order, types (api.md: the DataSource's schema): the partition columns come back where the files hold
+    # them, timestamps as the DataSource's long milliseconds
+    assert back.schema == ds.schema
     want = ds.orderBy(*ORDER).collect()
-    assert _millis(back).orderBy(*ORDER).collect() == want and len(want) > 2000
+    assert back.orderBy(*ORDER).collect() == want and len(want) > 2000
     assert read_export(spark, str(out)).orderBy(*ORDER).collect() == want
     assert result.rows == len(want) == sum(f.rows for f in result.files)
     # Hive-style dirs, one per partition, the deterministic names the tasks report, and the marker
@@ -219,7 +206,7 @@ def test_cli_export_end_to_end(spark, tmp_path: Path) -> None:
     obj = json.loads(res.stdout.strip().splitlines()[-1])
     want = spark.read.format("kafkalog").option("isolation", "read_committed").load(roots).orderBy(*ORDER).collect()
     assert obj["type"] == "export" and obj["rows"] == len(want) and obj["segments"] >= len(CASES)
-    assert _millis(spark.read.parquet(str(out))).orderBy(*ORDER).collect() == want
+    assert spark.read.parquet(str(out)).orderBy(*ORDER).collect() == want
     assert sorted(Path(f["path"]).name for f in obj["files"]) == _parquet_files(out)  # flat: no partition dirs
     assert json.loads((out / "_SUCCESS").read_text())["files"] == obj["files"]
     res = runner.invoke(main, args)
@@ -268,7 +255,7 @@ def test_values_that_do_not_compress_are_stored_uncompressed(spark, tmp_path: Pa
         assert "headers.list.element.value" in cols and "RLE_DICTIONARY" not in cols["offset"][1]
         assert "RLE_DICTIONARY" in cols["timestamp_type"][1]
     want = spark.read.format("kafkalog").load(str(root)).orderBy(*ORDER).collect()
-    assert _millis(spark.read.parquet(str(out))).orderBy(*ORDER).collect() == want and len(want) == 8000
+    assert spark.read.parquet(str(out)).orderBy(*ORDER).collect() == want and len(want) == 8000
     out = tmp_path / "zstd"
     export_archive(spark, str(root), str(out), compression="zstd")
     assert {codec for codec, _ in codecs(out, "random").values()} == {"ZSTD"}
@@ -328,27 +315,27 @@ def test_names_are_unique_and_the_export_checks_what_it_committed(spark, tmp_pat
         _check_committed(dest, result.files, result.rows)
 
 
-def test_timestamps_are_a_parquet_timestamp_in_milliseconds(spark, tmp_path: Path) -> None:
-    """Parquet's TIMESTAMP(MILLIS, UTC), the value Kafka stored (-1, none, included); Spark reads a timestamp."""
+def test_timestamps_are_kafkas_milliseconds_as_a_long(spark, tmp_path: Path) -> None:
+    """api.md: ``spark.read.parquet(out)`` gives the DataSource's schema, so ``timestamp`` is a plain INT64 (no
+    timestamp annotation, which Spark would read as a timestamp) holding the value Kafka stored (-1 included)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from pyspark.sql.types import TimestampType
+    from pyspark.sql.types import LongType
 
-    from kafkalog.spark import export_archive
+    from kafkalog.spark import export_archive, read_export
 
     root = GOLDEN / "logdir" / "golden-none-0"
     out = tmp_path / "export"
     result = export_archive(spark, str(root), str(out))
     (path,) = [f.path for f in result.files]
     col = pq.ParquetFile(path).schema.column(3)
-    logical = json.loads(col.logical_type.to_json())
-    assert col.name == "timestamp" and col.physical_type == "INT64"
-    assert (logical["Type"], logical["isAdjustedToUTC"], logical["timeUnit"]) == ("Timestamp", True, "milliseconds")
+    assert (col.name, col.physical_type, col.logical_type.type) == ("timestamp", "INT64", "NONE")
     table = pq.read_table(path)
-    assert table.schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
+    assert table.schema.field("timestamp").type == pa.int64()
     want = [r.timestamp for r in spark.read.format("kafkalog").load(str(root)).orderBy("offset").collect()]
-    assert table.sort_by("offset").column("timestamp").cast(pa.int64()).to_pylist() == want
-    assert spark.read.parquet(str(out)).schema["timestamp"].dataType == TimestampType()
+    assert table.sort_by("offset").column("timestamp").to_pylist() == want
+    assert spark.read.parquet(str(out)).schema["timestamp"].dataType == LongType()
+    assert [r.timestamp for r in read_export(spark, str(out)).orderBy("offset").collect()] == want
 
 
 def test_skip_reports_what_it_dropped_on_the_driver(spark, tmp_path: Path, caplog) -> None:
