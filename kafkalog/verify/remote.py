@@ -47,50 +47,13 @@ def verify_segment_at(
 ) -> SegmentReport:
     """:func:`kafkalog.verify.verify_segment` for a local or remote segment; never raises.
 
-    A remote object that cannot be read (missing, denied, connection lost) gives ``status="unreadable"`` with an
-    error naming the object, as an ``OSError`` does for a local file. ``deep`` also decodes every record of the
-    valid prefix (:func:`kafkalog.verify.record_check.check_records`); a mismatch makes the segment ``corrupt``. An
-    Aiven tiered-storage segment is read chunk by chunk where it lies, with ``rsm`` (:class:`kafkalog.archive.tiered.RsmConfig`).
+    A remote segment (and an Aiven tiered-storage one, read with ``rsm``, :class:`kafkalog.archive.tiered.RsmConfig`)
+    is checked over its bytes as they are fetched (:mod:`kafkalog.verify.stream`), no copy made. A remote object
+    that cannot be read (missing, denied, connection lost) gives ``status="unreadable"`` with an error naming the
+    object, as an ``OSError`` does for a local file. ``deep`` also decodes every record of the valid prefix
+    (:func:`kafkalog.verify.record_check.check_records`); a mismatch makes the segment ``corrupt``.
     """
-    if is_aiven_item(item):
-        return verify_segment(item, index_check=index_check, rsm=rsm, options=options,
-                              then=lambda rep, path: _deep(rep, path, deep))  # fmt: skip
-    if not storage.is_remote(item.path):
-        return _deep(verify_segment(item, index_check=index_check), item.path, deep)
-    with storage.scratch_dir() as root:
-        try:
-            local = storage.stage_segment(item, root, options)
-        except OSError as exc:
-            rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
-            rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
-            return rep
-        rep = _deep(verify_segment(local, index_check=index_check), local.path, deep)
-    rep.item = item
-    # messages name files; name the remote objects, not the scratch copies
-    if rep.error:
-        rep.error = rep.error.replace(local.partition_dir, item.partition_dir)
-    if rep.index_error:
-        rep.index_error = rep.index_error.replace(local.partition_dir, item.partition_dir)
-    return rep
-
-
-def _deep(rep: SegmentReport, path: str, deep: bool) -> SegmentReport:
-    """Add the deep record check's findings to ``rep`` (segments that could be read only)."""
-    if not deep or rep.status == "unreadable":
-        return rep
-    from kafkalog.verify.record_check import check_records  # deep only: the record decoder's imports cost a task ~0.1 s
-
-    try:
-        found = check_records(path, end=rep.valid_bytes)
-    except OSError as exc:
-        rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
-        return rep
-    if found.problems:
-        rep.status = "corrupt"
-        rep.error = "; ".join(([rep.error] if rep.error else []) + found.problems)
-        known = set(rep.corrupt_ranges)
-        rep.corrupt_ranges = sorted(known | set(found.bad_batches))
-    return rep
+    return verify_segment(item, index_check=index_check, rsm=rsm, options=options, deep=deep)
 
 
 def verify_partition_at(

@@ -16,11 +16,11 @@ import numpy as np
 
 from kafkalog.archive import storage
 from kafkalog.archive.discovery import SegmentItem
-from ..errors import CorruptTieredObjectError, InvalidArgumentError, KafkaLogError, TieredConfigError
+from ..errors import InvalidArgumentError, KafkaLogError
 from ..index import OffsetIndex, TimeIndex, TransactionIndex
 from ..limits import LONG_MAX
 from .findings import Finding, describe_error, error_finding, row_field, row_value
-from .log_file import verify_log_file
+from .log_file import LogFileReport, verify_log_file
 
 __all__ = ["SEGMENT_FIELDS", "SegmentReport", "segment_finding", "segment_status", "verify_segment"]
 
@@ -96,29 +96,28 @@ def verify_segment(
     index_check: bool = True,
     rsm: Any = None,
     options: Mapping[str, Any] | None = None,
-    then: Callable[[SegmentReport, str], SegmentReport] | None = None,
+    deep: bool = False,
 ) -> SegmentReport:
     """Check one segment's ``.log`` with :func:`verify_log_file` (and its indexes); never raises.
 
     ``valid_bytes`` and ``invalid_bytes`` are the structurally readable prefix and the unreadable tail;
     ``corrupt_ranges`` lists every batch failing its CRC (position, size), the first batch moving offsets backwards,
     and the unreadable tail. An ``OSError`` (permission, EIO, a file that vanished) gives ``status="unreadable"``
-    with the error in ``error`` and ``exception``; bad bytes give ``status="corrupt"``.
+    with the error in ``error`` and ``exception``; bad bytes give ``status="corrupt"``. ``deep`` also decodes every
+    record of the valid prefix (:func:`kafkalog.verify.record_check.check_records`); a mismatch is ``corrupt``.
 
-    A segment stored by Aiven's RemoteStorageManager (``.log`` + ``.indexes`` + ``.rsm-manifest``, local or behind
-    a URL reached with the storage ``options``) is restored chunk by chunk with ``rsm`` (a
-    :class:`kafkalog.archive.tiered.RsmConfig`; needed for encrypted objects) and checked as a plain segment with the
-    indexes out of ``.indexes``; ``then(report, local .log path)`` runs while that copy exists (the deep record
-    check).
+    A segment behind a URL (reached with the storage ``options``), and one stored by Aiven's RemoteStorageManager
+    (``.log`` + ``.indexes`` + ``.rsm-manifest``, read with ``rsm``, a :class:`kafkalog.archive.tiered.RsmConfig`),
+    is checked over its bytes as they are fetched (:mod:`kafkalog.verify.stream`): the same report, no copy.
     """
     from kafkalog.archive.tiered import is_aiven_item
 
-    if is_aiven_item(item):
-        return _verify_aiven(item, index_check, rsm, options, then)
+    if is_aiven_item(item) or storage.is_remote(item.path):
+        from .stream import verify_streamed
+
+        return verify_streamed(item, index_check=index_check, rsm=rsm, options=options, deep=deep)
     rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
-    if item.base_offset > LONG_MAX:  # Kafka's loader fails on the name (toLong): nothing here can be trusted
-        exc = InvalidArgumentError(f"{item.path}: base offset {item.base_offset} in the file name is not in [0, 2^63-1]")
-        rep.status, rep.error, rep.exception = "unreadable", str(exc), exc
+    if _bad_base_offset(rep):
         return rep
     try:
         log = verify_log_file(item.path, include_batches=True)
@@ -128,6 +127,31 @@ def verify_segment(
     except (KafkaLogError, ValueError) as exc:  # not expected (the scan describes bad data), but bytes, not I/O
         rep.status, rep.error = "corrupt", f"{type(exc).__name__}: {exc}"
         return rep
+    starts = apply_log_report(rep, log)
+    if index_check:
+        check_indexes(rep, starts, lambda suffix, cls: _open_local_index(item, suffix, cls),
+                      lambda: _clean_shutdown(item))  # fmt: skip
+    if deep:
+        from .record_check import add_record_problems, check_records  # the record decoder's imports cost ~0.1 s
+
+        add_record_problems(rep, lambda: check_records(item.path, end=rep.valid_bytes))
+    return rep
+
+
+def _bad_base_offset(rep: SegmentReport) -> bool:
+    """A file name whose base offset is not a long: Kafka's loader fails on it (toLong), so nothing is checked."""
+    item = rep.item
+    if item.base_offset <= LONG_MAX:
+        return False
+    exc = InvalidArgumentError(f"{item.path}: base offset {item.base_offset} in the file name is not in [0, 2^63-1]")
+    rep.status, rep.error, rep.exception = "unreadable", str(exc), exc
+    return True
+
+
+def apply_log_report(rep: SegmentReport, log: LogFileReport) -> np.ndarray:
+    """Fill ``rep`` from the ``.log``'s report (offsets, counts, corrupt ranges, status); returns the positions of
+    the batches whose CRC holds, what the offset index is checked against."""
+    item = rep.item
     rep.size_bytes = log.file_size
     rep.valid_bytes, rep.invalid_bytes = log.valid_bytes, log.invalid_bytes
     rep.first_offset, rep.last_offset = log.first_offset, log.last_offset
@@ -161,31 +185,36 @@ def verify_segment(
     if rep.corrupt_ranges or not log.ok:
         rep.status = "corrupt"
         rep.error = "; ".join(errors) or log.error or "corrupt"
-    if index_check:
-        _check_indexes(rep, starts)
-    return rep
+    return starts
 
 
-def _check_indexes(rep: SegmentReport, starts: np.ndarray) -> None:
-    """Strict checks of .index/.timeindex/.txnindex against the batches found (sets index_status/index_error)."""
+def _open_local_index(item: SegmentItem, suffix: str, cls: type) -> Any:
+    os.stat(item.sibling(suffix))  # an index may open lazily: a loop or a permission must not pass
+    return cls(item.sibling(suffix), item.base_offset, writable=False)
+
+
+#: the index files a segment is checked with: suffix, the item's size field, class
+INDEX_CHECKS = ((".index", "index_size", OffsetIndex), (".timeindex", "timeindex_size", TimeIndex),
+                (".txnindex", "txnindex_size", TransactionIndex))  # fmt: skip
+
+
+def check_indexes(rep: SegmentReport, starts: np.ndarray, open_index: Callable[[str, type], Any],
+                  clean_shutdown: Callable[[], bool]) -> None:  # fmt: skip
+    """Strict checks of .index/.timeindex/.txnindex against the batches found (sets index_status/index_error).
+    ``open_index(suffix, cls)`` gives an index (a local file, or a remote object's bytes; an ``OSError`` when it
+    cannot be read); ``clean_shutdown()`` whether the log dir has Kafka's clean-shutdown marker."""
     item = rep.item
     next_offset = (rep.last_offset + 1) if rep.last_offset is not None else item.base_offset
     problems: list[str] = []
     missing: list[str] = []
     unreadable: list[str] = []
-    checks = [
-        (".index", item.index_size, OffsetIndex),
-        (".timeindex", item.timeindex_size, TimeIndex),
-        (".txnindex", item.txnindex_size, TransactionIndex),
-    ]
-    for suffix, size, cls in checks:
-        if size < 0:
+    for suffix, size_field, cls in INDEX_CHECKS:
+        if getattr(item, size_field) < 0:
             if suffix != ".txnindex" and rep.batch_count:
                 missing.append(suffix)
             continue
         try:
-            os.stat(item.sibling(suffix))  # an index may open lazily: a loop or a permission must not pass
-            idx = cls(item.sibling(suffix), item.base_offset, writable=False)
+            idx = open_index(suffix, cls)
         except OSError as exc:  # a symlink loop, a permission: not damage, and not "missing"
             rep.index_exception = rep.index_exception or exc
             unreadable.append(f"{suffix}: {describe_error(exc)[1]}")
@@ -207,7 +236,7 @@ def _check_indexes(rep: SegmentReport, starts: np.ndarray) -> None:
             idx.close()
     if unreadable:
         rep.index_status, rep.index_error = "unreadable", "; ".join(unreadable + problems)
-    elif problems and item.is_last and not _clean_shutdown(item):
+    elif problems and item.is_last and not clean_shutdown():
         # The active segment of a broker that crashed keeps its preallocated indexes (zero-filled tail entries) or
         # indexes lagging the data; Kafka's unclean-shutdown recovery rebuilds them, so this is not damage.
         rep.index_status, rep.index_error = "stale", "; ".join(problems)
@@ -223,40 +252,6 @@ def _clean_shutdown(item: SegmentItem) -> bool:
     """Whether the log dir above the partition dir has Kafka's clean-shutdown marker (then no recovery runs)."""
     logdir = os.path.dirname(os.path.normpath(item.partition_dir))
     return os.path.exists(os.path.join(logdir, ".kafka_cleanshutdown"))
-
-
-def _verify_aiven(item: SegmentItem, index_check: bool, rsm: Any, options: Mapping[str, Any] | None,
-                  then: Callable[[SegmentReport, str], SegmentReport] | None) -> SegmentReport:  # fmt: skip
-    """An Aiven segment restored into a scratch dir (a bad chunk zero-filled and reported), then checked there;
-    the report names the objects. No or the wrong configuration is ``unreadable`` (exit 2); a bad manifest or
-    chunk is ``corrupt``."""
-    from kafkalog.archive.tiered import ChunkDamage, materialize
-
-    rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
-    damage: list[ChunkDamage] = []
-    with storage.scratch_dir() as root:
-        try:
-            local = materialize(item, root, rsm=rsm, options=options, damage=damage)
-        except (OSError, TieredConfigError) as exc:
-            rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
-            return rep
-        except CorruptTieredObjectError as exc:
-            rep.status, rep.error = "corrupt", str(exc)
-            return rep
-        rep = verify_segment(local, index_check=index_check)
-        if then is not None:
-            rep = then(rep, local.path)
-    rep.item = item
-    for attr in ("error", "index_error"):  # name the objects, not the scratch copies
-        text = getattr(rep, attr)
-        if text:
-            setattr(rep, attr, text.replace(local.partition_dir, item.partition_dir))
-    if damage:
-        rep.status = "corrupt"
-        known = set(rep.corrupt_ranges)
-        rep.corrupt_ranges = sorted(known | {(d.position, d.size) for d in damage})
-        rep.error = "; ".join([d.reason for d in damage] + ([rep.error] if rep.error else []))
-    return rep
 
 
 def segment_status(r: SegmentReport | dict | Any) -> str:
