@@ -37,7 +37,7 @@ from kafkalog.records.scan import HEADER_DTYPE, ScanResult, scan_batches
 
 from .log_file import log_file_report
 from .record_check import RecordCheck, add_record_problems
-from .segment import INDEX_CHECKS, SegmentReport, _bad_base_offset, apply_log_report, check_indexes
+from .segment_report import INDEX_CHECKS, SegmentReport, apply_log_report, bad_base_offset, check_indexes
 
 __all__ = ["WINDOW_BYTES", "scan_stream", "verify_streamed"]
 
@@ -167,7 +167,7 @@ def verify_streamed(item: SegmentItem, *, index_check: bool = True, rsm: Any = N
     if is_aiven_item(item):
         return _verify_aiven(item, index_check, rsm, options, deep)
     rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
-    if _bad_base_offset(rep):
+    if bad_base_offset(rep):
         return rep
     found = RecordCheck()
     try:
@@ -210,7 +210,7 @@ def _verify_aiven(item: SegmentItem, index_check: bool, rsm: Any, options: Mappi
     # the indexes out of ``.indexes``, checked as the files a restore writes (Kafka's LocalTieredStorage names)
     sizes = {field: len(indexes[suffix]) if suffix in indexes else -1 for suffix, field, _ in INDEX_CHECKS}
     rep.item = dataclasses.replace(item, size_bytes=seg.size, extra_files=(), **sizes)
-    if not _bad_base_offset(rep):
+    if not bad_base_offset(rep):
         starts = apply_log_report(rep, log_file_report(scan, item.path))
         if index_check:
             stem = storage.basename(item.path)[: -len(".log")]
