@@ -115,9 +115,10 @@ def remote_plan(paths: Iterable[str], options: Mapping[str, Any] | None = None) 
             if local is not None:
                 args.append(local)
         plan = plan_paths(args)
-        mirrors = {m for m in shown if m in args}
+        # a copy holding no segment of its own is no "nothing found" when its URL's segments stay remote
+        mirrors = {m for m in shown if m in args} if items else set()
         plan.errors = [e for e in plan.errors
-                       if not (items and e.path in mirrors and isinstance(e.exception, NothingToCheckError))]  # fmt: skip
+                       if not (e.path in mirrors and isinstance(e.exception, NothingToCheckError))]  # fmt: skip
         plan.segments = sorted(plan.segments + items, key=lambda s: (s.partition_dir, s.base_offset))
         plan.partition_dirs |= set(stand_ins.values())
         plan.stand_ins, plan.options = stand_ins, dict(options or {})
