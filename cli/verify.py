@@ -124,22 +124,21 @@ def verify(
     Segments stored by Aiven's tiered-storage plugin (``.log`` + ``.indexes`` + ``.rsm-manifest``) are restored
     chunk by chunk and checked with their indexes; encrypted ones need ``--rsm-config``.
     """
-    from kafkalog.verify.remote import localized_paths  # numpy and pyarrow: loaded by the command, not by --help
+    from kafkalog.verify.remote import remote_plan  # numpy and pyarrow: loaded by the command, not by --help
 
-    with localized_paths(paths, storage_opts) as local:  # a remote segment or partition: a scratch copy
-        _verify(state, tuple(local), no_index_check, json_mode, shown_as=dict(zip(local, paths, strict=True)),
-                rsm=rsm)  # fmt: skip
+    # a remote segment is checked over its fetched bytes; only its partition's small files are copied
+    with remote_plan(paths, storage_opts) as (plan, shown_as):
+        _verify(state, plan, no_index_check, json_mode, shown_as=shown_as, rsm=rsm)
 
 
-def _verify(state: CliState | None, paths: tuple[str, ...], no_index_check: bool, json_mode: bool, *,
+def _verify(state: CliState | None, plan: Any, no_index_check: bool, json_mode: bool, *,
             shown_as: dict[str, str] | None = None, rsm: Any = None) -> None:
-    from kafkalog.verify import plan_paths, run_plan  # the checks themselves import numpy
+    from kafkalog.verify import run_plan  # the checks themselves import numpy
 
     state = state or CliState()
     out = make_output(json_mode=json_mode, quiet=state.quiet)
     out.show_as(shown_as or {})
     tally = Tally()
-    plan = plan_paths(paths)
     for finding in plan.errors:
         render(out, tally, finding)
     with out.progress("verifying", total=plan.total_bytes) as bar:

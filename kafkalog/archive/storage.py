@@ -52,6 +52,7 @@ __all__ = [
     "is_remote",
     "iter_object_ranges",
     "iter_objects",
+    "open_object_ranges",
     "join",
     "local_path",
     "mirror_path",
@@ -440,6 +441,15 @@ def iter_object_ranges(url: str, start: int = 0, end: int | None = None, options
     stop = obj.size if end is None else min(end, obj.size)
     ranges = split_range(max(start, 0), stop, part)
     yield from iter_parallel(((lambda s=s, e=e: obj.read(s, e)) for s, e in ranges), parallelism)
+
+
+def open_object_ranges(url: str, options: Mapping[str, Any] | None = None, *, parallelism: int | None = None,
+                       part: int = PART_BYTES) -> tuple[int, Iterator[bytes]]:
+    """One whole object as ``(size, its parts)``: the size from opening it (no listing trusted), the parts of
+    ``part`` bytes fetched in parallel (:func:`iter_object_ranges`) when iterated."""
+    obj = _Object(url, options)
+    ranges = split_range(0, obj.size, part)
+    return obj.size, iter_parallel(((lambda s=s, e=e: obj.read(s, e)) for s, e in ranges), parallelism)
 
 
 def fetch_parallel(url: str, dest: str, start: int = 0, end: int | None = None,

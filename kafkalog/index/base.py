@@ -185,6 +185,15 @@ class AbstractIndex(IndexFile, IndexSearch, UnmappedAccess):
         state = f"entries={self._entries}/{self._max_entries}" if self._loaded else "not loaded"
         return f"{type(self).__name__}({str(self._path)!r}, base_offset={self._base_offset}, {state})"
 
+    @classmethod
+    def from_bytes(cls, path: str, base_offset: int, data: bytes | bytearray) -> AbstractIndex:
+        """A read-only index over ``data`` held in memory (a remote object's bytes): checked and searched as the
+        file would be, with ``path`` the name its messages give; no file is opened."""
+        idx = cls(path, base_offset, writable=False)
+        with idx._lock:
+            idx._install(bytearray(data), None, None, len(data), len(data) // cls.ENTRY_SIZE)
+        return idx
+
     # ------------------------------------------------------------------------------------------------ loading
 
     def _ensure_loaded(self) -> None:

@@ -118,6 +118,16 @@ class TransactionIndex(IndexFile):
         state = f"entries={len(self._data) // ENTRY_SIZE}" if self._loaded else "not loaded"
         return f"TransactionIndex({str(self._path)!r}, base_offset={self._base_offset}, {state})"
 
+    @classmethod
+    def from_bytes(cls, path: str, base_offset: int, data: bytes | bytearray) -> TransactionIndex:
+        """A read-only index over ``data`` held in memory (a remote object's bytes), named ``path`` in messages."""
+        idx = cls(path, base_offset, writable=False)
+        with idx._lock:
+            idx._data = bytearray(data)
+            idx._loaded = True
+            idx._refresh_last_offset()
+        return idx
+
     # ------------------------------------------------------------------------------------------------ loading
 
     def _ensure_loaded(self) -> None:

@@ -182,12 +182,10 @@ def _write_partition(p: RestoredPartition, objs: list[RemoteObject], staging: st
             for suffix, local in (("snapshot", ".snapshot"), ("leader_epoch_checkpoint", ".epochs")):
                 if suffix in have:
                     storage.fetch(have[suffix].path, stem + local, options=options)
-        next_base = bases[i + 1] if i + 1 < len(bases) else None
-        if next_base is None:
-            next_base = p.log_end_offset if p.log_end_offset is not None else _end_of(stem + ".log") + 1
-            p.log_end_offset = next_base
-        if os.path.exists(stem + ".snapshot"):
+        next_base = bases[i + 1] if i + 1 < len(bases) else p.log_end_offset
+        if next_base is not None and os.path.exists(stem + ".snapshot"):
             os.replace(stem + ".snapshot", os.path.join(staging, offset_to_name(next_base) + ".snapshot"))
+        # else: the last segment's snapshot moves to the log end once the read-back (_check_written) found it
         epochs = stem + ".epochs"
         if os.path.exists(epochs):
             if i + 1 == len(p.segments):
@@ -214,19 +212,11 @@ def _materialize_aiven(log: RemoteObject, stem: str, rsm: Any, options: Mapping[
     shutil.rmtree(scratch)
 
 
-def _end_of(log_path: str) -> int:
-    last = -1
-    reader = read_batches(log_path)
-    for batch in reader:
-        last = batch.last_offset
-    if reader.error is not None or last < 0:
-        raise KafkaLogError(f"{log_path}: the restored segment does not read to its end: {reader.error}")
-    return last
-
-
 def _check_written(p: RestoredPartition, staging: str) -> None:
-    """Every restored ``.log``: CRC-valid batches from its base offset, each segment ending where the next
-    begins and the last at the log end offset."""
+    """Every restored ``.log``, read once: CRC-valid batches from its base offset, each segment ending where the
+    next begins and the last at the log end offset; where no metadata gave the log end, the last batch sets it
+    (and the last segment's producer snapshot is named by it)."""
+    found_end = p.log_end_offset is None
     bounds = [b for b, _ in p.segments] + [p.log_end_offset]
     for (base, sid), nxt in zip(p.segments, bounds[1:], strict=True):
         path = os.path.join(staging, offset_to_name(base) + ".log")
@@ -240,6 +230,12 @@ def _check_written(p: RestoredPartition, staging: str) -> None:
             last = batch.last_offset
         if reader.error is not None:
             raise KafkaLogError(f"{p.topic}-{p.partition}: segment {sid} restored unreadable: {reader.error}")
+        if nxt is None and last is not None:  # the last segment, no metadata: it ends the log
+            nxt = p.log_end_offset = last + 1
         if first is None or first < base or last is None or last + 1 > nxt:
             raise KafkaLogError(f"{p.topic}-{p.partition}: segment {sid} holds offsets {first}-{last}, not within "
-                                f"{base}-{nxt - 1}")
+                                f"{base}-{'' if nxt is None else nxt - 1}")
+    stem = os.path.join(staging, offset_to_name(p.segments[-1][0]))
+    if found_end and os.path.exists(stem + ".snapshot"):
+        os.replace(stem + ".snapshot", os.path.join(staging, offset_to_name(p.log_end_offset) + ".snapshot"))
+        p.files = sorted(os.listdir(staging))

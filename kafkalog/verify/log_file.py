@@ -14,9 +14,9 @@ import numpy as np
 
 from ..records.compression import CompressionType
 from ..records.record import TimestampType
-from ..records.scan import scan_batches
+from ..records.scan import ScanResult, scan_batches
 
-__all__ = ["BatchReport", "BatchReports", "LogFileReport", "verify_log_file"]
+__all__ = ["BatchReport", "BatchReports", "LogFileReport", "log_file_report", "verify_log_file"]
 
 
 @dataclass
@@ -200,7 +200,12 @@ _TS_TYPE_NAMES = np.array(
 def verify_log_file(source, *, include_batches: bool = True, position: int = 0) -> LogFileReport:
     """Scan a ``.log`` file (path, bytes or memoryview): every header, every CRC, the valid region, offset order."""
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
-    scan = scan_batches(source, position=position, check_crc=True)
+    return log_file_report(scan_batches(source, position=position, check_crc=True), path, include_batches)
+
+
+def log_file_report(scan: ScanResult, path: str | None = None, include_batches: bool = True) -> LogFileReport:
+    """The report of one scan with CRCs checked: of a whole file, or of one streamed
+    (:func:`kafkalog.verify.stream.scan_stream`), which gives the same scan without holding the file."""
     h = scan.headers
     n = len(scan)
     last = scan.last_offsets

@@ -5,6 +5,7 @@ segment, partition dir, log dir and loose file, in that order, and keeps going p
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +38,11 @@ class VerifyPlan:
     log_dirs: set[str] = field(default_factory=set)
     files: list[str] = field(default_factory=list)
     errors: list[Finding] = field(default_factory=list)
+    #: storage options for the segments behind URLs (checked over the fetched bytes)
+    options: dict[str, Any] | None = None
+    #: a remote segment's partition dir -> the local dir holding copies of its small files (metadata,
+    #: checkpoints; :func:`kafkalog.verify.remote.remote_plan`), where its partition is checked
+    stand_ins: dict[str, str] = field(default_factory=dict)
 
     @property
     def total_bytes(self) -> int:
@@ -136,8 +142,14 @@ def run_plan(
     written with (see ``verify_segment``)."""
     by_partition: dict[str, list[SegmentReport]] = defaultdict(list)
     for item in plan.segments:
-        rep = verify_segment(item, index_check=index_check, rsm=rsm)
-        by_partition[item.partition_dir].append(rep)
+        rep = verify_segment(item, index_check=index_check, rsm=rsm, options=plan.options)
+        here = plan.stand_ins.get(item.partition_dir)
+        if here is None:
+            by_partition[item.partition_dir].append(rep)
+        else:  # the partition's checks read its metadata files from their copies
+            moved = dataclasses.replace(rep.item, path=os.path.join(here, os.path.basename(item.path)),
+                                        partition_dir=here)  # fmt: skip
+            by_partition[here].append(dataclasses.replace(rep, item=moved))
         yield segment_finding(rep)
         if on_segment is not None:
             on_segment(max(item.size_bytes, 0))

@@ -2,93 +2,33 @@
 :func:`segment_finding`, the verdict ``kafkalog verify`` prints for it.
 
 The report never raises: ``status`` is ``ok``, ``corrupt`` (bad bytes) or ``unreadable`` (an ``OSError``, kept in
-``exception``, or a tiered segment stored transformed).
+``exception``, or a tiered segment stored transformed). The report and the checks it shares with the streamed
+check of remote segments live in :mod:`.segment_report`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
-
-import numpy as np
 
 from kafkalog.archive import storage
 from kafkalog.archive.discovery import SegmentItem
 
-from ..errors import CorruptTieredObjectError, InvalidArgumentError, KafkaLogError, TieredConfigError
-from ..index import OffsetIndex, TimeIndex, TransactionIndex
-from ..limits import LONG_MAX
-from .findings import Finding, describe_error, error_finding, row_field, row_value
+from ..errors import KafkaLogError
+from .findings import Finding, error_finding
 from .log_file import verify_log_file
+from .segment_report import (
+    SEGMENT_FIELDS,
+    SegmentReport,
+    apply_log_report,
+    bad_base_offset,
+    check_indexes,
+    row_status,  # fmt: skip
+    segment_status,
+)
 
-__all__ = ["SEGMENT_FIELDS", "SegmentReport", "segment_finding", "segment_status", "verify_segment"]
-
-#: ``SegmentReport.to_row()``/``to_dict()`` names, in order (the Spark job's segment columns). A row's ``status``
-#: is the segment's verdict (:func:`segment_status`, ``error`` spelt ``unreadable``), ``log_status`` the ``.log``'s.
-SEGMENT_FIELDS = (
-    "path", "partition_dir", "topic", "partition", "base_offset", "layout", "dir_state", "first_offset",
-    "last_offset", "batch_count", "record_count", "size_bytes", "valid_bytes", "invalid_bytes", "min_timestamp",
-    "max_timestamp", "codecs", "magics", "index_status", "index_error", "status", "corrupt_ranges", "error",
-    "log_status",
-)  # fmt: skip
-
-
-@dataclass
-class SegmentReport:
-    """What :func:`verify_segment` found in one segment; ``to_row()`` is in ``SEGMENT_FIELDS`` order.
-
-    ``status``: ``ok``, ``corrupt`` (bad bytes: see ``corrupt_ranges``/``error``) or ``unreadable`` (an I/O error,
-    whose ``OSError`` is kept in ``exception``, a file name whose base offset is not a long, or a tiered segment
-    stored compressed/encrypted). ``index_status``: ``ok``, ``missing``, ``corrupt``, ``stale``, ``unreadable``
-    (an index could not be read: its ``OSError`` in ``index_exception``) or ``not_checked``.
-    """
-
-    item: SegmentItem
-    first_offset: int | None = None
-    last_offset: int | None = None
-    batch_count: int = 0
-    record_count: int = 0
-    size_bytes: int = 0
-    valid_bytes: int = 0
-    invalid_bytes: int = 0
-    min_timestamp: int | None = None
-    max_timestamp: int | None = None
-    codecs: set[str] = field(default_factory=set)
-    magics: set[int] = field(default_factory=set)
-    index_status: str = "not_checked"
-    index_error: str | None = None
-    status: str = "ok"
-    corrupt_ranges: list[tuple[int, int]] = field(default_factory=list)
-    error: str | None = None
-    #: the error behind ``status == "unreadable"``: an ``OSError``, or a ``TieredConfigError`` (no or the wrong
-    #: RemoteStorageManager configuration); not part of the row, the CLI prints it as it prints any.
-    exception: BaseException | None = field(default=None, repr=False, compare=False)
-    #: the ``OSError`` behind ``index_status == "unreadable"`` (not part of the row).
-    index_exception: OSError | None = field(default=None, repr=False, compare=False)
-
-    # the item's facts, so a report reads like its row (``summarize``, ``verify_partition`` take either)
-    path = property(lambda self: self.item.path)
-    partition_dir = property(lambda self: self.item.partition_dir)
-    topic = property(lambda self: self.item.topic)
-    partition = property(lambda self: self.item.partition)
-    base_offset = property(lambda self: self.item.base_offset)
-    layout = property(lambda self: self.item.layout)
-    dir_state = property(lambda self: self.item.dir_state)
-
-    def to_row(self) -> tuple:
-        i = self.item
-        return (
-            i.path, i.partition_dir, i.topic, i.partition, i.base_offset, i.layout, i.dir_state,
-            self.first_offset, self.last_offset, self.batch_count, self.record_count, self.size_bytes,
-            self.valid_bytes, self.invalid_bytes, self.min_timestamp, self.max_timestamp, sorted(self.codecs),
-            sorted(self.magics), self.index_status, self.index_error, row_status(self),
-            [(p, s) for p, s in self.corrupt_ranges], self.error, self.status,
-        )  # fmt: skip
-
-    def to_dict(self) -> dict:
-        return dict(zip(SEGMENT_FIELDS, self.to_row(), strict=True))
+__all__ = ["SEGMENT_FIELDS", "SegmentReport", "row_status", "segment_finding", "segment_status", "verify_segment"]
 
 
 def verify_segment(
@@ -97,29 +37,28 @@ def verify_segment(
     index_check: bool = True,
     rsm: Any = None,
     options: Mapping[str, Any] | None = None,
-    then: Callable[[SegmentReport, str], SegmentReport] | None = None,
+    deep: bool = False,
 ) -> SegmentReport:
     """Check one segment's ``.log`` with :func:`verify_log_file` (and its indexes); never raises.
 
     ``valid_bytes`` and ``invalid_bytes`` are the structurally readable prefix and the unreadable tail;
     ``corrupt_ranges`` lists every batch failing its CRC (position, size), the first batch moving offsets backwards,
     and the unreadable tail. An ``OSError`` (permission, EIO, a file that vanished) gives ``status="unreadable"``
-    with the error in ``error`` and ``exception``; bad bytes give ``status="corrupt"``.
+    with the error in ``error`` and ``exception``; bad bytes give ``status="corrupt"``. ``deep`` also decodes every
+    record of the valid prefix (:func:`kafkalog.verify.record_check.check_records`); a mismatch is ``corrupt``.
 
-    A segment stored by Aiven's RemoteStorageManager (``.log`` + ``.indexes`` + ``.rsm-manifest``, local or behind
-    a URL reached with the storage ``options``) is restored chunk by chunk with ``rsm`` (a
-    :class:`kafkalog.archive.tiered.RsmConfig`; needed for encrypted objects) and checked as a plain segment with the
-    indexes out of ``.indexes``; ``then(report, local .log path)`` runs while that copy exists (the deep record
-    check).
+    A segment behind a URL (reached with the storage ``options``), and one stored by Aiven's RemoteStorageManager
+    (``.log`` + ``.indexes`` + ``.rsm-manifest``, read with ``rsm``, a :class:`kafkalog.archive.tiered.RsmConfig`),
+    is checked over its bytes as they are fetched (:mod:`kafkalog.verify.stream`): the same report, no copy.
     """
     from kafkalog.archive.tiered import is_aiven_item
 
-    if is_aiven_item(item):
-        return _verify_aiven(item, index_check, rsm, options, then)
+    if is_aiven_item(item) or storage.is_remote(item.path):
+        from .stream import verify_streamed
+
+        return verify_streamed(item, index_check=index_check, rsm=rsm, options=options, deep=deep)
     rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
-    if item.base_offset > LONG_MAX:  # Kafka's loader fails on the name (toLong): nothing here can be trusted
-        exc = InvalidArgumentError(f"{item.path}: base offset {item.base_offset} in the file name is not in [0, 2^63-1]")
-        rep.status, rep.error, rep.exception = "unreadable", str(exc), exc
+    if bad_base_offset(rep):
         return rep
     try:
         log = verify_log_file(item.path, include_batches=True)
@@ -129,157 +68,26 @@ def verify_segment(
     except (KafkaLogError, ValueError) as exc:  # not expected (the scan describes bad data), but bytes, not I/O
         rep.status, rep.error = "corrupt", f"{type(exc).__name__}: {exc}"
         return rep
-    rep.size_bytes = log.file_size
-    rep.valid_bytes, rep.invalid_bytes = log.valid_bytes, log.invalid_bytes
-    rep.first_offset, rep.last_offset = log.first_offset, log.last_offset
-    rep.batch_count, rep.record_count = log.batch_count, log.record_count
-    rep.min_timestamp, rep.max_timestamp = log.min_timestamp, log.max_timestamp
-    errors: list[str] = []
-    starts = np.zeros(0, dtype=np.int64)
-    batches = log.batches
-    if len(batches):
-        cols = batches.column  # verify_log_file's BatchReports: numpy columns, no per-batch objects
-        position, size = cols("position"), cols("size")
-        base, last, crc_ok = cols("base_offset"), cols("last_offset"), cols("crc_valid")
-        rep.codecs = set(cols("compression").tolist())
-        rep.magics = set(np.unique(cols("magic")).tolist())
-        # the largest last offset before each batch (the segment's base offset - 1 before the first)
-        prev_last = np.maximum.accumulate(np.concatenate(([item.base_offset - 1], last[:-1])))
-        bad = ~crc_ok
-        backwards = np.flatnonzero(crc_ok & (base <= prev_last))
-        if len(backwards):
-            i = int(backwards[0])
-            bad[i] = True
-            errors.append(f"offset {int(base[i])} at position {int(position[i])} does not follow {int(prev_last[i])}")
-        rep.corrupt_ranges = list(zip(position[bad].tolist(), size[bad].tolist(), strict=True))
-        starts = position[crc_ok]
-    if log.bad_crc_count:
-        first = log.first_bad_crc_position
-        errors.insert(0, f"{log.bad_crc_count} batch(es) fail their CRC, first at position {first}")
-    if log.invalid_bytes:
-        rep.corrupt_ranges.append((log.invalid_position, log.invalid_bytes))
-        errors.append(log.error or f"{log.invalid_bytes} unreadable bytes at position {log.invalid_position}")
-    if rep.corrupt_ranges or not log.ok:
-        rep.status = "corrupt"
-        rep.error = "; ".join(errors) or log.error or "corrupt"
+    starts = apply_log_report(rep, log)
     if index_check:
-        _check_indexes(rep, starts)
+        check_indexes(rep, starts, lambda suffix, cls: _open_local_index(item, suffix, cls),
+                      lambda: _clean_shutdown(item))  # fmt: skip
+    if deep:
+        from .record_check import add_record_problems, check_records  # the record decoder's imports cost ~0.1 s
+
+        add_record_problems(rep, lambda: check_records(item.path, end=rep.valid_bytes))
     return rep
 
 
-def _check_indexes(rep: SegmentReport, starts: np.ndarray) -> None:
-    """Strict checks of .index/.timeindex/.txnindex against the batches found (sets index_status/index_error)."""
-    item = rep.item
-    next_offset = (rep.last_offset + 1) if rep.last_offset is not None else item.base_offset
-    problems: list[str] = []
-    missing: list[str] = []
-    unreadable: list[str] = []
-    checks = [
-        (".index", item.index_size, OffsetIndex),
-        (".timeindex", item.timeindex_size, TimeIndex),
-        (".txnindex", item.txnindex_size, TransactionIndex),
-    ]
-    for suffix, size, cls in checks:
-        if size < 0:
-            if suffix != ".txnindex" and rep.batch_count:
-                missing.append(suffix)
-            continue
-        try:
-            os.stat(item.sibling(suffix))  # an index may open lazily: a loop or a permission must not pass
-            idx = cls(item.sibling(suffix), item.base_offset, writable=False)
-        except OSError as exc:  # a symlink loop, a permission: not damage, and not "missing"
-            rep.index_exception = rep.index_exception or exc
-            unreadable.append(f"{suffix}: {describe_error(exc)[1]}")
-            continue
-        try:
-            if cls is OffsetIndex:
-                # Entries must point at batch starts. Batch last offsets are not passed: the log cleaner indexes the
-                # largest *retained* offset, which can differ from the batch header's last offset (Kafka-written
-                # compacted segments would fail that stricter rule).
-                idx.strict_check(rep.valid_bytes, np.asarray(starts, dtype=np.int64))
-            else:
-                idx.strict_check(next_offset)
-        except (KafkaLogError, ValueError) as exc:
-            problems.append(f"{suffix}: {exc}")
-        except OSError as exc:
-            rep.index_exception = rep.index_exception or exc
-            unreadable.append(f"{suffix}: {describe_error(exc)[1]}")
-        finally:
-            idx.close()
-    if unreadable:
-        rep.index_status, rep.index_error = "unreadable", "; ".join(unreadable + problems)
-    elif problems and item.is_last and not _clean_shutdown(item):
-        # The active segment of a broker that crashed keeps its preallocated indexes (zero-filled tail entries) or
-        # indexes lagging the data; Kafka's unclean-shutdown recovery rebuilds them, so this is not damage.
-        rep.index_status, rep.index_error = "stale", "; ".join(problems)
-    elif problems:
-        rep.index_status, rep.index_error = "corrupt", "; ".join(problems)
-    elif missing:
-        rep.index_status, rep.index_error = "missing", "missing " + ", ".join(missing) + " (Kafka rebuilds it)"
-    else:
-        rep.index_status = "ok"
+def _open_local_index(item: SegmentItem, suffix: str, cls: type) -> Any:
+    os.stat(item.sibling(suffix))  # an index may open lazily: a loop or a permission must not pass
+    return cls(item.sibling(suffix), item.base_offset, writable=False)
 
 
 def _clean_shutdown(item: SegmentItem) -> bool:
     """Whether the log dir above the partition dir has Kafka's clean-shutdown marker (then no recovery runs)."""
     logdir = os.path.dirname(os.path.normpath(item.partition_dir))
     return os.path.exists(os.path.join(logdir, ".kafka_cleanshutdown"))
-
-
-def _verify_aiven(item: SegmentItem, index_check: bool, rsm: Any, options: Mapping[str, Any] | None,
-                  then: Callable[[SegmentReport, str], SegmentReport] | None) -> SegmentReport:  # fmt: skip
-    """An Aiven segment restored into a scratch dir (a bad chunk zero-filled and reported), then checked there;
-    the report names the objects. No or the wrong configuration is ``unreadable`` (exit 2); a bad manifest or
-    chunk is ``corrupt``."""
-    from kafkalog.archive.tiered import ChunkDamage, materialize
-
-    rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
-    damage: list[ChunkDamage] = []
-    with storage.scratch_dir() as root:
-        try:
-            local = materialize(item, root, rsm=rsm, options=options, damage=damage)
-        except (OSError, TieredConfigError) as exc:
-            rep.status, rep.error, rep.exception = "unreadable", f"{type(exc).__name__}: {exc}", exc
-            return rep
-        except CorruptTieredObjectError as exc:
-            rep.status, rep.error = "corrupt", str(exc)
-            return rep
-        rep = verify_segment(local, index_check=index_check)
-        if then is not None:
-            rep = then(rep, local.path)
-    rep.item = item
-    for attr in ("error", "index_error"):  # name the objects, not the scratch copies
-        text = getattr(rep, attr)
-        if text:
-            setattr(rep, attr, text.replace(local.partition_dir, item.partition_dir))
-    if damage:
-        rep.status = "corrupt"
-        known = set(rep.corrupt_ranges)
-        rep.corrupt_ranges = sorted(known | {(d.position, d.size) for d in damage})
-        rep.error = "; ".join([d.reason for d in damage] + ([rep.error] if rep.error else []))
-    return rep
-
-
-def segment_status(r: SegmentReport | dict | Any) -> str:
-    """The verdict on one segment from its report, dict or Spark row (the one rule the segment line, the partition
-    above it and the Spark job apply): ``error`` when its ``.log`` or an index could not be read, ``corrupt`` for
-    bad bytes or a corrupt index, ``warning`` for an index Kafka rebuilds (stale, missing), else ``ok``."""
-    status, index_status = row_value(r, "status"), row_field(r, "index_status")
-    if status in ("unreadable", "error") or index_status == "unreadable":
-        return "error"
-    if status not in ("ok", "warning") or index_status == "corrupt":
-        return "corrupt"
-    if status == "warning" or index_status in ("stale", "missing"):
-        return "warning"
-    return "ok"
-
-
-def row_status(r: SegmentReport | dict | Any) -> str:
-    """A report row's ``status``: the verdict of :func:`segment_status` in the report's words (``ok``,
-    ``warning``, ``corrupt``, ``unreadable`` for ``error``), so the Spark job's ``segments.parquet`` says what
-    ``kafkalog verify`` says of the segment (a corrupt ``.index`` makes it corrupt, a stale one a warning)."""
-    verdict = segment_status(r)
-    return "unreadable" if verdict == "error" else verdict
 
 
 def segment_finding(rep: SegmentReport) -> Finding:

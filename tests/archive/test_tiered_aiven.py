@@ -260,3 +260,39 @@ def test_kafkas_local_tiered_storage_reads_as_before_and_equals_the_aiven_bucket
     aiven = run("dump", "--deep-iteration", "--json", d / "remote", "--rsm-config", d / "rsm.properties")
     recs = [[(o["offset"], o["timestamp"], o["valueSize"]) for o in objs(r) if o["type"] == "record"] for r in (local, aiven)]
     assert recs[0] == recs[1] and len(recs[0]) == 105
+
+
+@pytest.mark.parametrize(("compression", "encrypted"), [(True, True), (True, False), (False, True)])
+def test_large_chunks_restore_in_tasks_of_their_own_and_in_place(tmp_path: Path, monkeypatch, compression,
+                                                                  encrypted) -> None:  # fmt: skip
+    """Compressed chunks make few stored bytes: a ranged read's worth would be one serial task of many chunks. Each
+    task restores at most DECODE_BYTES original bytes, so chunks restore in parallel; ``read`` writes each whole
+    chunk straight into its buffer (decompress or decrypt into place), and every range reads back identically."""
+    from kafkalog.archive.tiered import aiven
+
+    monkeypatch.setattr(aiven, "DECODE_BYTES", 1000)
+    key_id = priv = pub = None
+    if encrypted:
+        key_id = "k1"
+        priv, pub = new_key_pair(tmp_path / "keys")
+    props = tmp_path / "rsm.properties"
+    write_rsm_properties(props, chunk_size=1000, compression=compression, key_id=key_id, private=priv, public=pub)
+    seg = golden_segments()[0]
+    s = AivenSegment.open(str(write_segment(tmp_path / "b", seg, chunk_size=1000, compression=compression,
+                                            key_id=key_id, public=pub)), rsm=load_rsm_config(props))  # fmt: skip
+    tasks, into = [], []
+    real_group, real_detr = s._group, s._detransform
+    monkeypatch.setattr(s, "_group", lambda *a: tasks.append(a[:2]) or real_group(*a))
+    monkeypatch.setattr(s, "_detransform", lambda d, c, into=None: into_used(real_detr(d, c, into=into), into))
+
+    def into_used(out, dest):
+        into.append(dest is not None and out is dest)
+        return out
+
+    assert s.read() == seg.log
+    chunks = -(-len(seg.log) // 1000)
+    assert tasks == [(c, c + 1) for c in range(chunks)]  # one chunk per task
+    assert into.count(True) == chunks  # each chunk restored in place
+    for lo, hi in ((0, 1), (999, 1001), (1500, 2600), (len(seg.log) - 5, len(seg.log))):
+        assert s.read(lo, hi) == seg.log[lo:hi]
+        assert b"".join(bytes(p) for p in s.iter_range(lo, hi)) == seg.log[lo:hi]

@@ -4,6 +4,7 @@ its ``__remote_log_metadata``, healthy and with each kind of damage made here; A
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -302,3 +303,28 @@ def test_an_oversized_manifest_is_refused_not_loaded(tmp_path: Path, monkeypatch
     problems = rep.findings[0].problems
     assert rep.exit_code == 1 and len(problems) == 5
     assert all("unreadable: " in p and "manifest larger than 16 bytes" in p for p in problems), problems
+
+
+@needs_golden
+def test_restore_without_metadata_reads_each_segment_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no ``__remote_log_metadata`` the last segment's end is the log end: the read-back after the write finds
+    it (each restored ``.log`` is read once), and the last producer snapshot is named by it."""
+    from kafkalog.log import restore as restore_mod
+
+    reads: list[str] = []
+    real = restore_mod.read_batches
+    monkeypatch.setattr(restore_mod, "read_batches", lambda path, *a, **k: reads.append(os.path.basename(path))
+                        or real(path, *a, **k))  # fmt: skip
+    variant = GOLDEN / "tiered-aiven" / "variants" / "encrypted-zstd-chunk256"
+    to = tmp_path / "logdir"
+    code, out = _restore(str(variant / "remote"), "--to", str(to), "--rsm-config", str(variant / "rsm.properties"),
+                         "--json")  # fmt: skip
+    assert code == 0, out
+    assert json.loads(out)["partitions"][0]["log_end_offset"] == 105
+    restored = to / "tiered-0"
+    logs = sorted(p.name for p in restored.glob("*.log"))
+    assert len(logs) == 5 and sorted(reads) == logs
+    original = GOLDEN / "tiered-aiven" / "partition" / "tiered-0"
+    for name in logs:
+        assert (restored / name).read_bytes() == (original / name).read_bytes()
+    assert (restored / f"{105:020d}.snapshot").is_file()

@@ -34,7 +34,7 @@ from kafkalog.archive.ranged_reads import iter_parallel
 from kafkalog.archive.tiered.manifest import SegmentManifest, parse_manifest
 from kafkalog.archive.tiered.rsm_config import RsmConfig
 from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, TieredConfigError, TieredKeyError
-from kafkalog.records.compression import CompressionType, decompress
+from kafkalog.records.compression import CompressionType, decompress, decompress_into
 
 __all__ = ["AivenSegment", "ChunkDamage", "is_aiven_item", "materialize", "read_manifest", "LOCAL_INDEX_SUFFIXES"]
 
@@ -42,6 +42,9 @@ IV_SIZE = 12
 TAG_SIZE = 16
 #: the most transformed bytes one ranged read asks for (several chunks per request, memory bounded)
 READ_BYTES = 8 << 20
+#: the most original bytes one task restores: compressed chunks of several MiB each make a task of their own, so
+#: they decompress in parallel (one ranged read of 8 MiB stored can hold 30 MiB of zstd-compressed text)
+DECODE_BYTES = 4 << 20
 #: the largest manifest read (real ones are a few KiB)
 MAX_MANIFEST = 16 << 20
 #: manifest index name -> suffix of the local file it becomes (Kafka's LocalTieredStorage names)
@@ -118,22 +121,37 @@ class AivenSegment:
 
     # ---------------------------------------------------------------------------------------------------- reads
 
-    def _detransform(self, data: bytes | memoryview, chunk: int) -> bytes | memoryview:
-        """One chunk as stored -> its original bytes (decrypt, then decompress), checked against the index."""
+    def _detransform(self, data: bytes | memoryview, chunk: int,
+                     into: memoryview | None = None) -> bytes | bytearray | memoryview:  # fmt: skip
+        """One chunk as stored -> its original bytes (decrypt, then decompress), checked against the index. Runs
+        in the read pool's threads: AES-GCM (``cryptography``) and zstd (``cramjam``) release the GIL, so chunks
+        restore on every core. The ciphertext is decrypted from the fetched buffer, the last transform writes into
+        ``into`` (the chunk's place in the caller's buffer; returned when used) or a buffer of the manifest's
+        size: no copies besides the transforms."""
         ci = self.manifest.chunk_index
         want = int(ci.original_size[chunk])
+        if into is not None and len(into) != want:
+            into = None
         if self._aes is not None:
             from cryptography.exceptions import InvalidTag
 
             if len(data) < IV_SIZE + TAG_SIZE:
                 raise self._damage(chunk, "is shorter than an AES-GCM IV and tag")
+            view = memoryview(data)
+            plain_into = into is not None and not self.manifest.compression and len(view) - IV_SIZE - TAG_SIZE == want
             try:
-                data = self._aes.decrypt(bytes(data[:IV_SIZE]), bytes(data[IV_SIZE:]), self.manifest.aad)
+                if plain_into and hasattr(self._aes, "decrypt_into"):  # cryptography >= 45
+                    self._aes.decrypt_into(view[:IV_SIZE], view[IV_SIZE:], self.manifest.aad, into)
+                    return into
+                data = self._aes.decrypt(view[:IV_SIZE], view[IV_SIZE:], self.manifest.aad)
             except InvalidTag:
                 raise self._damage(chunk, "fails its AES-GCM tag") from None
         if self.manifest.compression:
+            out = into if into is not None else bytearray(want)
             try:
-                data = decompress(CompressionType.ZSTD, data, max_size=want)
+                n = decompress_into(CompressionType.ZSTD, data, out, max_size=want) if want else None
+                # None: the payload does not fit ``want`` bytes or does not decode; decompress says which
+                data = out if n == want else decompress(CompressionType.ZSTD, data, max_size=want)
             except CorruptRecordError as exc:
                 raise self._damage(chunk, f"does not decompress: {exc}") from None
         if len(data) != want:
@@ -155,28 +173,36 @@ class AivenSegment:
         per :data:`READ_BYTES` of transformed chunks, several in flight: :mod:`kafkalog.archive.ranged_reads`). A bad chunk
         raises CorruptTieredObjectError, unless ``damage`` is a list: then its bytes come back as zeros and a
         :class:`ChunkDamage` is appended."""
-        ci = self.manifest.chunk_index
         end = self.size if end is None else min(end, self.size)
-        ids = ci.chunks_for_range(max(start, 0), end)
-        groups = []  # chunks [i, j) in one request of at most READ_BYTES
-        i = ids.start
-        while i < ids.stop:
-            j = i + 1
-            t0 = int(ci.transformed_position[i])
-            while j < ids.stop and int(ci.transformed_position[j] + ci.transformed_size[j]) - t0 <= READ_BYTES:
-                j += 1
-            groups.append((i, j))
-            i = j
-        # the next groups are fetched, decrypted and decompressed while the caller consumes this one
-        tasks = (lambda i=i, j=j: self._group(i, j, start, end, damage is not None) for i, j in groups)
-        for pieces, bad in iter_parallel(tasks):
+        for pieces, bad in self._restore(start, end, damage is not None, None):
             if damage is not None:
                 damage.extend(bad)
             yield from pieces
 
-    def _group(self, i: int, j: int, start: int, end: int, keep_going: bool
-               ) -> tuple[list[memoryview], list[ChunkDamage]]:
-        """Chunks ``[i, j)``: one ranged read, each chunk detransformed and cut to ``[start, end)``."""
+    def _restore(self, start: int, end: int, keep_going: bool,
+                 into: memoryview | None) -> Iterator[tuple[list[memoryview], list[ChunkDamage]]]:  # fmt: skip
+        """The restore tasks of ``[start, end)`` run in the read pool, results in order: chunks ``[i, j)`` per task,
+        at most :data:`READ_BYTES` stored and :data:`DECODE_BYTES` original (large compressed chunks restore in
+        parallel). With ``into`` (a buffer for ``[start, end)``) the chunks are restored in place."""
+        ci = self.manifest.chunk_index
+        ids = ci.chunks_for_range(max(start, 0), end)
+        groups = []
+        i = ids.start
+        while i < ids.stop:
+            j = i + 1
+            t0, o0 = int(ci.transformed_position[i]), int(ci.original_position[i])
+            while (j < ids.stop and int(ci.transformed_position[j] + ci.transformed_size[j]) - t0 <= READ_BYTES
+                   and int(ci.original_position[j] + ci.original_size[j]) - o0 <= DECODE_BYTES):  # fmt: skip
+                j += 1
+            groups.append((i, j))
+            i = j
+        # the next groups are fetched, decrypted and decompressed while the caller consumes this one
+        yield from iter_parallel(lambda i=i, j=j: self._group(i, j, start, end, keep_going, into) for i, j in groups)
+
+    def _group(self, i: int, j: int, start: int, end: int, keep_going: bool,
+               into: memoryview | None = None) -> tuple[list[memoryview], list[ChunkDamage]]:  # fmt: skip
+        """Chunks ``[i, j)``: one ranged read, each chunk detransformed and cut to ``[start, end)``: returned as
+        pieces, or written at its place in ``into`` (a whole chunk decrypted or decompressed straight there)."""
         ci = self.manifest.chunk_index
         t0 = int(ci.transformed_position[i])
         t1 = int(ci.transformed_position[j - 1] + ci.transformed_size[j - 1])
@@ -188,28 +214,34 @@ class AivenSegment:
         bad: list[ChunkDamage] = []
         for c in range(i, j):
             off = int(ci.transformed_position[c]) - t0
+            opos, osize = int(ci.original_position[c]), int(ci.original_size[c])
+            lo, hi = max(start - opos, 0), min(end - opos, osize)
+            dest = None if into is None else into[opos + lo - start : opos + hi - start]
             try:
-                plain = self._detransform(blob[off : off + int(ci.transformed_size[c])], c)
+                plain = self._detransform(blob[off : off + int(ci.transformed_size[c])], c,
+                                          into=dest if lo == 0 and hi == osize else None)  # fmt: skip
             except CorruptTieredObjectError as exc:
                 if not keep_going:
                     raise
                 pos, size = exc.original_range or (0, 0)
                 bad.append(ChunkDamage(c, pos, size, str(exc)))
                 plain = bytes(size)
-            lo = max(start - int(ci.original_position[c]), 0)
-            hi = min(end - int(ci.original_position[c]), len(plain))
-            pieces.append(memoryview(plain)[lo:hi])  # no copy: the caller copies once, into its buffer or file
+            if dest is None:
+                pieces.append(memoryview(plain)[lo:hi])  # no copy: the caller copies once, into its buffer or file
+            elif plain is not dest:
+                dest[:] = memoryview(plain)[lo:hi]
         return pieces, bad
 
     def read(self, start: int = 0, end: int | None = None, *,
              damage: list[ChunkDamage] | None = None) -> bytearray:  # fmt: skip
-        """The original bytes ``[start, end)`` (``fetchLogSegment(start, end - 1)``) in one buffer."""
+        """The original bytes ``[start, end)`` (``fetchLogSegment(start, end - 1)``) in one buffer, each chunk
+        restored (by the read pool's threads) straight into its place."""
         end = self.size if end is None else min(end, self.size)
-        out = bytearray(max(0, end - max(start, 0)))
-        pos = 0
-        for piece in self.iter_range(start, end, damage=damage):
-            out[pos : pos + len(piece)] = piece
-            pos += len(piece)
+        start = max(start, 0)
+        out = bytearray(max(0, end - start))
+        for _, bad in self._restore(start, end, damage is not None, memoryview(out)):
+            if damage is not None:
+                damage.extend(bad)
         return out
 
     def fetch(self, dest: str, start: int = 0, end: int | None = None, *,
