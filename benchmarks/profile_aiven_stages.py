@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_tiered import make_segment  # noqa: E402
+
 from kafkalog.archive.tiered import AivenSegment, aiven, load_rsm_config  # noqa: E402
 from kafkalog.records import read_record_columns  # noqa: E402
 from tests.aiven_writer import SegmentFiles, new_key_pair, write_rsm_properties, write_segment  # noqa: E402

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from kafkalog.errors import KafkaLogError
 from kafkalog.archive.storage import STORAGE_OPTIONS, parse_storage_options
+from kafkalog.errors import KafkaLogError
 
 
 def _parse(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, str]:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from kafkalog.archive.discovery import SegmentItem
+
 from ..errors import InvalidArgumentError, KafkaLogError
 from ..index import OffsetIndex, TimeIndex, TransactionIndex
 from ..limits import LONG_MAX

@@ -30,9 +30,13 @@ from kafkalog.archive import storage
 from kafkalog.archive.discovery import SegmentItem
 from kafkalog.archive.ranged_reads import PART_BYTES
 from kafkalog.errors import CorruptTieredObjectError, TieredConfigError
-from kafkalog.records.reader import HEADER_SIZE_UP_TO_MAGIC, LEGACY_RECORD_OVERHEAD_V0, LEGACY_RECORD_OVERHEAD_V1, \
-    V2_MIN_LENGTH  # fmt: skip
 from kafkalog.records.batch import LOG_OVERHEAD
+from kafkalog.records.reader import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_RECORD_OVERHEAD_V0,
+    LEGACY_RECORD_OVERHEAD_V1,
+    V2_MIN_LENGTH,  # fmt: skip
+)
 from kafkalog.records.scan import HEADER_DTYPE, ScanResult, scan_batches
 
 from .log_file import log_file_report

@@ -30,7 +30,7 @@ pytest.importorskip("moto")
 pytestmark = [needs_golden]
 
 BUCKET = "damaged"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _damaged_cases(tmp: Path) -> dict[str, Path]:
