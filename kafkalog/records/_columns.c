@@ -326,7 +326,8 @@ static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd,
 
 /* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress, codecs, hint) -> position of the
  * first batch not taken. decompress(codec_id, memoryview, out) -> int | bytes (see decode_compressed) handles
- * codecs 1-4; codecs = (lz4 decompress_block_into, zstd decompress_into, max_size) lets lz4 and zstd skip it; with
+ * codecs 1-4; codecs = (lz4 decompress_block_into, zstd decompress_into, max_size[, zstandard's decompress of this
+ * thread's context, for payloads of one plain frame]) lets lz4 and zstd skip it; with
  * both None compressed batches are left to Python.
  * hint: the key/value bytes to reserve (default: end - pos), capped by max_bytes. */
 static PyObject *Builder_run(Builder *b, PyObject *args) {
@@ -347,9 +348,11 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
     b->busy = 1;
     Py_CLEAR(b->error);
     if (codecs_obj != Py_None) {
-        if (!PyArg_ParseTuple(codecs_obj, "OOL;codecs must be (lz4_into, zstd_into, max_size)", &codecs.lz4,
-                              &codecs.zstd, &codecs.max_size))
+        codecs.zfast = NULL;
+        if (!PyArg_ParseTuple(codecs_obj, "OOL|O;codecs must be (lz4_into, zstd_into, max_size[, zstd_decompress])",
+                              &codecs.lz4, &codecs.zstd, &codecs.max_size, &codecs.zfast))
             goto error;
+        if (codecs.zfast == Py_None) codecs.zfast = NULL;
         if (codecs.max_size < 0) {
             PyErr_SetString(PyExc_ValueError, "run: max_size must not be negative");
             goto error;
