@@ -11,18 +11,24 @@ import tracemalloc
 
 import cramjam
 import pytest
+import zstandard
 from conftest import golden_segment_logs, needs_golden
+from crc32c import crc32c
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records import CompressionType, read_batches
 from kafkalog.records.compression import (
     BLOCK_DECODERS,
+    _zstd_bound,
     _zstd_fast,
     _zstd_into,
     compress,
     decompress,
     decompress_into,
 )
+from kafkalog.records.native import compiled
+from tests.test_decoder_reliability import batch_of
+from tests.test_record_columns_codec import assert_same, with_body
 
 ZSTD, GZIP = CompressionType.ZSTD, CompressionType.GZIP
 
@@ -36,8 +42,6 @@ def _golden_batches(codec: CompressionType):
 
 def _cramjam_zstd(body: bytes, max_size: int) -> bytes | CorruptRecordError:
     """The reference: cramjam alone, into a buffer of the room decompress gives (its header bound, capped)."""
-    from kafkalog.records.compression import _zstd_bound
-
     try:
         room = min(_zstd_bound(memoryview(body)), max_size)
     except CorruptRecordError as exc:
@@ -52,8 +56,6 @@ def _cramjam_zstd(body: bytes, max_size: int) -> bytes | CorruptRecordError:
 def _kafka_like_zstd(raw: bytes) -> bytes:
     """A frame as zstd-jni's ZstdOutputStream writes it for Kafka: no content size, a 2 MiB window, the data
     block not marked last, then an empty last block."""
-    import zstandard
-
     o = zstandard.ZstdCompressor(level=3).compressobj()
     return o.compress(raw) + o.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK) + o.flush()
 
@@ -211,3 +213,65 @@ def test_gzip_members_and_trailing_bytes() -> None:
     assert decompress(GZIP, one, max_size=len(a)) == a
     with pytest.raises(CorruptRecordError, match="corrupt gzip"):
         decompress(GZIP, one[:10] + bytes(20) + one[30:])
+
+
+# --- the compiled walker: gzip inflated in C, zstd's fast path called from C ------------------------------------
+
+
+def _gzip_shapes() -> dict[str, bytes]:
+    """Records sections of a gzip batch as kafkalog's decoder meets them: Kafka's one member, several members,
+    trailing bytes, damage of each kind."""
+
+    good = batch_of(GZIP)
+    section = decompress(GZIP, good[61:])
+    one = compress(GZIP, section)
+    half = len(section) // 2
+    two = compress(GZIP, section[:half]) + compress(GZIP, section[half:])
+    return {
+        "one_member": one,
+        "two_members": two,
+        "trailing_junk": one + b"junk",
+        "trailing_magic_byte": one + b"\x1f",
+        "truncated": one[:-5],
+        "second_member_truncated": two[:-3],
+        "corrupt_deflate": one[:12] + bytes(b ^ 0x55 for b in one[12:30]) + one[30:],
+        "bad_crc": one[:-8] + b"\0\0\0\0" + one[-4:],
+        "not_gzip": b"\x00" * 40,
+        "records_do_not_decode": compress(GZIP, section[:-3] + b"\xff\xff\xff"),
+        "beyond_the_scratch": compress(GZIP, section + bytes(3 << 20)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_gzip_shapes()))
+def test_gzip_in_c_equals_python(name: str) -> None:
+    data = batch_of(CompressionType.NONE) + with_body(batch_of(GZIP, base_offset=20), _gzip_shapes()[name])
+    assert_same(data)
+
+
+def test_gzip_is_inflated_in_c() -> None:
+    """The walker takes gzip batches without the decompress callback (when built with zlib's headers)."""
+
+
+    if compiled is None or not compiled.gzip_in_c:
+        pytest.skip("the record decoder was built without zlib's headers")
+    shapes = _gzip_shapes()
+    for name in ("one_member", "two_members", "trailing_junk"):
+        data = with_body(batch_of(GZIP), shapes[name])
+        b = compiled.ColumnBuilder()
+        assert b.run(data, 0, len(data), True, crc32c, 1 << 40, 1 << 40, None, BLOCK_DECODERS) == len(data), name
+    for name in ("truncated", "corrupt_deflate", "records_do_not_decode"):
+        data = with_body(batch_of(GZIP), shapes[name])
+        assert compiled.ColumnBuilder().run(data, 0, len(data), True, crc32c, 1 << 40, 1 << 40, None,
+                                            BLOCK_DECODERS) == 0, name
+
+
+def test_zstd_fast_path_from_c_equals_python() -> None:
+    """Payloads the C walker hands to this thread's zstd decoder itself, and those it leaves to ``_zstd_into``."""
+    good = batch_of(ZSTD)
+    section = decompress(ZSTD, good[61:])
+    one = compress(ZSTD, section)
+    skippable = struct.pack("<II", 0x184D2A50, 3) + b"abc"
+    bodies = [one, _kafka_like_zstd(section), one + one, skippable + one, one + b"\0\0", one[:-4],
+              compress(ZSTD, section[:-3] + b"\xff\xff\xff")]
+    for body in bodies:
+        assert_same(batch_of(CompressionType.NONE) + with_body(batch_of(ZSTD, base_offset=20), body))

@@ -342,6 +342,43 @@ static int zstd_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t 
     return codec_into(cd->zstd, body, len, sc->p, (Py_ssize_t)bound, out, kept);
 }
 
+/* ---- gzip, with zlib when built with it (KAFKALOG_HAVE_ZLIB; compression.py's _gzip_decompress) ------------- */
+
+#ifdef KAFKALOG_HAVE_ZLIB
+#include <zlib.h>
+
+/* The gzip members of a payload inflated into the scratch buffer (no more than max_size bytes), with the z_stream
+ * *zs (set up on first use, reset per member; the caller ends it): the members one after another, stopping at the
+ * end or at bytes that do not start another member (ignored, as GZIPInputStream ignores them). 0 = *out bytes
+ * written, 1 = decline (the Python path raises its error), 2 = the scratch may be too small (ask decompress),
+ * -1 = error. */
+static int gzip_into(Col *sc, z_stream *zs, int *zs_ready, long long max_size, const uint8_t *body, Py_ssize_t len,
+                     Py_ssize_t *out) {
+    Py_ssize_t room = sc->cap < max_size ? sc->cap : (Py_ssize_t)max_size, pos = 0, total = 0;
+    if (room > (Py_ssize_t)UINT_MAX || len > (Py_ssize_t)UINT_MAX) return 2;
+    do {
+        if (!*zs_ready) {
+            memset(zs, 0, sizeof *zs);
+            if (inflateInit2(zs, 31) != Z_OK) return 1;
+            *zs_ready = 1;
+        } else if (inflateReset2(zs, 31) != Z_OK) {
+            return 1;
+        }
+        zs->next_in = (Bytef *)(body + pos);
+        zs->avail_in = (uInt)(len - pos);
+        zs->next_out = (Bytef *)(sc->p + total);
+        zs->avail_out = (uInt)(room - total);
+        int r = inflate(zs, Z_FINISH);
+        total = room - (Py_ssize_t)zs->avail_out;
+        if (r != Z_STREAM_END) /* output full: beyond max_size (decline) or beyond the scratch (ask decompress) */
+            return (r == Z_BUF_ERROR && zs->avail_out == 0) ? (room < max_size ? 2 : 1) : 1;
+        pos = len - (Py_ssize_t)zs->avail_in;
+    } while (len - pos >= 2 && body[pos] == 0x1f && body[pos + 1] == 0x8b);
+    *out = total;
+    return 0;
+}
+#endif
+
 /* ---- for the tests: the C bound against compression._zstd_bound ------------------------------------------- */
 
 static PyObject *py_zstd_bound(PyObject *self, PyObject *arg) {
