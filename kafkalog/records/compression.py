@@ -497,7 +497,7 @@ def _zstd_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     """
     mv = memoryview(data)
     bound = min(_zstd_bound(mv), max_size)
-    fast = _zstd_fast(mv, min(bound, max(32 * len(mv), 1 << 20)))  # the compiled walker's scratch, about
+    fast = _zstd_fast(mv, min(bound, max(32 * len(mv), 1 << 20)))  # about the compiled walker's scratch room
     if fast is not None:
         return fast
     size = min(bound, max(16 * len(mv), 64 * 1024))
