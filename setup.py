@@ -12,6 +12,9 @@ import sys
 from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
+#: the record decoder inflates gzip members itself when zlib's headers are there (else Python's zlib module does)
+ZLIB = ("KAFKALOG_HAVE_ZLIB", "1")
+
 #: said once, after the build, when an optional extension could not be compiled
 NOT_BUILT = """
 kafkalog: {names} could not be compiled ({reason}).
@@ -37,6 +40,11 @@ class BuildExtSayingWhatIsMissing(build_ext):
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001 - setuptools' compiler errors have no common base worth naming
+            if ZLIB in ext.define_macros:  # no zlib headers (zlib1g-dev): gzip goes through Python's zlib instead
+                ext.define_macros.remove(ZLIB)
+                ext.libraries.remove("z")
+                self.build_extension(ext)
+                return
             if not ext.optional:
                 raise
             self._skipped.append((ext.name, f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:200]))
@@ -52,6 +60,8 @@ setup(
         Extension(
             "kafkalog.records._columns",
             ["kafkalog/records/_columns.c"],
+            define_macros=[ZLIB],
+            libraries=["z"],
             depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "crc_core", "crc_x86", "crc_arm", "wire", "codec", "arrow", "objects", "offsets", "walk")],
             optional=True,
         ),

@@ -385,7 +385,6 @@ static PyMethodDef module_methods[] = {
     {"check_crcs", py_check_crcs, METH_VARARGS,
      "check_crcs(buf, pos, end) -> (stop, bad): the CRC32C of each whole magic 2 batch from pos; bad when the "
      "batch at stop fails it"},
-    ENCODE_METHODS
     WRITE_METHODS
     {NULL, NULL, 0, NULL},
 };

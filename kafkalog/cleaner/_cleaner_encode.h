@@ -2,7 +2,7 @@
  *
  * A batch that loses records is rewritten with the records it keeps, as Kafka's MemoryRecordsBuilder writes them
  * (DefaultRecord.writeTo): attributes 0, the timestamp as a delta from the new base timestamp, the offset as a
- * delta from the batch's base offset, key, value and headers; the caller adds the batch header (and compresses).
+ * delta from the batch's base offset, key, value and headers; write_chunk adds the batch header (and compresses).
  * This is kafkalog.records.record_codec.encode_record for many records at once.
  */
 #ifndef KAFKALOG_CLEANER_ENCODE_H
@@ -76,7 +76,7 @@ typedef struct {
     Py_ssize_t cn[E_NCOLS], n, nh;
 } Cols;
 
-/* the 14 record columns of encode_records, checked for matching lengths */
+/* the 14 record columns write_chunk encodes from, checked for matching lengths */
 static int cols_of(Bufs *bs, PyObject *cols, Cols *c) {
     const void *p[E_NCOLS];
     if (!PyTuple_Check(cols) || PyTuple_GET_SIZE(cols) != E_NCOLS) {
@@ -154,45 +154,5 @@ static int encode_span(Out *o, const Cols *c, const int64_t *idx, Py_ssize_t nid
         if (encode_record(o, c, idx[r], bo, bts) < 0) return -1;
     return 0;
 }
-
-/* encode_records(columns, idx, bounds, base_offsets, base_timestamps) -> list[bytes]: for each rebuilt batch j,
- * the records idx[bounds[j]:bounds[j + 1]] encoded relative to base_offsets[j] and base_timestamps[j] */
-static PyObject *py_encode_records(PyObject *self, PyObject *args) {
-    PyObject *cols, *idx_o, *bounds_o, *bo_o, *bts_o, *result = NULL;
-    Bufs bs = {.n = 0};
-    Cols c;
-    Py_ssize_t nidx, nb, nbo, nbts;
-    Out o = {NULL, 0, 0};
-    const int64_t *idx, *bounds, *bo, *bts;
-    if (!PyArg_ParseTuple(args, "OOOOO", &cols, &idx_o, &bounds_o, &bo_o, &bts_o)) return NULL;
-    if (cols_of(&bs, cols, &c) < 0 || !(idx = bufs_get(&bs, idx_o, 8, 0, &nidx)) ||
-        !(bounds = bufs_get(&bs, bounds_o, 8, 0, &nb)) || !(bo = bufs_get(&bs, bo_o, 8, 0, &nbo)) ||
-        !(bts = bufs_get(&bs, bts_o, 8, 0, &nbts)))
-        goto done;
-    if (nb < 1 || nbo != nb - 1 || nbts != nb - 1) {
-        PyErr_SetString(PyExc_ValueError, "bounds, base offsets and base timestamps do not match");
-        goto done;
-    }
-    if (!(result = PyList_New(nb - 1))) goto done;
-    for (Py_ssize_t j = 0; j + 1 < nb; j++) {
-        o.len = 0;
-        if (encode_span(&o, &c, idx, nidx, bounds[j], bounds[j + 1], bo[j], bts[j]) < 0) goto fail;
-        PyObject *b = PyBytes_FromStringAndSize((const char *)o.p, o.len);
-        if (!b) goto fail;
-        PyList_SET_ITEM(result, j, b);
-    }
-    goto done;
-fail:
-    Py_CLEAR(result);
-done:
-    PyMem_Free(o.p);
-    bufs_release(&bs);
-    return result;
-}
-
-#define ENCODE_METHODS                                                                                             \
-    {"encode_records", py_encode_records, METH_VARARGS,                                                          \
-     "encode_records(columns, idx, bounds, base_offsets, base_timestamps) -> list[bytes]: records sections of "  \
-     "rebuilt batches"},
 
 #endif

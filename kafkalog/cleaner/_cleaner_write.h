@@ -1,10 +1,10 @@
 /* One filtered chunk written in one call (included once, by _cleaner.c, after _cleaner_encode.h).
  *
- * Per batch, in file order: dropped, copied as its bytes, rebuilt here (an uncompressed batch that loses records:
- * its original header with the fields a rebuild changes — length, attributes (codec none, the timestamp type,
- * transactional and control bits kept, the delete-horizon bit as told), base and max timestamp, record count,
- * CRC32C — and the records it keeps, encoded as Kafka's MemoryRecordsBuilder writes them), or bytes the
- * caller built (a compressed rebuild, an empty batch).
+ * Per batch, in file order: dropped, copied as its bytes, rebuilt here (a batch that loses records: its original
+ * header with the fields a rebuild changes — length, attributes (the codec, timestamp type, transactional and
+ * control bits kept, the delete-horizon bit as told), base and max timestamp, record count, CRC32C — and the
+ * records it keeps, encoded as Kafka's MemoryRecordsBuilder writes them and, for a compressed batch, compressed by
+ * the caller's codec function), or bytes the caller built (an empty batch).
  */
 #ifndef KAFKALOG_CLEANER_WRITE_H
 #define KAFKALOG_CLEANER_WRITE_H
@@ -15,7 +15,7 @@
 #pragma GCC diagnostic pop
 
 #define BATCH_HEADER 61
-#define KEPT_BITS 0x38 /* timestamp type, transactional, control: a rebuilt batch keeps them */
+#define KEPT_BITS 0x3F /* codec, timestamp type, transactional, control: a rebuilt batch keeps them */
 #define HORIZON_BIT 0x40
 
 /* CRC32C by the path _columns_crc.h chose for this CPU (KAFKALOG_CRC32C_PATH applies here too) */
@@ -31,11 +31,53 @@ static inline int64_t get_be64(const uint8_t *p) {
     return (int64_t)v;
 }
 
+/* The records section at o->p[at:o->len] replaced by fn(memoryview of it) (a bytes-like object): 0, or -1 with a
+ * Python error. No view of the output buffer outlives the call. */
+static int compress_tail(Out *o, Py_ssize_t at, PyObject *fn) {
+    PyObject *mv = PyMemoryView_FromMemory((char *)o->p + at, o->len - at, PyBUF_READ);
+    if (!mv) return -1;
+    PyObject *z = PyObject_CallOneArg(fn, mv);
+    if (Py_REFCNT(mv) > 1) { /* the codec kept a reference: cut it from the memory */
+        PyObject *et, *ev, *etb;
+        PyErr_Fetch(&et, &ev, &etb);
+        PyObject *r = PyObject_CallMethod(mv, "release", NULL);
+        if (!r) {
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(etb);
+            Py_XDECREF(z);
+            Py_DECREF(mv);
+            return -1;
+        }
+        Py_DECREF(r);
+        PyErr_Restore(et, ev, etb);
+    }
+    Py_DECREF(mv);
+    if (!z) return -1;
+    Py_buffer zb;
+    if (PyObject_GetBuffer(z, &zb, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(z);
+        return -1;
+    }
+    int r = 0;
+    o->len = at;
+    if (out_reserve(o, zb.len) < 0) {
+        r = -1;
+    } else {
+        memcpy(o->p + o->len, zb.buf, (size_t)zb.len);
+        o->len += zb.len;
+    }
+    PyBuffer_Release(&zb);
+    Py_DECREF(z);
+    return r;
+}
+
 /* write_chunk(chunk, positions, sizes, actions, columns, idx, bounds, base_timestamps, with_horizon, max_timestamps,
- *             extras) -> bytes. actions per batch: 0 drop, 1 copy, 2 rebuild (the next of bounds/base_timestamps/
- *             with_horizon/max_timestamps), 3 the next item of extras. */
+ *             extras, compressors) -> bytes. actions per batch: 0 drop, 1 copy, 2 rebuild (the next of bounds/
+ *             base_timestamps/with_horizon/max_timestamps; a compressed batch's records section goes through
+ *             compressors[its codec id](section) -> bytes), 3 the next item of extras. */
 static PyObject *py_write_chunk(PyObject *self, PyObject *args) {
-    PyObject *chunk_o, *pos_o, *size_o, *act_o, *cols, *idx_o, *bounds_o, *bts_o, *hz_o, *mts_o, *extras,
+    PyObject *chunk_o, *pos_o, *size_o, *act_o, *cols, *idx_o, *bounds_o, *bts_o, *hz_o, *mts_o, *extras, *codecs,
         *result = NULL;
     Bufs bs = {.n = 0};
     Cols c;
@@ -44,8 +86,8 @@ static PyObject *py_write_chunk(PyObject *self, PyObject *args) {
     const uint8_t *chunk, *hz;
     const int8_t *act;
     const int64_t *pos, *size, *idx, *bounds, *bts, *mts;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO!", &chunk_o, &pos_o, &size_o, &act_o, &cols, &idx_o, &bounds_o, &bts_o,
-                          &hz_o, &mts_o, &PyList_Type, &extras))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOO!O!", &chunk_o, &pos_o, &size_o, &act_o, &cols, &idx_o, &bounds_o,
+                          &bts_o, &hz_o, &mts_o, &PyList_Type, &extras, &PyTuple_Type, &codecs))
         return NULL;
     if (!(chunk = bufs_get(&bs, chunk_o, 1, 0, &clen)) || !(pos = bufs_get(&bs, pos_o, 8, 0, &nb)) ||
         !(size = bufs_get(&bs, size_o, 8, 0, &n2)) || !(act = bufs_get(&bs, act_o, 1, 0, &n3)) ||
@@ -81,6 +123,12 @@ static PyObject *py_write_chunk(PyObject *self, PyObject *args) {
         memcpy(o.p + at, src, BATCH_HEADER);
         o.len += BATCH_HEADER;
         if (encode_span(&o, &c, idx, nidx, bounds[j], bounds[j + 1], get_be64(src), bts[j]) < 0) goto done;
+        int codec = src[22] & 0x07;
+        if (codec) {
+            PyObject *fn = codec < PyTuple_GET_SIZE(codecs) ? PyTuple_GET_ITEM(codecs, codec) : Py_None;
+            if (fn == Py_None) goto bad;
+            if (compress_tail(&o, at + BATCH_HEADER, fn) < 0) goto done;
+        }
         uint8_t *h = o.p + at;
         int attrs = (src[22] & KEPT_BITS) | (hz[j] ? HORIZON_BIT : 0);
         put_be(h + 8, (uint64_t)(o.len - at - 12), 4);
@@ -104,6 +152,6 @@ done:
 #define WRITE_METHODS                                                                                              \
     {"write_chunk", py_write_chunk, METH_VARARGS,                                                                \
      "write_chunk(chunk, positions, sizes, actions, columns, idx, bounds, base_timestamps, with_horizon, "      \
-     "max_timestamps, extras) -> bytes: a filtered chunk's output"},
+     "max_timestamps, extras, compressors) -> bytes: a filtered chunk's output"},
 
 #endif

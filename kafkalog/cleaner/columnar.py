@@ -6,9 +6,9 @@ records of its data batches to ``build_map`` (MD5, insert, latest offset, stop w
 every record against the map in one call, decides per batch with numpy (kept records, tombstones, horizons,
 producers' last batches; a chunk with control or transactional batches asks ``CleanerFilter.check_batch`` per
 batch for the transaction bookkeeping), and ``write_chunk`` writes the output: batches that keep every record
-copied as their bytes, the others rebuilt (compressed ones: records encoded in C, compressed and framed in
-Python). A chunk these loops do not take (a batch other than magic 2, records that do not decode) has no columns
-and goes through the per-record Python path.
+copied as their bytes, the others rebuilt in C (a compressed one's records section goes through the codec
+function of ``compression.compressors()``). A chunk these loops do not take (a batch other than magic 2, records
+that do not decode) has no columns and goes through the per-record Python path.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from kafkalog.errors import CleanerError, CorruptRecordError
-from kafkalog.records.batch import assemble_batch, build_empty_batch
+from kafkalog.records.batch import build_empty_batch
 from kafkalog.records.columns import RecordColumns, read_record_columns
-from kafkalog.records.compression import CompressionType
+from kafkalog.records.compression import compressors
 from kafkalog.records.reader import read_batches
 from kafkalog.records.record import TimestampType
 from kafkalog.segment.log_file import AppendedBatches
@@ -33,7 +33,6 @@ from .txn_metadata import CleanedTransactionMetadata
 
 __all__ = ["Chunk", "ChunkColumns", "read_chunk", "map_chunk", "filter_chunk"]
 
-_CODECS = tuple(CompressionType)
 _ENCODE_COLUMNS = ("offset", "timestamp", "key_offsets", "key_valid", "key_data", "value_offsets", "value_valid",
                    "value_data", "header_offsets", "header_key_offsets", "header_key_data", "header_value_offsets",
                    "header_value_valid", "header_value_data")
@@ -186,7 +185,6 @@ def filter_chunk(chunk: Chunk, flt: CleanerFilter) -> FilterResult | None:
     empties = np.flatnonzero((kept == 0) & retain_empty).tolist()
     result = FilterResult(bytes_read=int(cc.size.sum()), messages_read=int(cc.counts[~delete].sum()))
     actions = np.where(copy, 1, np.where(rebuild, 2, 0)).astype(np.int8)
-    compressed = (cc.attributes & 0x07) != 0
     retained = copy | rebuild
     retained[empties] = True
     # the records each rebuilt batch keeps, batch by batch: idx[bounds[j]:bounds[j + 1]] for the j-th
@@ -203,18 +201,11 @@ def filter_chunk(chunk: Chunk, flt: CleanerFilter) -> FilterResult | None:
     max_ts = np.where(log_append, cc.max_timestamp[rb],
                       np.maximum.reduceat(ts[idx], starts) if len(rb) else 0).astype(np.int64)
     max_off = np.maximum.reduceat(offsets[idx], starts) if len(rb) else np.zeros(0, np.int64)
-    extras: dict[int, bytes] = {b: _empty_batch(cc, b) for b in empties}
-    inline = ~compressed[rb]
-    if not inline.all():
-        extras.update(_compressed(cc, rb, ~inline, idx, bounds, base_ts, max_ts, with_horizon))
-    actions[list(extras)] = 3
-    keep_j = np.flatnonzero(inline)  # rebuilt batches written by write_chunk
-    sub_bounds = np.concatenate(([0], np.cumsum(kept[rb][keep_j]))).astype(np.int64)
-    sub_idx = idx if len(keep_j) == len(rb) else _gather(idx, bounds, keep_j)
+    extras = [_empty_batch(cc, b) for b in empties]  # in file order, as write_chunk takes them
+    actions[empties] = 3
     result.output = native.compiled.write_chunk(
-        chunk.data, cc.position, cc.size, actions, tuple(a[c] for c in _ENCODE_COLUMNS), sub_idx.astype(np.int64),
-        sub_bounds, base_ts[keep_j], with_horizon[keep_j].astype(np.uint8), max_ts[keep_j],
-        [extras[b] for b in sorted(extras)])
+        chunk.data, cc.position, cc.size, actions, tuple(a[c] for c in _ENCODE_COLUMNS), idx.astype(np.int64),
+        bounds, base_ts, with_horizon.astype(np.uint8), max_ts, extras, compressors())
     if retained.any():
         result.messages_retained = int(kept[retained].sum())
         result.bytes_retained = len(result.output)
@@ -273,35 +264,3 @@ def _empty_batch(cc: ChunkColumns, b: int) -> bytes:
         partition_leader_epoch=int(a["partition_leader_epoch"][b]), timestamp_type=int(a["timestamp_type"][b]),
         max_timestamp=int(cc.max_timestamp[b]), is_transactional=bool(a["is_transactional"][b]),
         is_control=bool(a["is_control"][b]))
-
-
-def _gather(idx: np.ndarray, bounds: np.ndarray, js: np.ndarray) -> np.ndarray:
-    """The records of the rebuilt batches ``js`` (segments of ``idx``), in order."""
-    parts = [idx[bounds[j]:bounds[j + 1]] for j in js]
-    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
-
-
-def _compressed(cc: ChunkColumns, rb: np.ndarray, which: np.ndarray, idx: np.ndarray, bounds: np.ndarray,
-                base_ts: np.ndarray, max_ts: np.ndarray, with_horizon: np.ndarray) -> dict[int, bytes]:
-    """batch -> its rebuilt bytes, for the compressed batches among the rebuilt ``rb`` (records encoded in C,
-    compressed and framed in Python)."""
-    a = cc.cols.arrays
-    js = np.flatnonzero(which)
-    sub_idx = _gather(idx, bounds, js)
-    counts = np.array([bounds[j + 1] - bounds[j] for j in js], np.int64)
-    sub_bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    bs = rb[js]
-    sections = native.compiled.encode_records(tuple(a[c] for c in _ENCODE_COLUMNS), sub_idx, sub_bounds,
-                                              cc.base_offset[bs].astype(np.int64), base_ts[js])
-    out = {}
-    for k, (j, b) in enumerate(zip(js.tolist(), bs.tolist(), strict=True)):
-        out[b] = assemble_batch(
-            sections[k], count=int(counts[k]), base_offset=int(cc.base_offset[b]),
-            last_offset_delta=int(cc.last_offset[b] - cc.base_offset[b]), base_timestamp=int(base_ts[j]),
-            max_timestamp=int(max_ts[j]), compression=_CODECS[int(cc.attributes[b]) & 0x07],
-            timestamp_type=int(a["timestamp_type"][b]), producer_id=int(a["producer_id"][b]),
-            producer_epoch=int(a["producer_epoch"][b]), base_sequence=int(a["base_sequence"][b]),
-            partition_leader_epoch=int(a["partition_leader_epoch"][b]),
-            is_transactional=bool(a["is_transactional"][b]), is_control=bool(a["is_control"][b]),
-            has_delete_horizon=bool(with_horizon[j]))
-    return out

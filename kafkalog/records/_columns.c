@@ -59,6 +59,10 @@ typedef struct {
     int views; /* keys and values as Arrow binary_view entries (take_view) instead of copies (take_field) */
     const uint8_t *ahead_end; /* run(): fetch the source ahead up to here while decoding the batch (NULL: none) */
     int wide; /* the offset columns (offset_cols) hold int64 (1) or int32 (0: until some offset would not fit) */
+#ifdef KAFKALOG_HAVE_ZLIB
+    z_stream zs; /* gzip members, reset per member (gzip_into) */
+    int zs_ready;
+#endif
 } Builder;
 
 #include "_columns_offsets.h"
@@ -256,7 +260,8 @@ static PyObject *Builder_decode_records(Builder *b, PyObject *args) {
 
 /* The records section of a compressed batch, decompressed into the builder's scratch buffer (reused batch after
  * batch: no output object and no fresh pages per batch), then decoded. lz4 and zstd are walked here and their
- * codec called per block / payload (codecs); the others, and a payload that may not fit the scratch, go through
+ * codec called per block / payload (codecs), gzip members are inflated here with zlib when built with it; the others,
+ * and a payload that may not fit the scratch, go through
  * decompress(codec_id, memoryview, out) -> int | bytes: an int is the length written into out, bytes a payload it
  * made instead. Any exception from a codec or decompress declines the batch, kept for take_error() so the Python
  * path raises it with the batch's position instead of decompressing the batch a second time. */
@@ -276,6 +281,14 @@ static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd,
         if (r == 1 && b->error) b->error_source = codec;
         if (r != 2) return r;
     }
+#ifdef KAFKALOG_HAVE_ZLIB
+    if (cd && codec == 1) {
+        Py_ssize_t n;
+        int r = gzip_into(sc, &b->zs, &b->zs_ready, cd->max_size, h + 61, body_len, &n);
+        if (r == 0) return decode_records(b, (const uint8_t *)sc->p, n, count, base, base_ts, has_lat, lat, -1);
+        if (r != 2) return r;
+    }
+#endif
     if (decompress == Py_None) return 1;
     PyObject *mv = PyMemoryView_FromMemory((char *)(h + 61), body_len, PyBUF_READ);
     PyObject *out = mv ? PyMemoryView_FromMemory(sc->p, sc->cap, PyBUF_WRITE) : NULL;
@@ -326,7 +339,8 @@ static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd,
 
 /* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress, codecs, hint) -> position of the
  * first batch not taken. decompress(codec_id, memoryview, out) -> int | bytes (see decode_compressed) handles
- * codecs 1-4; codecs = (lz4 decompress_block_into, zstd decompress_into, max_size) lets lz4 and zstd skip it; with
+ * codecs 1-4; codecs = (lz4 decompress_block_into, zstd decompress_into, max_size[, zstandard's decompress of this
+ * thread's context, for payloads of one plain frame]) lets lz4 and zstd skip it; with
  * both None compressed batches are left to Python.
  * hint: the key/value bytes to reserve (default: end - pos), capped by max_bytes. */
 static PyObject *Builder_run(Builder *b, PyObject *args) {
@@ -347,9 +361,11 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
     b->busy = 1;
     Py_CLEAR(b->error);
     if (codecs_obj != Py_None) {
-        if (!PyArg_ParseTuple(codecs_obj, "OOL;codecs must be (lz4_into, zstd_into, max_size)", &codecs.lz4,
-                              &codecs.zstd, &codecs.max_size))
+        codecs.zfast = NULL;
+        if (!PyArg_ParseTuple(codecs_obj, "OOL|O;codecs must be (lz4_into, zstd_into, max_size[, zstd_decompress])",
+                              &codecs.lz4, &codecs.zstd, &codecs.max_size, &codecs.zfast))
             goto error;
+        if (codecs.zfast == Py_None) codecs.zfast = NULL;
         if (codecs.max_size < 0) {
             PyErr_SetString(PyExc_ValueError, "run: max_size must not be negative");
             goto error;
@@ -503,6 +519,9 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwds) {
 
 static void Builder_dealloc(Builder *b) {
     Py_CLEAR(b->error);
+#ifdef KAFKALOG_HAVE_ZLIB
+    if (b->zs_ready) inflateEnd(&b->zs);
+#endif
     for (int i = 0; i < NCOL; i++) col_release(b->c[i].p, b->c[i].len, b->c[i].cap, b->c[i].touched);
     mem_release(b->scratch.p, b->scratch.cap);
     Py_TYPE(b)->tp_free((PyObject *)b);
@@ -572,6 +591,16 @@ PyMODINIT_FUNC PyInit__columns(void) {
     Py_INCREF(&BuilderType);
     if (PyModule_AddObject(m, "ColumnBuilder", (PyObject *)&BuilderType) < 0) {
         Py_DECREF(&BuilderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+#ifdef KAFKALOG_HAVE_ZLIB
+    int gzip_in_c = 1;
+#else
+    int gzip_in_c = 0;
+#endif
+    /* whether run() inflates gzip members itself (built with zlib's headers) or asks its decompress callback */
+    if (PyModule_AddIntConstant(m, "gzip_in_c", gzip_in_c) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -9,6 +9,7 @@
 #ifndef KAFKALOG_COLUMNS_CODEC_H
 #define KAFKALOG_COLUMNS_CODEC_H
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -99,15 +100,27 @@ static int lz4_next(Lz4Frame *f, const uint8_t **p, Py_ssize_t *n, int *stored) 
 
 /* ---- zstd output bound (compression.py's _zstd_bound): -1 where it raises ------------------------------------- */
 
-static long long zstd_bound(const uint8_t *b, Py_ssize_t end) {
+/* What _zstd_fast reads of a payload's frames: how many (and skippable ones), and the first frame's content size
+ * (-1 when absent), window and dictionary flag. */
+typedef struct {
+    int frames, skippable, dict;
+    long long fcs;
+    uint64_t window;
+} ZstdInfo;
+
+static long long zstd_bound_info(const uint8_t *b, Py_ssize_t end, ZstdInfo *zi) {
     Py_ssize_t pos = 0;
     long long bound = 0;
+    zi->frames = zi->skippable = zi->dict = 0;
+    zi->fcs = -1;
+    zi->window = 0;
     while (pos < end) {
         if (end - pos < 4) return -1;
         uint32_t magic = le32(b + pos);
         if (magic >= 0x184D2A50u && magic <= 0x184D2A5Fu) { /* skippable frame */
             if (end - pos < 8) return -1;
             pos += 8 + (Py_ssize_t)le32(b + pos + 4);
+            zi->skippable++;
             continue;
         }
         if (magic != 0xFD2FB528u) return -1;
@@ -127,10 +140,18 @@ static long long zstd_bound(const uint8_t *b, Py_ssize_t end) {
         int fcs_flag = fhd >> 6;
         int fcs_size = fcs_flag == 0 ? (single ? 1 : 0) : (fcs_flag == 1 ? 2 : (fcs_flag == 2 ? 4 : 8));
         if (pos + fcs_size > end) return -1;
-        if (fcs_size && single) {
-            uint64_t fcs = 0;
-            for (int i = fcs_size - 1; i >= 0; i--) fcs = (fcs << 8) | b[pos + i];
-            window = fcs + (fcs_size == 2 ? 256 : 0);
+        long long fcs = -1;
+        if (fcs_size) {
+            uint64_t v = 0;
+            for (int i = fcs_size - 1; i >= 0; i--) v = (v << 8) | b[pos + i];
+            v += fcs_size == 2 ? 256 : 0;
+            fcs = v > (uint64_t)LLONG_MAX ? LLONG_MAX : (long long)v;
+            if (single) window = v;
+        }
+        if (zi->frames++ == 0) {
+            zi->fcs = fcs;
+            zi->window = window;
+            zi->dict = (fhd & 3) != 0;
         }
         pos += fcs_size;
         long long block_max = (window && window < (128 << 10)) ? (long long)window : (128 << 10);
@@ -158,6 +179,18 @@ static long long zstd_bound(const uint8_t *b, Py_ssize_t end) {
         if (fhd & 0x04) pos += 4;
     }
     return bound;
+}
+
+static long long zstd_bound(const uint8_t *b, Py_ssize_t end) {
+    ZstdInfo zi;
+    return zstd_bound_info(b, end, &zi);
+}
+
+/* _zstd_fast's test: one frame, nothing skippable, no dictionary, a window within the streaming limit, a content
+ * size that is absent or from 1 to room. */
+static int zstd_simple(const ZstdInfo *zi, long long room) {
+    return zi->frames == 1 && !zi->skippable && !zi->dict && zi->window <= ((uint64_t)1 << 27) && zi->fcs != 0 &&
+           zi->fcs <= room;
 }
 
 /* ---- the codec call: fn(memoryview of src, memoryview of dst[0:room]) -> bytes written -------------------------- */
@@ -227,12 +260,44 @@ static int codec_into(PyObject *fn, const uint8_t *src, Py_ssize_t n, char *dst,
 
 /* ---- a records section into the scratch buffer (Col, from _columns_mem.h) ------------------------------------ */
 
-/* The codec functions run() calls itself: cramjam's lz4 decompress_block_into and zstd decompress_into, and the
- * max_size limit of compression.decompress. */
+/* The codec functions run() calls itself: cramjam's lz4 decompress_block_into, compression._zstd_into, the max_size
+ * limit of compression.decompress, and (or NULL) this thread's zstandard ZstdDecompressor.decompress, called here
+ * directly on the payloads _zstd_fast takes (no Python frame per batch). */
 typedef struct {
-    PyObject *lz4, *zstd;
+    PyObject *lz4, *zstd, *zfast;
     long long max_size;
 } Codecs;
+
+/* zfast(src, max_output_size=room, allow_extra_data=False) copied into dst: 0 = *written set, 1 = declined (the
+ * caller asks _zstd_into, whose answer stands), -1 = a Python error to propagate. */
+static int zstd_fast_into(PyObject *zfast, const uint8_t *src, Py_ssize_t n, char *dst, Py_ssize_t room,
+                          Py_ssize_t *written) {
+    static PyObject *kwnames = NULL;
+    if (!kwnames && !(kwnames = Py_BuildValue("(ss)", "max_output_size", "allow_extra_data"))) return -1;
+    PyObject *args[3];
+    if (!(args[0] = PyMemoryView_FromMemory((char *)src, n, PyBUF_READ))) return -1;
+    if (!(args[1] = PyLong_FromSsize_t(room))) {
+        Py_DECREF(args[0]);
+        return -1;
+    }
+    args[2] = Py_False;
+    PyObject *res = PyObject_Vectorcall(zfast, args, 1, kwnames);
+    Py_DECREF(args[0]);
+    Py_DECREF(args[1]);
+    if (!res) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError) || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    int r = 1;
+    if (PyBytes_Check(res) && PyBytes_GET_SIZE(res) <= room) {
+        memcpy(dst, PyBytes_AS_STRING(res), (size_t)PyBytes_GET_SIZE(res));
+        *written = PyBytes_GET_SIZE(res);
+        r = 0;
+    }
+    Py_DECREF(res);
+    return r;
+}
 
 /* An lz4 frame into the scratch buffer, block by block, each given the room _lz4_decompress_into gives it.
  * 0 = *out bytes written, 1 = decline, 2 = the scratch may be too small (ask decompress), -1 = error. */
@@ -265,12 +330,54 @@ static int lz4_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t l
 /* A zstd payload into exactly the room _zstd_decompress_into gives it (its header bound, capped by max_size). */
 static int zstd_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t len, Py_ssize_t *out,
                      PyObject **kept) {
-    long long bound = zstd_bound(body, len);
+    ZstdInfo zi;
+    long long bound = zstd_bound_info(body, len, &zi);
     if (bound < 0) return 1;
     if (bound > cd->max_size) bound = cd->max_size;
     if (bound > sc->cap) return 2;
+    if (cd->zfast && zstd_simple(&zi, bound)) {
+        int r = zstd_fast_into(cd->zfast, body, len, sc->p, (Py_ssize_t)bound, out);
+        if (r <= 0) return r;
+    }
     return codec_into(cd->zstd, body, len, sc->p, (Py_ssize_t)bound, out, kept);
 }
+
+/* ---- gzip, with zlib when built with it (KAFKALOG_HAVE_ZLIB; compression.py's _gzip_decompress) ------------- */
+
+#ifdef KAFKALOG_HAVE_ZLIB
+#include <zlib.h>
+
+/* The gzip members of a payload inflated into the scratch buffer (no more than max_size bytes), with the z_stream
+ * *zs (set up on first use, reset per member; the caller ends it): the members one after another, stopping at the
+ * end or at bytes that do not start another member (ignored, as GZIPInputStream ignores them). 0 = *out bytes
+ * written, 1 = decline (the Python path raises its error), 2 = the scratch may be too small (ask decompress),
+ * -1 = error. */
+static int gzip_into(Col *sc, z_stream *zs, int *zs_ready, long long max_size, const uint8_t *body, Py_ssize_t len,
+                     Py_ssize_t *out) {
+    Py_ssize_t room = sc->cap < max_size ? sc->cap : (Py_ssize_t)max_size, pos = 0, total = 0;
+    if (room > (Py_ssize_t)UINT_MAX || len > (Py_ssize_t)UINT_MAX) return 2;
+    do {
+        if (!*zs_ready) {
+            memset(zs, 0, sizeof *zs);
+            if (inflateInit2(zs, 31) != Z_OK) return 1;
+            *zs_ready = 1;
+        } else if (inflateReset2(zs, 31) != Z_OK) {
+            return 1;
+        }
+        zs->next_in = (Bytef *)(body + pos);
+        zs->avail_in = (uInt)(len - pos);
+        zs->next_out = (Bytef *)(sc->p + total);
+        zs->avail_out = (uInt)(room - total);
+        int r = inflate(zs, Z_FINISH);
+        total = room - (Py_ssize_t)zs->avail_out;
+        if (r != Z_STREAM_END) /* output full: beyond max_size (decline) or beyond the scratch (ask decompress) */
+            return (r == Z_BUF_ERROR && zs->avail_out == 0) ? (room < max_size ? 2 : 1) : 1;
+        pos = len - (Py_ssize_t)zs->avail_in;
+    } while (len - pos >= 2 && body[pos] == 0x1f && body[pos + 1] == 0x8b);
+    *out = total;
+    return 0;
+}
+#endif
 
 /* ---- for the tests: the C bound against compression._zstd_bound ------------------------------------------- */
 

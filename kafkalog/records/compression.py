@@ -1,11 +1,16 @@
 """Compression codecs with the exact framings Kafka writes and reads.
 
-- gzip: a plain gzip stream (the JVM's GZIPOutputStream); decoded with zlib so output can be capped.
+- gzip: a plain gzip stream, written as the JVM's GZIPOutputStream writes it (zlib's deflate at Kafka's default
+  level, Java's 10-byte header), so a batch kafkalog compresses has Kafka's bytes; decoded with zlib so output can
+  be capped.
 - snappy: Kafka writes snappy-java's "xerial" stream framing: magic ``\\x82SNAPPY\\x00``, i32 version, i32
   compatible version, then blocks of i32 length + raw snappy. Readers also accept a bare raw snappy payload.
 - lz4: the LZ4 frame format with independent blocks (Kafka's Lz4BlockOutputStream). Kafka before 0.10 wrote a
   wrong frame-descriptor checksum (HC byte); Kafka ignores that byte for magic 0 messages, and so do we.
-- zstd: a zstd frame.
+- zstd: a zstd frame, written at Kafka's default level 3. Decoded by the ``zstandard`` package with one reused
+  context per thread (cramjam makes a fresh one per call, which costs several times the decoding of a batch);
+  what that fast path does not take (several frames, a skippable frame, a window beyond the streaming limit, a
+  payload that does not decode in its room) goes to cramjam, whose answer (bytes or error) is the reference.
 
 Every decoder takes ``max_size``: output beyond it is a ``CorruptRecordError`` and no buffer larger than
 ``max_size`` (or than what the input can really expand to) is allocated, so a hostile payload cannot exhaust memory.
@@ -16,15 +21,17 @@ from __future__ import annotations
 import enum
 import functools
 import struct
+import threading
 import zlib
 from collections.abc import Iterator
 
 import cramjam
+import zstandard
 
 from ..errors import CorruptRecordError, UnsupportedCompressionError
 
-__all__ = ["CompressionType", "compress", "decompress", "decompress_into", "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxh32",
-           "BLOCK_DECODERS"]
+__all__ = ["CompressionType", "compress", "compressors", "decompress", "decompress_into",
+           "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxh32", "BLOCK_DECODERS", "zstd_decoder"]
 
 #: Default cap for one batch's decompressed records section. Kafka's own limit on a batch is
 #: ``message.max.bytes`` for the compressed size; 256 MiB of records is beyond anything a broker accepts.
@@ -112,17 +119,28 @@ def xxh32(data: bytes, seed: int = 0) -> int:
 # --- gzip ------------------------------------------------------------------------------------------------------
 
 
-def _gzip_compress(data: bytes) -> bytes:
-    return bytes(cramjam.gzip.compress(data))
+#: The header Java's GZIPOutputStream writes (no name, mtime 0, no extra flags, OS 255 "unknown" since JDK 16).
+_JAVA_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+#: Kafka's ``compression.gzip.level`` default: -1, ``Deflater.DEFAULT_COMPRESSION``, which zlib reads as 6.
+_GZIP_LEVEL = 6
 
 
-def _gzip_decompress(data: bytes, max_size: int) -> bytes:
-    out = bytearray()
-    rest = bytes(data)
+def _gzip_compress(data: bytes | bytearray | memoryview) -> bytes:
+    """GZIPOutputStream's bytes: zlib's raw deflate at Kafka's level between Java's header and the CRC32/size
+    trailer (the JDK's Deflater is zlib with the same settings, so Kafka's batches come out identical)."""
+    c = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, -15)
+    return b"".join((_JAVA_GZIP_HEADER, c.compress(data), c.flush(),
+                     struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)))
+
+
+def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     try:
+        d = zlib.decompressobj(wbits=31)
+        first = d.decompress(data, max_size + 1)
+        if d.eof and len(first) <= max_size and not d.unused_data.startswith(b"\x1f\x8b"):
+            return first  # one member (GZIPInputStream ignores trailing bytes that are not another member)
+        out = bytearray(first)
         while True:
-            d = zlib.decompressobj(wbits=31)
-            out += d.decompress(rest, max_size + 1 - len(out))
             if len(out) > max_size:
                 raise CorruptRecordError(f"gzip payload expands beyond {max_size} bytes")
             if not d.eof:
@@ -130,10 +148,10 @@ def _gzip_decompress(data: bytes, max_size: int) -> bytes:
                     raise CorruptRecordError(f"gzip payload expands beyond {max_size} bytes")
                 raise CorruptRecordError("gzip payload is truncated")
             rest = d.unused_data
-            if not rest:
-                return bytes(out)
             if not rest.startswith(b"\x1f\x8b"):  # trailing garbage after a member: GZIPInputStream ignores it
                 return bytes(out)
+            d = zlib.decompressobj(wbits=31)
+            out += d.decompress(rest, max_size + 1 - len(out))
     except zlib.error as exc:
         raise CorruptRecordError(f"corrupt gzip payload: {exc}") from None
 
@@ -145,7 +163,7 @@ _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
 
-def _snappy_compress(data: bytes) -> bytes:
+def _snappy_compress(data: bytes | bytearray | memoryview) -> bytes:
     parts = [_XERIAL_HEADER]
     mv = memoryview(data)
     for i in range(0, len(mv), _XERIAL_BLOCK):
@@ -199,7 +217,7 @@ _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1
 _LZ4_UNCOMPRESSED = 0x80000000
 
 
-def _lz4_compress(data: bytes) -> bytes:
+def _lz4_compress(data: bytes | bytearray | memoryview) -> bytes:
     """Frame as Kafka's Lz4BlockOutputStream: version 1, independent blocks, 64 KiB, no checksums but HC."""
     flg = 0x60  # version 01, block independence
     bd = 0x40  # 64 KiB blocks
@@ -410,6 +428,64 @@ def _output_full(exc: BaseException) -> bool:
     return str(exc) == _CRAMJAM_OUTPUT_FULL
 
 
+#: cramjam's streaming decoder refuses frames whose window exceeds zstd's default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT
+#: = 27); zstandard's one-shot decode into a bounded buffer would not, so such frames go to cramjam.
+_ZSTD_WINDOW_LIMIT = 1 << 27
+_CONTEXTS = threading.local()
+
+
+def _zstd_dctx() -> zstandard.ZstdDecompressor:
+    """This thread's decompressor: a context is not safe to share, and making one per call is the cost avoided."""
+    try:
+        return _CONTEXTS.dctx
+    except AttributeError:
+        _CONTEXTS.dctx = zstandard.ZstdDecompressor()
+        return _CONTEXTS.dctx
+
+
+def _zstd_cctx() -> zstandard.ZstdCompressor:
+    """This thread's level 3 compressor (Kafka's ``compression.zstd.level`` default)."""
+    try:
+        return _CONTEXTS.cctx
+    except AttributeError:
+        _CONTEXTS.cctx = zstandard.ZstdCompressor(level=3)
+        return _CONTEXTS.cctx
+
+
+def _zstd_fast(mv: bytes | memoryview, room: int) -> bytes | None:
+    """A payload of one zstd frame decoded with this thread's reused context, when its output fits ``room``
+    bytes; None for anything else (several or skippable frames, a content size of 0 or beyond ``room``, a window
+    beyond the streaming limit, a dictionary, a frame that does not decode): cramjam then gives the answer. No
+    allocation beyond ``room``: the frame's declared content size is checked before zstandard allocates it."""
+    try:
+        params = zstandard.get_frame_parameters(mv)
+        size = params.content_size
+        if size == 0 or (size > room and size != zstandard.CONTENTSIZE_UNKNOWN) or params.dict_id \
+                or params.window_size > _ZSTD_WINDOW_LIMIT:
+            return None
+        out = _zstd_dctx().decompress(mv, max_output_size=room, allow_extra_data=False)
+    except zstandard.ZstdError:
+        return None
+    return out if len(out) <= room else None
+
+
+def zstd_decoder() -> object:
+    """This thread's ``ZstdDecompressor.decompress``: the compiled walker calls it itself (as ``_zstd_fast`` does,
+    after the same header checks, made in C) before ``_zstd_into``, sparing two Python calls per batch."""
+    return _zstd_dctx().decompress
+
+
+def _zstd_into(src: bytes | memoryview, dst: bytearray | memoryview) -> int:
+    """cramjam.zstd.decompress_into's contract (bytes written into ``dst``, its errors where it fails), taking
+    ``_zstd_fast`` first: the zstd call of ``BLOCK_DECODERS`` and of ``decompress_into``."""
+    out = _zstd_fast(src, len(dst))
+    if out is None:
+        return cramjam.zstd.decompress_into(src, dst)
+    n = len(out)
+    dst[:n] = out
+    return n
+
+
 def _zstd_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     """Decode into a buffer that starts near the payload's size and doubles up to the header bound.
 
@@ -421,6 +497,9 @@ def _zstd_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     """
     mv = memoryview(data)
     bound = min(_zstd_bound(mv), max_size)
+    fast = _zstd_fast(mv, min(bound, max(32 * len(mv), 1 << 20)))  # about the compiled walker's scratch room
+    if fast is not None:
+        return fast
     size = min(bound, max(16 * len(mv), 64 * 1024))
     while True:
         out = bytearray(size)
@@ -453,7 +532,7 @@ def _zstd_decompress_into(data: bytes | memoryview, out: memoryview, max_size: i
     if bound > len(out):
         return None
     try:
-        return cramjam.zstd.decompress_into(mv, out[:bound])
+        return _zstd_into(mv, out[:bound])
     except Exception:  # noqa: BLE001 -- decompress() gives the error its message
         return None
 
@@ -470,7 +549,7 @@ def codec_error(codec: CompressionType | int, data: bytes | bytearray | memoryvi
 
 #: What the compiled columnar decoder calls itself once it has walked an lz4 frame / bounded a zstd payload in C
 #: (``_columns_codec.h`` mirrors ``_lz4_blocks`` and ``_zstd_bound``): the codec functions used above, and the limit.
-BLOCK_DECODERS = (cramjam.lz4.decompress_block_into, cramjam.zstd.decompress_into, DEFAULT_MAX_DECOMPRESSED_SIZE)
+BLOCK_DECODERS = (cramjam.lz4.decompress_block_into, _zstd_into, DEFAULT_MAX_DECOMPRESSED_SIZE)
 
 
 # --- entry points -------------------------------------------------------------------------------------------------
@@ -482,12 +561,19 @@ def compress(codec: CompressionType | int, data: bytes | bytearray | memoryview)
     if codec is CompressionType.NONE:
         return bytes(data)
     if codec is CompressionType.GZIP:
-        return _gzip_compress(bytes(data))
+        return _gzip_compress(data)
     if codec is CompressionType.SNAPPY:
-        return _snappy_compress(bytes(data))
+        return _snappy_compress(data)
     if codec is CompressionType.LZ4:
-        return _lz4_compress(bytes(data))
-    return bytes(cramjam.zstd.compress(bytes(data), level=3))
+        return _lz4_compress(data)
+    return _zstd_cctx().compress(data)
+
+
+def compressors() -> tuple:
+    """``compress`` as one function per codec id (None for none), for callers that compress many records sections
+    in a row (the cleaner's compiled writer): each takes a bytes-like section and returns the framed payload. The
+    zstd one is this thread's context: use the tuple in the thread that asked for it."""
+    return (None, _gzip_compress, _snappy_compress, _lz4_compress, _zstd_cctx().compress)
 
 
 def decompress(

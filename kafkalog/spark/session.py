@@ -148,7 +148,7 @@ def package_zip() -> str:
     """A zip of the ``kafkalog`` package as imported here (built once per process, in the temp dir).
 
     Executors import kafkalog from it (``SparkContext.addPyFile``), so a cluster needs no kafkalog install; its
-    dependencies (numpy, crc32c, cramjam, pyarrow) come from the workers' Python (``PYSPARK_PYTHON`` or a packed
+    dependencies (numpy, crc32c, cramjam, zstandard, pyarrow) come from the workers' Python (``PYSPARK_PYTHON`` or a packed
     environment in ``spark.archives``, docs/spark.md). The compiled decoder built here goes in too: zipimport
     cannot load it, so ``kafkalog.records.native`` copies it out and loads it when the worker's Python and platform
     match this one's (its file name carries the ABI tag), and warns once and decodes in Python when not.

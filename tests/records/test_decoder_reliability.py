@@ -189,7 +189,8 @@ def test_builder_refuses_reentry_from_a_codec_callback() -> None:
                 refused.append(str(exc))
         return columns._decompress_payload(codec_id, body, out)
 
-    assert b.run(data, 0, len(data), True, crc32c, 1 << 40, 1 << 40, callback, BLOCK_DECODERS) == len(data)
+    # no codecs tuple: gzip members go through the callback (with it, the walker inflates them itself)
+    assert b.run(data, 0, len(data), True, crc32c, 1 << 40, 1 << 40, callback, None) == len(data)
     assert len(refused) == 2 * len(attempts()) and all("busy" in m for m in refused), refused
     raw = b.finish()
     got = columns.RecordColumns(raw, offset_width=b.offset_width).arrays  # int64 offsets, as the pure builder's
@@ -255,8 +256,9 @@ def test_reentry_cannot_crash_the_interpreter() -> None:
 
 @needs_compiled
 def test_records_that_do_not_decode_cost_one_more_decompression_not_two(monkeypatch) -> None:
-    """A payload that inflates but whose records do not decode: the walker's attempt declines, then the Python path
-    decompresses it once and decodes the records from that payload (``RecordBatch.records_from``)."""
+    """A payload that inflates but whose records do not decode: the walker's attempt declines (its own inflate when
+    built with zlib, else the callback), then the Python path decompresses it once and decodes the records from
+    that payload (``RecordBatch.records_from``)."""
     good = batch_of(GZIP)
     section = bytearray(decompress(GZIP, good[61:]))
     section[-3:] = b"\xff\xff\xff"  # the last record's varints run past its end
@@ -268,4 +270,4 @@ def test_records_that_do_not_decode_cost_one_more_decompression_not_two(monkeypa
     monkeypatch.setattr(compression, "_gzip_decompress", lambda *a: calls.append(1) or real_gzip(*a))
     got = outcome(bad, "compiled")
     assert type(got) is type(want) and str(got) == str(want)
-    assert len(calls) == 2
+    assert len(calls) == (1 if compiled.gzip_in_c else 2)
