@@ -13,8 +13,6 @@ import cramjam
 import pytest
 import zstandard
 from crc32c import crc32c
-from tests.test_decoder_reliability import batch_of
-from tests.test_record_columns_codec import assert_same, with_body
 
 from kafkalog.errors import CorruptRecordError
 from kafkalog.records import CompressionType, read_batches
@@ -29,6 +27,8 @@ from kafkalog.records.compression import (
 )
 from kafkalog.records.native import compiled
 from tests.conftest import golden_segment_logs, needs_golden
+from tests.records.test_decoder_reliability import batch_of
+from tests.records.test_record_columns_codec import assert_same, with_body
 
 ZSTD, GZIP = CompressionType.ZSTD, CompressionType.GZIP
 
