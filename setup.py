@@ -52,7 +52,7 @@ setup(
         Extension(
             "kafkalog.records._columns",
             ["kafkalog/records/_columns.c"],
-            depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "crc_core", "crc_x86", "crc_arm", "wire", "codec", "arrow", "objects", "offsets", "walk")],
+            depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "crc_core", "crc_x86", "crc_arm", "wire", "codec", "arrow", "objects", "offsets", "walk", "records")],
             optional=True,
         ),
         Extension(
