@@ -21,7 +21,8 @@
  * at copies in the data columns. */
 static inline __attribute__((always_inline)) int
 decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t count, uint64_t base_offset,
-                    uint64_t base_ts, int has_lat, int64_t lat, const int views, const int wide, int64_t src_base) {
+                    uint64_t base_ts, int has_lat, int64_t lat, const int views, const int wide, int64_t src_base,
+                    const int v32) {
     const int W = wide ? 8 : 4; /* bytes an offset entry takes */
     Py_ssize_t saved[N_RECORD_COLS];
     for (int i = 0; i < N_RECORD_COLS; i++) saved[i] = b->c[i].len;
@@ -63,17 +64,18 @@ decode_records_impl(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t coun
         if (pos > rec_end) goto decline;
         if (rd_varlong(buf, &pos, rec_end, &ts_delta) < 0 || rd_varint(buf, &pos, rec_end, &off_delta) < 0) goto decline;
         if (views) {
-            int rk = take_view(buf, &pos, rec_end, end, src_base, kd, &kl, w_kv + i, w_kview + 16 * i, &nbytes);
+            int rk = take_view(buf, &pos, rec_end, end, src_base, kd, &kl, w_kv + i, w_kview + 16 * i, &nbytes,
+                               v32);
             int rv = rk < 0 ? rk : take_view(buf, &pos, rec_end, end, src_base, vd, &vl, w_vv + i, w_vview + 16 * i,
-                                             &nbytes);
+                                             &nbytes, v32);
             if (rk == -2 || rv == -2) goto decline;
             if (rk < 0 || rv < 0) {
                 PyErr_SetString(PyExc_OverflowError, "binary_view columns: over 2 GiB of copied key or value bytes in "
                                                      "one chunk (read it in chunks with iter_record_columns)");
                 goto fail;
             }
-        } else if (take_field(buf, &pos, rec_end, end, kd, &kl, w_kv + i, w_ko + W * i, wide, &nbytes) < 0 ||
-                   take_field(buf, &pos, rec_end, end, vd, &vl, w_vv + i, w_vo + W * i, wide, &nbytes) < 0) {
+        } else if (take_field(buf, &pos, rec_end, end, kd, &kl, w_kv + i, w_ko + W * i, wide, &nbytes, v32) < 0 ||
+                   take_field(buf, &pos, rec_end, end, vd, &vl, w_vv + i, w_vo + W * i, wide, &nbytes, v32) < 0) {
             goto decline;
         }
         if (rd_varint(buf, &pos, rec_end, &nh) < 0 || nh < 0 || nh > rec_end - pos) goto decline;
@@ -127,16 +129,17 @@ decline:
     return rc;
 }
 
-/* the four layouts of decode_records_impl (views, wide), compiled for one target: `attrs` */
-#define WALK_VARIANTS(name, attrs)                                                                                 \
+/* the four layouts of decode_records_impl (views, wide), compiled for one target (`attrs`; v32: it has AVX2) */
+#define WALK_VARIANTS(name, attrs, v32)                                                                            \
     attrs static int name(Builder *b, const uint8_t *buf, Py_ssize_t end, int64_t count, uint64_t base_offset,    \
                           uint64_t base_ts, int has_lat, int64_t lat, int64_t src_base) {                         \
         if (b->views && b->wide)                                                                                   \
-            return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 1, 1, src_base);    \
+            return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 1, 1, src_base, v32); \
         if (b->views)                                                                                              \
-            return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 1, 0, src_base);    \
-        if (b->wide) return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 0, 1, -1); \
-        return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 0, 0, -1);              \
+            return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 1, 0, src_base, v32); \
+        if (b->wide)                                                                                               \
+            return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 0, 1, -1, v32);     \
+        return decode_records_impl(b, buf, end, count, base_offset, base_ts, has_lat, lat, 0, 0, -1, v32);         \
     }
 
 enum { WALK_PORTABLE, WALK_AVX2, WALK_NPATHS };
@@ -144,12 +147,12 @@ static const char *const walk_names[WALK_NPATHS] = {"portable", "avx2"};
 static unsigned walk_available = 1u << WALK_PORTABLE;
 static int walk_best = WALK_PORTABLE, walk_active = WALK_PORTABLE;
 
-WALK_VARIANTS(decode_records_portable, )
+WALK_VARIANTS(decode_records_portable, , 0)
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #define KAFKALOG_WALK_X86 1
 #include <cpuid.h>
-WALK_VARIANTS(decode_records_avx2, __attribute__((target("avx2,bmi,bmi2"))))
+WALK_VARIANTS(decode_records_avx2, __attribute__((target("avx2,bmi,bmi2"))), 1)
 
 /* AVX2, BMI1 and BMI2, with the OS saving the 256-bit registers (XCR0) */
 static void walk_x86_detect(void) {

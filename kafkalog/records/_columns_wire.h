@@ -105,28 +105,38 @@ static int utf8_valid(const uint8_t *s, Py_ssize_t n) {
     return 1;
 }
 
-/* 32 bytes from src to dst as one GCC/clang vector: a ymm move on the avx2 walk, two 16-byte moves (SSE2, NEON)
- * elsewhere. Written out rather than left to a fixed-size memcpy, which GCC 12 expanded as `rep movsl` once the
- * walk function grew (a microcoded string move per field). */
+/* 32 bytes from src to dst: one 32-byte vector where the walk is compiled for AVX2 (`v32`), two 16-byte ones
+ * elsewhere (SSE2, NEON; a 32-byte vector there went through the stack). Written out rather than left to a
+ * fixed-size memcpy, which GCC 12 expanded as `rep movsl` once the walk function grew (a microcoded string move
+ * per field). */
 typedef uint8_t wire_v32 __attribute__((vector_size(32), aligned(1), may_alias));
-WIRE_INLINE void copy32(char *dst, const uint8_t *src) { *(wire_v32 *)dst = *(const wire_v32 *)src; }
+typedef uint8_t wire_v16 __attribute__((vector_size(16), aligned(1), may_alias));
+WIRE_INLINE void copy32(char *dst, const uint8_t *src, const int v32) {
+    if (v32) {
+        *(wire_v32 *)dst = *(const wire_v32 *)src;
+    } else {
+        wire_v16 a = *(const wire_v16 *)src, b = *(const wire_v16 *)(src + 16);
+        *(wire_v16 *)dst = a;
+        *(wire_v16 *)(dst + 16) = b;
+    }
+}
 
 /* n bytes from src to dst: short strings as fixed-size copies (inlined moves, no libc call per field) when `room`
  * bytes are readable at src and writable at dst; what lands past n is overwritten by the next field.
  * Fields of 17-128 bytes also fetch the column's line 4 KiB ahead: a column of such fields is written at tens of
  * bytes per field, and without it each new line's first store waited on memory. (Longer fields go to libc's
  * memcpy, whose large copies write without reading the destination first; a fetch ahead slowed those.) */
-WIRE_INLINE void copy_field(char *dst, const uint8_t *src, Py_ssize_t n, Py_ssize_t room) {
+WIRE_INLINE void copy_field(char *dst, const uint8_t *src, Py_ssize_t n, Py_ssize_t room, const int v32) {
     if (n <= 16 && room >= 16) {
-        memcpy(dst, src, 16);
+        *(wire_v16 *)dst = *(const wire_v16 *)src;
     } else if (n <= 128 && room >= 128) {
         __builtin_prefetch((const void *)((uintptr_t)dst + 4096), 1, 3);
-        copy32(dst, src);
+        copy32(dst, src, v32);
         if (n > 32) {
-            copy32(dst + 32, src + 32);
+            copy32(dst + 32, src + 32, v32);
             if (n > 64) {
-                copy32(dst + 64, src + 64);
-                copy32(dst + 96, src + 96);
+                copy32(dst + 64, src + 64, v32);
+                copy32(dst + 96, src + 96, v32);
             }
         }
     } else {
@@ -161,7 +171,7 @@ static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf,
     } else {
         if (n > lim - *pos) return -2;
         if (col_reserve(data, (Py_ssize_t)n + 128) < 0) return -1;
-        copy_field(data->p + data->len, buf + *pos, (Py_ssize_t)n, buf_end - *pos);
+        copy_field(data->p + data->len, buf + *pos, (Py_ssize_t)n, buf_end - *pos, 0);
         data->len += (Py_ssize_t)n;
         *pos += (Py_ssize_t)n;
         *nbytes += n;
@@ -175,14 +185,15 @@ static inline int put_field(Col *off, Col *valid, Col *data, const uint8_t *buf,
  * bytes + 128 past it, so copy_field's fixed-size copies fit). *valid and *end_off (the new end of data, int64 or
  * int32 as `wide` says) are set. 0 = done, -2 = decline. */
 WIRE_INLINE int take_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, Py_ssize_t buf_end, char *data,
-                             Py_ssize_t *len, uint8_t *valid, char *end_off, const int wide, long long *nbytes) {
+                           Py_ssize_t *len, uint8_t *valid, char *end_off, const int wide, long long *nbytes,
+                           const int v32) {
     int64_t n;
     if (rd_varint(buf, pos, lim, &n) < 0) return -2;
     if (n < 0) {
         *valid = 0;
     } else {
         if (n > lim - *pos) return -2;
-        copy_field(data + *len, buf + *pos, (Py_ssize_t)n, buf_end - *pos);
+        copy_field(data + *len, buf + *pos, (Py_ssize_t)n, buf_end - *pos, v32);
         *len += (Py_ssize_t)n;
         *pos += (Py_ssize_t)n;
         *nbytes += n;
@@ -216,7 +227,8 @@ WIRE_INLINE void inline_view_bytes(char *dst, const uint8_t *src, int n, Py_ssiz
  * the field ends below 2 GiB, else the bytes are copied to data (buffer 1, reserved as for take_field).
  * 0 = done, -2 = decline, -3 = the copies would pass 2 GiB (32-bit view offsets). */
 WIRE_INLINE int take_view(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, Py_ssize_t buf_end, int64_t src_base,
-                            char *data, Py_ssize_t *len, uint8_t *valid, char *view, long long *nbytes) {
+                            char *data, Py_ssize_t *len, uint8_t *valid, char *view, long long *nbytes,
+                          const int v32) {
     int64_t n;
     if (rd_varint(buf, pos, lim, &n) < 0) return -2;
     memset(view, 0, 16);
@@ -238,7 +250,7 @@ WIRE_INLINE int take_view(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t lim, P
             off = (int32_t)(src_base + *pos);
         } else {
             if (n > INT32_MAX - *len) return -3;
-            copy_field(data + *len, src, (Py_ssize_t)n, buf_end - *pos);
+            copy_field(data + *len, src, (Py_ssize_t)n, buf_end - *pos, v32);
             idx = 1;
             off = (int32_t)*len;
             *len += (Py_ssize_t)n;
