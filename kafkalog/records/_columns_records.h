@@ -2,10 +2,10 @@
  * columns): the DefaultRecords of one records section into the columns, compiled once per CPU target and chosen
  * at run time, as the CRC32C paths are.
  *
- * Paths (walk_init picks the best the CPU allows; KAFKALOG_WALK_PATH=name forces one, set_walk_path switches):
+ * Paths (walk_init_py picks the best the CPU allows; KAFKALOG_WALK_PATH=name forces one, set_walk_path switches):
  *   avx2      x86-64 with AVX2, BMI1 and BMI2 (and the OS saving the 256-bit registers): the same C compiled
  *             with those instruction sets (a `target` attribute: the build needs no flags): 32-byte moves for the
- *             fixed-size field copies, BMI2's flag-free shifts in the varints
+ *             fixed-size field copies, BMI1/2 where the compiler picks them
  *   portable  any CPU: the baseline of the compiler's target (x86-64: SSE2)
  * Both run the same source, so they give the same columns and the same declines (tests/test_record_columns_walk.py
  * forces each on golden segments and random batches).
