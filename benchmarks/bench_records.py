@@ -20,8 +20,9 @@ decompression with every output kept (what the whole-segment call, which keeps a
 against).
 ``--clock cpu`` times the runs in this process by its CPU time instead of wall time.
 ``--crc-paths avx2,sse42`` runs the chosen sections once per CRC32C path of the compiled core (``auto``: the best this
-CPU runs; the fast path forced on and off in one run); every section header names the CPU model, the path and the
-raw CRC32C reference (the crc32c package and the path itself on 16 MiB in memory).
+CPU runs; the fast path forced on and off in one run); ``--walk-paths avx2,portable`` likewise for the compiled record
+walk (``KAFKALOG_WALK_PATH``); every section header names the CPU model, the load, both paths and the raw CRC32C
+reference (the crc32c package and the path itself on 16 MiB in memory).
 headers: the compiled decoder on records with three ASCII headers each, beside the same records without.
 rss: peak RSS of a child process decoding a ``--rss-mb`` segment with ``iter_record_columns`` (slow: writes it).
 """
@@ -127,7 +128,8 @@ def crc_reference() -> str:
         return line + "; compiled core not built]"
     path = compiled.crc_path()
     t_c = best_of(lambda: compiled.hw_crc32c(_RAW), repeat=5)
-    return line + f", C path {path} {len(_RAW) / t_c / 1e9:.2f} GB/s (paths here: {','.join(compiled.crc_paths())})]"
+    return (line + f", C path {path} {len(_RAW) / t_c / 1e9:.2f} GB/s (paths here: {','.join(compiled.crc_paths())}); "
+            f"record walk path {compiled.walk_path()} (paths here: {','.join(compiled.walk_paths())})]")
 
 
 def loop_floor(data: bytes) -> tuple[float, float]:
@@ -399,6 +401,8 @@ def main() -> None:
                     help="columns and shallow: alternating Kafka/ours turns (the medians are printed; 3 for targets)")
     ap.add_argument("--crc-paths", default="auto",
                     help="comma list of CRC32C paths to run the sections with, in turn (auto: the best this CPU runs)")
+    ap.add_argument("--walk-paths", default="auto",
+                    help="comma list of record walk paths to run the sections with, in turn (auto: the best)")
     ap.add_argument("--sections", default="shallow,columns,compressed",
                     help="comma list of shallow, columns, compressed, headers, rss")  # fmt: skip
     args = ap.parse_args()
@@ -406,12 +410,15 @@ def main() -> None:
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     print(f"clock: {args.clock}; load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
     paths = ", ".join(compiled.crc_paths()) if compiled else "none (not built)"
-    print(f"cpu: {cpu_model()}; CRC32C paths here: {paths}")
+    walks = ", ".join(compiled.walk_paths()) if compiled else "none (not built)"
+    print(f"cpu: {cpu_model()}; CRC32C paths here: {paths}; record walk paths here: {walks}")
     sections = set(args.sections.split(","))
-    for crc_path in args.crc_paths.split(","):
+    for crc_path, walk_path in ((c, w) for c in args.crc_paths.split(",") for w in args.walk_paths.split(",")):
         if compiled is not None:
-            print(f"=== CRC32C path {compiled.set_crc_path(crc_path)} ===")
+            print(f"=== CRC32C path {compiled.set_crc_path(crc_path)}, record walk path "
+                  f"{compiled.set_walk_path(walk_path)} ===")
             os.environ["KAFKALOG_CRC32C_PATH"] = compiled.crc_path()  # child processes (rss) too
+            os.environ["KAFKALOG_WALK_PATH"] = compiled.walk_path()
         if "columns" in sections:
             bench_columns(args.deep_mb, args.turns)
         if "compressed" in sections:

@@ -64,7 +64,8 @@ def _extensions() -> list[Check]:
 
 def _crc_path() -> Check:
     """Which CRC32C the batch checks run: the compiled decoder's path for this CPU (``KAFKALOG_CRC32C_PATH``
-    chooses another: docs/columns.md), else the ``crc32c`` package's."""
+    chooses another: docs/columns.md), else the ``crc32c`` package's; with the compiled decoder, its record walk's
+    path too (``KAFKALOG_WALK_PATH``)."""
     native = records_native
     package = f"crc32c package {getattr(crc32c, '__version__', '')}".rstrip()
     package += " (hardware)" if getattr(crc32c, "hardware_based", False) else " (software: slow)"
@@ -72,8 +73,10 @@ def _crc_path() -> Check:
         # in a fresh process the hardware CRC is on exactly when the CPU allows, so asking for it changes nothing
         if native.compiled.set_hw_crc(True):
             paths = native.compiled.crc_paths()
+            walks = native.compiled.walk_paths()
             return Check("CRC32C", True, f"compiled, path {native.compiled.crc_path()} (this CPU runs: "
-                         f"{', '.join(paths)})")
+                         f"{', '.join(paths)}); record walk path {native.compiled.walk_path()} (this CPU runs: "
+                         f"{', '.join(walks)})")
         return Check("CRC32C", True, f"{package}: this CPU has no CRC32C instruction")
     return Check("CRC32C", True, package)
 

@@ -82,6 +82,9 @@ def test_doctor_reports_this_install() -> None:
     assert all(line[:3] in ("ok ", "-- ") for line in lines) and len(lines) == 8
     decoder = next(line for line in lines if "kafkalog.records._columns" in line)
     assert decoder.startswith("ok ") == native.available()
+    crc = next(line for line in lines if " CRC32C: " in line)
+    if native.available():
+        assert f"path {native.compiled.crc_path()} " in crc and f"record walk path {native.compiled.walk_path()} " in crc
     fiu = next(line for line in lines if " fiu-utils: " in line)
     assert fiu.startswith("ok ") == (shutil.which("fiu-run") is not None)
 
