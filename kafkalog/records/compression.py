@@ -8,7 +8,7 @@
 - lz4: the LZ4 frame format with independent blocks (Kafka's Lz4BlockOutputStream). Kafka before 0.10 wrote a
   wrong frame-descriptor checksum (HC byte); Kafka ignores that byte for magic 0 messages, and so do we.
 - zstd: a zstd frame, written at Kafka's default level 3. Decoded by the ``zstandard`` package with one reused
-  context per thread (cramjam makes a fresh one per call, which costs several times the decoding of a batch);
+  context per thread (``codec_contexts``; cramjam makes a fresh one per call, several times a batch's decoding);
   what that fast path does not take (several frames, a skippable frame, a window beyond the streaming limit, a
   payload that does not decode in its room) goes to cramjam, whose answer (bytes or error) is the reference.
 
@@ -25,10 +25,9 @@ import zlib
 from collections.abc import Iterator
 
 import cramjam
-import zstandard
 
 from ..errors import CorruptRecordError, UnsupportedCompressionError
-from .codec_contexts import _zstd_cctx, _zstd_dctx, zstd_decoder
+from .codec_contexts import _zstd_cctx, _zstd_fast, zstd_decoder
 
 __all__ = ["CompressionType", "compress", "compressors", "decompress", "decompress_into",
            "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxh32", "BLOCK_DECODERS", "SNAPPY_BLOCK_INTO", "zstd_decoder"]
@@ -431,28 +430,6 @@ _CRAMJAM_OUTPUT_FULL = "failed to write whole buffer"
 def _output_full(exc: BaseException) -> bool:
     """True when a cramjam ``decompress_into`` failed only because its output buffer was too small."""
     return str(exc) == _CRAMJAM_OUTPUT_FULL
-
-
-#: cramjam's streaming decoder refuses frames whose window exceeds zstd's default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT
-#: = 27); zstandard's one-shot decode into a bounded buffer would not, so such frames go to cramjam.
-_ZSTD_WINDOW_LIMIT = 1 << 27
-
-
-def _zstd_fast(mv: bytes | memoryview, room: int) -> bytes | None:
-    """A payload of one zstd frame decoded with this thread's reused context, when its output fits ``room``
-    bytes; None for anything else (several or skippable frames, a content size of 0 or beyond ``room``, a window
-    beyond the streaming limit, a dictionary, a frame that does not decode): cramjam then gives the answer. No
-    allocation beyond ``room``: the frame's declared content size is checked before zstandard allocates it."""
-    try:
-        params = zstandard.get_frame_parameters(mv)
-        size = params.content_size
-        if size == 0 or (size > room and size != zstandard.CONTENTSIZE_UNKNOWN) or params.dict_id \
-                or params.window_size > _ZSTD_WINDOW_LIMIT:
-            return None
-        out = _zstd_dctx().decompress(mv, max_output_size=room, allow_extra_data=False)
-    except zstandard.ZstdError:
-        return None
-    return out if len(out) <= room else None
 
 
 def _zstd_into(src: bytes | memoryview, dst: bytearray | memoryview) -> int:
