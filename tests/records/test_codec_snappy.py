@@ -8,8 +8,9 @@ from __future__ import annotations
 import struct
 
 import cramjam
+import pytest
 from crc32c import crc32c
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptRecordError
@@ -24,11 +25,12 @@ from kafkalog.records.compression import (
 from kafkalog.records.native import compiled
 from tests.conftest import golden_segment_logs, needs_golden
 from tests.records.test_decoder_reliability import batch_of
-from tests.records.test_record_columns_codec import assert_same, with_body
+from tests.records.test_record_columns_codec import FUZZ, assert_same, with_body
 
 SNAPPY, NONE = CompressionType.SNAPPY, CompressionType.NONE
 MAGIC = b"\x82SNAPPY\x00"
 HEADER = MAGIC + struct.pack(">ii", 1, 1)
+needs_c = pytest.mark.skipif(compiled is None, reason="kafkalog.records._columns was not built")
 
 
 def c_alone(data: bytes, max_size: int = BLOCK_DECODERS[2]) -> int:
@@ -51,6 +53,7 @@ def _raw(data: bytes) -> bytes:
 
 
 @needs_golden
+@needs_c
 def test_golden_snappy_batches_taken_in_c() -> None:
     """Kafka's snappy batches (snappy-java's xerial framing) decode in C alone, as the pure path decodes them."""
     batches = _golden_snappy()
@@ -83,6 +86,7 @@ def _damaged() -> dict[str, bytes]:
     }
 
 
+@needs_c
 def test_damaged_snappy_declined_in_c_and_raise_on_both_paths() -> None:
     """Each damaged payload: C alone declines it, both paths raise the same CorruptRecordError."""
     for name, body in _damaged().items():
@@ -97,6 +101,7 @@ def test_damaged_snappy_declined_in_c_and_raise_on_both_paths() -> None:
         assert_same(batch_of(NONE) + with_body(batch_of(SNAPPY, base_offset=20), body))
 
 
+@needs_c
 def test_snappy_shapes_taken_in_c_like_python() -> None:
     """Several blocks, a bare raw payload, no block at all: C takes what decompress takes, with the same result."""
     section = _section()
@@ -118,6 +123,7 @@ def test_snappy_shapes_taken_in_c_like_python() -> None:
     assert_same(big)
 
 
+@needs_c
 def test_snappy_size_limit_holds_in_c() -> None:
     """A section one byte over max_size is declined in C before decoding, and decompress raises for it."""
     section = _section()
@@ -133,7 +139,8 @@ def test_snappy_size_limit_holds_in_c() -> None:
             raise AssertionError("decompress went past max_size")
 
 
-@settings(max_examples=150, deadline=None)
+@needs_c
+@FUZZ
 @given(cut=st.integers(0, 200), edits=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 255)), max_size=4),
        raw=st.booleans())
 def test_fuzzed_snappy_same_on_both_paths(cut: int, edits: list, raw: bool) -> None:
