@@ -62,7 +62,7 @@ setup(
             ["kafkalog/records/_columns.c"],
             define_macros=[ZLIB],
             libraries=["z"],
-            depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "crc_core", "crc_x86", "crc_arm", "wire", "codec", "arrow", "objects", "offsets", "walk", "records")],
+            depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "crc_core", "crc_x86", "crc_arm", "wire", "codec", "snappy", "arrow", "objects", "offsets", "walk", "records")],
             optional=True,
         ),
         Extension(

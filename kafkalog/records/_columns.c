@@ -5,8 +5,8 @@
  * (buffer-protocol owners, _columns_mem.h) without a copy; records handed in as objects go through
  * _columns_objects.h. Its hot loop, run(), walks consecutive
  * magic 2 batches of a buffer: header, CRC32C (_columns_crc.h), decompression (lz4 frames and zstd bounds walked in
- * _columns_codec.h, the codec library called per block into a reused buffer; gzip and snappy through kafkalog's
- * own decompress), varints, record framing and headers. It only *accepts*: the
+ * _columns_codec.h, xerial snappy blocks in _columns_snappy.h, the codec library called per block into a reused
+ * buffer; gzip inflated with zlib or through kafkalog's own decompress), varints, record framing and headers. It only *accepts*: the
  * first batch that is not plainly well formed (other magic, unknown codec, bad CRC, payload that does not inflate,
  * truncated, a record that does not decode exactly as RecordBatch.records() would decode it) ends the run with
  * nothing of that batch kept, and the Python loop hands that batch to read_batches + records(), which decode it
@@ -28,6 +28,7 @@
 #include "_columns_arrow.h"
 #include "_columns_wire.h"
 #include "_columns_codec.h"
+#include "_columns_snappy.h"
 
 enum {
     C_OFFSET, C_TS, C_KOFF, C_KVALID, C_KDATA, C_VOFF, C_VVALID, C_VDATA, C_HOFF, C_HKOFF, C_HKDATA, C_HVOFF,
@@ -135,8 +136,8 @@ static PyObject *Builder_decode_records(Builder *b, PyObject *args) {
 }
 
 /* The records section of a compressed batch, decompressed into the builder's scratch buffer (reused batch after
- * batch: no output object and no fresh pages per batch), then decoded. lz4 and zstd are walked here and their
- * codec called per block / payload (codecs), gzip members are inflated here with zlib when built with it; the others,
+ * batch: no output object and no fresh pages per batch), then decoded. lz4, zstd and snappy are walked here and
+ * their codec called per block / payload (codecs), gzip members are inflated here with zlib when built with it; the others,
  * and a payload that may not fit the scratch, go through
  * decompress(codec_id, memoryview, out) -> int | bytes: an int is the length written into out, bytes a payload it
  * made instead. Any exception from a codec or decompress declines the batch, kept for take_error() so the Python
@@ -155,6 +156,12 @@ static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd,
                            : zstd_into(sc, cd, h + 61, body_len, &n, &b->error);
         if (r == 0) return decode_records(b, (const uint8_t *)sc->p, n, count, base, base_ts, has_lat, lat, -1);
         if (r == 1 && b->error) b->error_source = codec;
+        if (r != 2) return r;
+    }
+    if (cd && cd->snappy && codec == 2) {
+        Py_ssize_t n;
+        int r = snappy_into(sc, cd, h + 61, body_len, &n);
+        if (r == 0) return decode_records(b, (const uint8_t *)sc->p, n, count, base, base_ts, has_lat, lat, -1);
         if (r != 2) return r;
     }
 #ifdef KAFKALOG_HAVE_ZLIB
@@ -216,7 +223,8 @@ static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd,
 /* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress, codecs, hint) -> position of the
  * first batch not taken. decompress(codec_id, memoryview, out) -> int | bytes (see decode_compressed) handles
  * codecs 1-4; codecs = (lz4 decompress_block_into, zstd decompress_into, max_size[, zstandard's decompress of this
- * thread's context, for payloads of one plain frame]) lets lz4 and zstd skip it; with
+ * thread's context, for payloads of one plain frame[, snappy decompress_raw_into]]) lets lz4, zstd and snappy skip
+ * it; with
  * both None compressed batches are left to Python.
  * hint: the key/value bytes to reserve (default: end - pos), capped by max_bytes. */
 static PyObject *Builder_run(Builder *b, PyObject *args) {
@@ -237,11 +245,13 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
     b->busy = 1;
     Py_CLEAR(b->error);
     if (codecs_obj != Py_None) {
-        codecs.zfast = NULL;
-        if (!PyArg_ParseTuple(codecs_obj, "OOL|O;codecs must be (lz4_into, zstd_into, max_size[, zstd_decompress])",
-                              &codecs.lz4, &codecs.zstd, &codecs.max_size, &codecs.zfast))
+        codecs.zfast = codecs.snappy = NULL;
+        if (!PyArg_ParseTuple(codecs_obj,
+                              "OOL|OO;codecs must be (lz4_into, zstd_into, max_size[, zstd_decompress[, snappy_into]])",
+                              &codecs.lz4, &codecs.zstd, &codecs.max_size, &codecs.zfast, &codecs.snappy))
             goto error;
         if (codecs.zfast == Py_None) codecs.zfast = NULL;
+        if (codecs.snappy == Py_None) codecs.snappy = NULL;
         if (codecs.max_size < 0) {
             PyErr_SetString(PyExc_ValueError, "run: max_size must not be negative");
             goto error;

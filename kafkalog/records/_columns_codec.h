@@ -261,10 +261,11 @@ static int codec_into(PyObject *fn, const uint8_t *src, Py_ssize_t n, char *dst,
 /* ---- a records section into the scratch buffer (Col, from _columns_mem.h) ------------------------------------ */
 
 /* The codec functions run() calls itself: cramjam's lz4 decompress_block_into, compression._zstd_into, the max_size
- * limit of compression.decompress, and (or NULL) this thread's zstandard ZstdDecompressor.decompress, called here
- * directly on the payloads _zstd_fast takes (no Python frame per batch). */
+ * limit of compression.decompress, (or NULL) this thread's zstandard ZstdDecompressor.decompress, called here
+ * directly on the payloads _zstd_fast takes (no Python frame per batch), and (or NULL) cramjam's snappy
+ * decompress_raw_into (_columns_snappy.h). */
 typedef struct {
-    PyObject *lz4, *zstd, *zfast;
+    PyObject *lz4, *zstd, *zfast, *snappy;
     long long max_size;
 } Codecs;
 

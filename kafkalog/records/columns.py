@@ -11,7 +11,8 @@ as Kafka's own deep iteration slices record values out of its read buffer; only 
 Two implementations share one loop (``RecordColumnReader._chunks``): the compiled builder (``_columns.c``) walks
 runs of magic 2 batches (framing, CRC32C, decompression, varints, headers) in C: lz4 frames and zstd bounds are
 walked there and a codec called per block or payload (``compression.BLOCK_DECODERS``; a zstd payload of one plain
-frame straight through this thread's ``zstd_decoder()``), other codecs go through ``decompress``;
+frame straight through this thread's ``zstd_decoder()``), xerial snappy blocks likewise (``SNAPPY_BLOCK_INTO``),
+other codecs go through ``decompress``;
 every other batch (magic 0/1, one the C walker declines) goes through ``read_batches`` and ``RecordBatch.records()``,
 which is also the whole pure-Python path. The C walker declines any batch that is not plainly well formed, and the
 Python path then raises or stops exactly as ``read_batches`` + ``records()`` do, so errors, messages and
@@ -38,6 +39,7 @@ from .column_builder import BATCH_FIELDS, PyColumnBuilder
 from .compression import (
     BLOCK_DECODERS,
     DEFAULT_MAX_DECOMPRESSED_SIZE,
+    SNAPPY_BLOCK_INTO,
     CompressionType,
     codec_error,
     decompress,
@@ -451,7 +453,7 @@ class RecordColumnReader(SourceReader):
             declined = None
             if fast:
                 pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload,
-                                  (*BLOCK_DECODERS, zstd_decoder()))
+                                  (*BLOCK_DECODERS, zstd_decoder(), SNAPPY_BLOCK_INTO))
                 self.valid_bytes = pos
                 declined = builder.take_error()  # why the batch at pos was declined, if a codec call raised
                 if pos >= end or builder.n_records >= max_records or builder.n_bytes >= max_bytes:

@@ -8,7 +8,7 @@
 - lz4: the LZ4 frame format with independent blocks (Kafka's Lz4BlockOutputStream). Kafka before 0.10 wrote a
   wrong frame-descriptor checksum (HC byte); Kafka ignores that byte for magic 0 messages, and so do we.
 - zstd: a zstd frame, written at Kafka's default level 3. Decoded by the ``zstandard`` package with one reused
-  context per thread (cramjam makes a fresh one per call, which costs several times the decoding of a batch);
+  context per thread (``codec_contexts``; cramjam makes a fresh one per call, several times a batch's decoding);
   what that fast path does not take (several frames, a skippable frame, a window beyond the streaming limit, a
   payload that does not decode in its room) goes to cramjam, whose answer (bytes or error) is the reference.
 
@@ -21,17 +21,16 @@ from __future__ import annotations
 import enum
 import functools
 import struct
-import threading
 import zlib
 from collections.abc import Iterator
 
 import cramjam
-import zstandard
 
 from ..errors import CorruptRecordError, UnsupportedCompressionError
+from .codec_contexts import _zstd_cctx, _zstd_fast, zstd_decoder
 
 __all__ = ["CompressionType", "compress", "compressors", "decompress", "decompress_into",
-           "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxh32", "BLOCK_DECODERS", "zstd_decoder"]
+           "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxh32", "BLOCK_DECODERS", "SNAPPY_BLOCK_INTO", "zstd_decoder"]
 
 #: Default cap for one batch's decompressed records section. Kafka's own limit on a batch is
 #: ``message.max.bytes`` for the compressed size; 256 MiB of records is beyond anything a broker accepts.
@@ -164,6 +163,11 @@ _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
 
 def _snappy_compress(data: bytes | bytearray | memoryview) -> bytes:
+    """snappy-java's xerial stream of ``data``: raw snappy blocks of 32 KiB, each after its big-endian length. A
+    records section of one block (most batches) is framed in one join, sparing a Python loop per rebuilt batch."""
+    if 0 < len(data) <= _XERIAL_BLOCK:
+        block = cramjam.snappy.compress_raw(data)
+        return b"".join((_XERIAL_HEADER, len(block).to_bytes(4, "big"), block))
     parts = [_XERIAL_HEADER]
     mv = memoryview(data)
     for i in range(0, len(mv), _XERIAL_BLOCK):
@@ -428,53 +432,6 @@ def _output_full(exc: BaseException) -> bool:
     return str(exc) == _CRAMJAM_OUTPUT_FULL
 
 
-#: cramjam's streaming decoder refuses frames whose window exceeds zstd's default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT
-#: = 27); zstandard's one-shot decode into a bounded buffer would not, so such frames go to cramjam.
-_ZSTD_WINDOW_LIMIT = 1 << 27
-_CONTEXTS = threading.local()
-
-
-def _zstd_dctx() -> zstandard.ZstdDecompressor:
-    """This thread's decompressor: a context is not safe to share, and making one per call is the cost avoided."""
-    try:
-        return _CONTEXTS.dctx
-    except AttributeError:
-        _CONTEXTS.dctx = zstandard.ZstdDecompressor()
-        return _CONTEXTS.dctx
-
-
-def _zstd_cctx() -> zstandard.ZstdCompressor:
-    """This thread's level 3 compressor (Kafka's ``compression.zstd.level`` default)."""
-    try:
-        return _CONTEXTS.cctx
-    except AttributeError:
-        _CONTEXTS.cctx = zstandard.ZstdCompressor(level=3)
-        return _CONTEXTS.cctx
-
-
-def _zstd_fast(mv: bytes | memoryview, room: int) -> bytes | None:
-    """A payload of one zstd frame decoded with this thread's reused context, when its output fits ``room``
-    bytes; None for anything else (several or skippable frames, a content size of 0 or beyond ``room``, a window
-    beyond the streaming limit, a dictionary, a frame that does not decode): cramjam then gives the answer. No
-    allocation beyond ``room``: the frame's declared content size is checked before zstandard allocates it."""
-    try:
-        params = zstandard.get_frame_parameters(mv)
-        size = params.content_size
-        if size == 0 or (size > room and size != zstandard.CONTENTSIZE_UNKNOWN) or params.dict_id \
-                or params.window_size > _ZSTD_WINDOW_LIMIT:
-            return None
-        out = _zstd_dctx().decompress(mv, max_output_size=room, allow_extra_data=False)
-    except zstandard.ZstdError:
-        return None
-    return out if len(out) <= room else None
-
-
-def zstd_decoder() -> object:
-    """This thread's ``ZstdDecompressor.decompress``: the compiled walker calls it itself (as ``_zstd_fast`` does,
-    after the same header checks, made in C) before ``_zstd_into``, sparing two Python calls per batch."""
-    return _zstd_dctx().decompress
-
-
 def _zstd_into(src: bytes | memoryview, dst: bytearray | memoryview) -> int:
     """cramjam.zstd.decompress_into's contract (bytes written into ``dst``, its errors where it fails), taking
     ``_zstd_fast`` first: the zstd call of ``BLOCK_DECODERS`` and of ``decompress_into``."""
@@ -550,6 +507,11 @@ def codec_error(codec: CompressionType | int, data: bytes | bytearray | memoryvi
 #: What the compiled columnar decoder calls itself once it has walked an lz4 frame / bounded a zstd payload in C
 #: (``_columns_codec.h`` mirrors ``_lz4_blocks`` and ``_zstd_bound``): the codec functions used above, and the limit.
 BLOCK_DECODERS = (cramjam.lz4.decompress_block_into, _zstd_into, DEFAULT_MAX_DECOMPRESSED_SIZE)
+
+#: What the compiled decoder calls per raw snappy block once it has walked the xerial framing and read the block's
+#: declared length in C (``_columns_snappy.h`` mirrors ``_snappy_decompress``): the call ``_snappy_raw`` makes, into
+#: a buffer of exactly that length.
+SNAPPY_BLOCK_INTO = cramjam.snappy.decompress_raw_into
 
 
 # --- entry points -------------------------------------------------------------------------------------------------
