@@ -68,6 +68,8 @@ setup(
         Extension(
             "kafkalog.cleaner._cleaner",
             ["kafkalog/cleaner/_cleaner.c"],
+            define_macros=[ZLIB],
+            libraries=["z"],
             depends=[f"kafkalog/cleaner/_{h}.h" for h in ("md5", "cleaner_encode", "cleaner_write")]
             + [f"kafkalog/records/_columns_{h}.h" for h in ("crc", "crc_core", "crc_x86", "crc_arm")],
             optional=True,

@@ -396,5 +396,16 @@ static struct PyModuleDef cleaner_module = {
 
 PyMODINIT_FUNC PyInit__cleaner(void) {
     if (crc_init_py() < 0) return NULL;
-    return PyModule_Create(&cleaner_module);
+    PyObject *m = PyModule_Create(&cleaner_module);
+#ifdef KAFKALOG_HAVE_ZLIB
+    int gzip_in_c = 1;
+#else
+    int gzip_in_c = 0;
+#endif
+    /* whether write_chunk deflates gzip batches itself (built with zlib's headers) or calls compressors[1] */
+    if (m && PyModule_AddIntConstant(m, "gzip_in_c", gzip_in_c) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -72,6 +72,57 @@ static int compress_tail(Out *o, Py_ssize_t at, PyObject *fn) {
     return r;
 }
 
+#ifdef KAFKALOG_HAVE_ZLIB
+#include <zlib.h>
+
+/* The records section at o->p[at:o->len] replaced by its gzip member as compression._gzip_compress writes it (Java's
+ * GZIPOutputStream header, zlib's raw deflate at level 6 with memLevel 8, then CRC32 and size): the same zlib
+ * calls on the same library as Python's zlib.compressobj (one deflate(Z_NO_FLUSH) of all input, then Z_FINISH),
+ * but with one z_stream per write_chunk call, reset per batch, instead of a fresh ~256 KiB deflate state per batch.
+ * *ready tells whether zs holds an initialised state (the caller ends it). 0, or -1 with a Python error. */
+static int gzip_tail(Out *o, Py_ssize_t at, z_stream *zs, int *ready) {
+    static const uint8_t header[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff};
+    Py_ssize_t n = o->len - at;
+    if ((uint64_t)n > UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "write_chunk: records section too large for one deflate call");
+        return -1;
+    }
+    if (!*ready) {
+        memset(zs, 0, sizeof *zs);
+        if (deflateInit2(zs, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        *ready = 1;
+    } else if (deflateReset(zs) != Z_OK) {
+        PyErr_SetString(PyExc_RuntimeError, "write_chunk: deflateReset failed");
+        return -1;
+    }
+    uLong bound = deflateBound(zs, (uLong)n);
+    /* the section moves past the room its gzip member may take; the member is written where the section was */
+    if (out_reserve(o, 18 + (Py_ssize_t)bound + n) < 0) return -1;
+    uint8_t *dst = o->p + at, *src = dst + 18 + bound;
+    memcpy(src, dst, (size_t)n);
+    uint32_t crc = (uint32_t)crc32(0L, src, (uInt)n);
+    memcpy(dst, header, 10);
+    zs->next_in = src;
+    zs->avail_in = (uInt)n;
+    zs->next_out = dst + 10;
+    zs->avail_out = (uInt)bound;
+    int r = deflate(zs, Z_NO_FLUSH);
+    if (r == Z_OK || r == Z_BUF_ERROR) r = deflate(zs, Z_FINISH);
+    if (r != Z_STREAM_END || zs->avail_in != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "write_chunk: deflate did not finish");
+        return -1;
+    }
+    uint8_t *t = dst + 10 + zs->total_out;
+    for (int i = 0; i < 4; i++) t[i] = (uint8_t)(crc >> (8 * i));
+    for (int i = 0; i < 4; i++) t[4 + i] = (uint8_t)((uint32_t)n >> (8 * i));
+    o->len = at + 10 + (Py_ssize_t)zs->total_out + 8;
+    return 0;
+}
+#endif
+
 /* write_chunk(chunk, positions, sizes, actions, columns, idx, bounds, base_timestamps, with_horizon, max_timestamps,
  *             extras, compressors) -> bytes. actions per batch: 0 drop, 1 copy, 2 rebuild (the next of bounds/
  *             base_timestamps/with_horizon/max_timestamps; a compressed batch's records section goes through
@@ -82,6 +133,10 @@ static PyObject *py_write_chunk(PyObject *self, PyObject *args) {
     Bufs bs = {.n = 0};
     Cols c;
     Out o = {NULL, 0, 0};
+#ifdef KAFKALOG_HAVE_ZLIB
+    z_stream zs;
+    int zs_ready = 0;
+#endif
     Py_ssize_t clen, nb, n2, n3, nidx, nbounds, n4, n5, n6, j = 0, k = 0;
     const uint8_t *chunk, *hz;
     const int8_t *act;
@@ -124,6 +179,11 @@ static PyObject *py_write_chunk(PyObject *self, PyObject *args) {
         o.len += BATCH_HEADER;
         if (encode_span(&o, &c, idx, nidx, bounds[j], bounds[j + 1], get_be64(src), bts[j]) < 0) goto done;
         int codec = src[22] & 0x07;
+#ifdef KAFKALOG_HAVE_ZLIB
+        if (codec == 1) {
+            if (gzip_tail(&o, at + BATCH_HEADER, &zs, &zs_ready) < 0) goto done;
+        } else
+#endif
         if (codec) {
             PyObject *fn = codec < PyTuple_GET_SIZE(codecs) ? PyTuple_GET_ITEM(codecs, codec) : Py_None;
             if (fn == Py_None) goto bad;
@@ -144,6 +204,9 @@ static PyObject *py_write_chunk(PyObject *self, PyObject *args) {
 bad:
     PyErr_SetString(PyExc_ValueError, "write_chunk: actions do not match the batches");
 done:
+#ifdef KAFKALOG_HAVE_ZLIB
+    if (zs_ready) deflateEnd(&zs);
+#endif
     PyMem_Free(o.p);
     bufs_release(&bs);
     return result;

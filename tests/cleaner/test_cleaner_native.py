@@ -202,3 +202,43 @@ def test_transactional_histories_clean_alike_on_both_paths(seed: int, tmp_path: 
     assert names == sorted(p.name for p in theirs.iterdir())
     for name in names:
         assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
+
+
+@pytest.mark.skipif(not getattr(native.compiled, "gzip_in_c", 0), reason="the cleaner core is built without zlib")
+def test_gzip_rebuilds_deflated_in_c_have_the_python_paths_bytes(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """gzip batches that lose records, many per chunk (one deflate state reset between them), of sizes from a few
+    bytes to several deflate blocks: write_chunk deflates them itself (the Python gzip codec is never called) and
+    the files are the pure-Python path's (compression._gzip_compress, Kafka's bytes)."""
+    config = {"cleanup.policy": "compact", "segment.bytes": "400000", "min.cleanable.dirty.ratio": "0.01"}
+    rng = random.Random(38)
+    src = tmp_path / "src" / "t-0"
+    log = Log.open(src, LogConfig.from_properties(config), clock=lambda: T0)
+    offset = 0
+    for _ in range(300):
+        n = rng.randint(2, 9)
+        size = rng.choice([0, 5, 100, 1000, 70_000])
+        recs = [Record(offset + i, T0 + offset, b"k%d" % rng.randrange(40), rng.randbytes(size // 2) * 2)
+                for i in range(n)]
+        log.append_as_follower(build_batch(recs, base_offset=offset, compression=CompressionType.GZIP))
+        offset += n
+    log.roll()
+    log.append_as_follower(build_batch([Record(offset, T0, b"last", b"v")], base_offset=offset))
+    log.close()
+
+    def refuse(section):
+        raise AssertionError("the compiled writer called the Python gzip codec")
+
+    real = columnar.compressors
+    monkeypatch.setattr(columnar, "compressors", lambda: (None, refuse, *real()[2:]))
+    parts = {}
+    for path in ("compiled", "python"):
+        part = tmp_path / path / "t-0"
+        shutil.copytree(src.parent, part.parent)
+        report = clean_like_oracle(part, config, T0 + 1000, path=path)
+        assert report.result is not None and report.result.stats.messages_written < offset
+        parts[path] = part
+    names = sorted(p.name for p in parts["compiled"].iterdir())
+    assert names == sorted(p.name for p in parts["python"].iterdir())
+    for name in names:
+        assert (parts["compiled"] / name).read_bytes() == (parts["python"] / name).read_bytes(), name
