@@ -98,6 +98,8 @@ def _check_roots(roots: list[str], options: dict[str, str]) -> None:
               help="Hive-style dirs: a comma list of topic, partition; 'none' for files directly under --out.")
 @click.option("--overwrite", is_flag=True, help="Replace what --out holds (refused when a ROOT lies inside it).")
 @click.option("--compression", default="snappy", show_default=True, help="Parquet codec (snappy, zstd, gzip, none).")
+@click.option("--timestamp-type", type=click.Choice(["long", "timestamp"]), default="long", show_default=True,
+              help="timestamp as Parquet INT64 (the DataSource's long) or TIMESTAMP(MILLIS, UTC), same milliseconds.")
 @click.option("--option", "ds_options", multiple=True, metavar="KEY=VALUE",
               help="A kafkalog DataSource option: isolation, onCorrupt, startingOffsets, endingOffsets, ...")
 @click.option("--json", "json_mode", is_flag=True, help="One JSON object with the files written.")
@@ -105,7 +107,8 @@ def _check_roots(roots: list[str], options: dict[str, str]) -> None:
 @click.pass_obj
 def export(
     state: CliState | None, roots: tuple[str, ...], out: str, master: str | None, partition_by: str, overwrite: bool,
-    compression: str, ds_options: tuple[str, ...], json_mode: bool, storage_opts: dict[str, str],
+    compression: str, timestamp_type: str, ds_options: tuple[str, ...], json_mode: bool,
+    storage_opts: dict[str, str],
 ) -> None:  # fmt: skip
     """Export every record under ROOT... (paths or s3://, gs://, hdfs:// URLs) to Parquet under --out, written by
     the Spark tasks themselves; spark.read.parquet(OUT) then has the kafkalog DataSource's columns.
@@ -133,7 +136,7 @@ def export(
         with output.progress("planning") as bar:
             result = kafkalog_spark.export_archive(
                 spark, list(roots), out, partition_by=cols, mode="overwrite" if overwrite else "error",
-                compression=compression, on_progress=_StepBar(output, bar), **options,
+                compression=compression, timestamp_type=timestamp_type, on_progress=_StepBar(output, bar), **options,
             )  # fmt: skip
     finally:
         if not had_session:

@@ -19,7 +19,7 @@ from typing import Any
 
 from kafkalog.iceberg.offsets import PartitionPlan
 from kafkalog.iceberg.schema import SCAN_COLUMNS, arrow_schema, to_table_rows
-from kafkalog.spark.export import DICTIONARY_COLUMNS, ROW_GROUP_ROWS, column_codecs
+from kafkalog.spark.parquet_file import DICTIONARY_COLUMNS, ROW_GROUP_ROWS, column_codecs
 
 __all__ = ["MAX_OPEN_FILES", "TaskOutput", "lost_offsets", "make_reader", "segment_parts", "write_parts"]
 
@@ -90,7 +90,7 @@ def segment_parts(plan: PartitionPlan, reader: Any) -> list[Any]:
 
 class _OpenFile:
     """One data file being written: a Parquet writer with the export's settings, rows held until a row group of
-    :data:`~kafkalog.spark.export.ROW_GROUP_ROWS` is full."""
+    :data:`~kafkalog.spark.parquet_file.ROW_GROUP_ROWS` is full."""
 
     def __init__(self, files: _Files, pk: Any, first: Any) -> None:
         import pyarrow.parquet as pq

@@ -20,7 +20,8 @@ name (Spark's readers skip names starting with ``.``), fsynced and renamed (then
 ``pyarrow.fs`` for URLs it is uploaded to its final key (an object appears whole when its upload completes; a failed
 attempt's object is deleted). ``timestamp`` is a plain Parquet INT64 of Kafka's milliseconds (-1 included): the
 public surface (``shared/api.md``) promises ``spark.read.parquet(out)`` with the DataSource's schema, whose
-``timestamp`` is a long; ``timestamp_millis(timestamp)`` turns it into Spark's timestamp. Before
+``timestamp`` is a long; ``timestamp_millis(timestamp)`` turns it into Spark's timestamp, and
+``timestamp_type="timestamp"`` stores a Parquet TIMESTAMP(MILLIS, UTC) of the same milliseconds instead. Before
 ``_SUCCESS`` the driver checks what was committed: the files on disk are the files the tasks wrote, their footers'
 records add up to the records read. A corrupt segment with ``onCorrupt=fail`` fails its task without a retry
 (deterministic): the task reports it, the driver deletes the files the export wrote (and the dirs left empty) and
@@ -46,6 +47,7 @@ from kafkalog.checkpoint.atomic import fsync_dir
 from kafkalog.errors import InvalidArgumentError, KafkaLogError, NothingToCheckError
 from kafkalog.spark import channel
 from kafkalog.spark.options import check_options
+from kafkalog.spark.parquet_file import ExportedFile, ParquetFileWriter, as_timestamp_batch, column_codecs
 from kafkalog.verify.findings import describe_error, one_line
 
 __all__ = [
@@ -60,8 +62,6 @@ __all__ = [
 
 #: the columns ``partition_by`` may name: constant within a segment, so a task never splits a batch by value
 PARTITION_COLUMNS = ("topic", "partition")
-#: records buffered before one Parquet row group is written (Spark's readers split work by row group)
-ROW_GROUP_ROWS = 1 << 17
 #: the value Spark (and Hive) read back as null in a partition dir name
 _NULL_DIR = "__HIVE_DEFAULT_PARTITION__"
 #: names of the files an export writes, final or temporary (cleanup touches nothing else)
@@ -78,15 +78,6 @@ class NothingToExportError(InvalidArgumentError):
     """The roots hold no segment with bytes to export (the CLI's exit 2)."""
 
 
-@dataclass(frozen=True)
-class ExportedFile:
-    """One Parquet file of an export: its path or URL, records and bytes."""
-
-    path: str
-    rows: int
-    bytes: int
-
-
 @dataclass
 class ExportResult:
     """What :func:`export_archive` wrote."""
@@ -97,6 +88,7 @@ class ExportResult:
     tasks: int = 0
     seconds: float = 0.0
     skipped: list[dict] = field(default_factory=list)  # onCorrupt=skip: one report per segment scan it cut
+    timestamp_type: str = "long"  # how ``timestamp`` is stored: INT64 ("long") or TIMESTAMP(MILLIS, UTC)
 
     @property
     def rows(self) -> int:
@@ -109,7 +101,8 @@ class ExportResult:
     def to_dict(self) -> dict[str, Any]:
         return {"out": self.out, "files": [asdict(f) for f in self.files], "rows": self.rows, "bytes": self.bytes,
                 "segments": self.segments, "tasks": self.tasks, "seconds": round(self.seconds, 3),
-                "skipped": [{k: v for k, v in m.items() if k != "kind"} for m in self.skipped]}  # fmt: skip
+                "skipped": [{k: v for k, v in m.items() if k != "kind"} for m in self.skipped],
+                "timestamp_type": self.timestamp_type}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------- paths
@@ -176,7 +169,7 @@ class _Out:
 
     def publish(self, tmp: str, target: str) -> int:
         """Make ``tmp`` the file ``target`` (a durable rename on local disk; an object store's upload is already
-        at its final key, see :class:`_FileWriter`); returns the file's size."""
+        at its final key, see :class:`~kafkalog.spark.parquet_file.ParquetFileWriter`); returns the file's size."""
         if self.remote:
             return storage.stat_size(target, self.options)
         with open(tmp, "rb") as f:
@@ -225,54 +218,9 @@ class _Out:
 # ------------------------------------------------------------------------------------------------ the task
 
 
-class _FileWriter:
-    """One Parquet file of one task: batches buffered into row groups. On local disk it is written under a hidden
-    temp name and renamed; in an object store straight to its key (an object appears whole when its upload
-    completes, and a rename there is a copy: pyarrow's also leaves a directory marker object behind)."""
-
-    def __init__(self, dest: _Out, target: str, schema: Any, compression: dict[str, str] | str) -> None:
-        import pyarrow.parquet as pq
-
-        self.dest, self.target = dest, target
-        head, _, name = target.rpartition(os.sep)
-        self.tmp = target if dest.remote else f"{head}{os.sep}.{name}.{uuid.uuid4().hex}.tmp"
-        self.sink = dest.open_output(self.tmp)
-        self.writer = pq.ParquetWriter(self.sink, schema, compression=compression,
-                                       use_dictionary=[n for n in DICTIONARY_COLUMNS if n in schema.names])  # fmt: skip
-        self.pending: list = []
-        self.pending_rows = 0
-        self.rows = 0
-
-    def write(self, batch) -> None:
-        self.pending.append(batch)
-        self.pending_rows += batch.num_rows
-        if self.pending_rows >= ROW_GROUP_ROWS:
-            self.flush()
-
-    def flush(self) -> None:
-        import pyarrow as pa
-
-        if self.pending:
-            self.writer.write_table(pa.Table.from_batches(self.pending), row_group_size=max(self.pending_rows, 1))
-            self.rows += self.pending_rows
-            self.pending, self.pending_rows = [], 0
-
-    def close(self) -> ExportedFile:
-        self.flush()
-        self.writer.close()
-        self.sink.close()
-        size = self.dest.publish(self.tmp, self.target)
-        return ExportedFile(self.target, self.rows, size)
-
-    def abort(self) -> None:
-        with contextlib.suppress(Exception):
-            self.writer.close()
-        with contextlib.suppress(Exception):
-            self.sink.close()
-        self.dest.remove(self.tmp)
-
-
-def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str, ...], compression: str) -> dict:
+def _export_group(
+    reader, task: int, group, dest: _Out, partition_by: tuple[str, ...], compression: str, as_timestamp: bool = False
+) -> dict:
     """Run one task: the reader's batches of ``group`` into Parquet files; returns the task's result (files, the
     records read, what ``onCorrupt=skip`` dropped, seconds, and ``error`` when a segment is corrupt:
     deterministic, so reported instead of raised and retried).
@@ -282,7 +230,7 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
     again when Spark retries the task."""
     started = time.perf_counter()
     files: list[ExportedFile] = []
-    writer: _FileWriter | None = None
+    writer: ParquetFileWriter | None = None
     key = None
     rows_read = 0
     reader.skipped_reports = []  # this task's copy of the reader: the driver reports them
@@ -291,6 +239,8 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
             rows_read += batch.num_rows
             if not batch.num_rows:
                 continue
+            if as_timestamp:
+                batch = as_timestamp_batch(batch)
             topic, partition = batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
             if writer is None or (partition_by and (topic, partition) != key):
                 if writer is not None:
@@ -298,7 +248,7 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
                 key = (topic, partition)
                 name = f"part-{task:05d}-{len(files):05d}.parquet"
                 rel = f"{_dir_of(partition_by, topic, partition)}/{name}" if partition_by else name
-                writer = _FileWriter(dest, dest.path(rel), batch.schema, column_codecs(batch, compression))
+                writer = ParquetFileWriter(dest, dest.path(rel), batch.schema, column_codecs(batch, compression))
             writer.write(batch)
         if writer is not None:
             files.append(writer.close())
@@ -316,53 +266,10 @@ def _export_group(reader, task: int, group, dest: _Out, partition_by: tuple[str,
             "skipped": reader.skipped_reports, "seconds": time.perf_counter() - started}  # fmt: skip
 
 
-#: columns Parquet dictionary-encodes: the ones that repeat within a file. Offsets, timestamps, keys and values
-#: are mostly distinct, and a dictionary tried on them first (pyarrow's default) only slows Spark's reads.
-DICTIONARY_COLUMNS = ("topic", "timestamp_type")
-#: codecs that give way to no compression on a key or value column whose bytes do not shrink (see :func:`column_codecs`)
-FAST_CODECS = ("snappy", "lz4")
-
-
-def column_codecs(batch, compression: str) -> dict[str, str] | str:
-    """The codec of each Parquet column of a file whose first batch is ``batch``: ``compression``, except that
-    with a fast codec a key or value column whose bytes in this batch do not shrink by a tenth under snappy
-    (random or already compressed payloads) is stored uncompressed: the file is no bigger and Spark reads such
-    pages faster."""
-    if compression.lower() not in FAST_CODECS:
-        return compression
-    import cramjam
-
-    codecs = {path: compression for path in _leaf_paths(batch.schema)}
-    for name in ("key", "value"):
-        if name in batch.schema.names:
-            data = batch.column(name).buffers()[2]
-            sample = b"" if data is None else memoryview(data)[: 256 << 10]
-            if len(sample) >= 4096 and len(cramjam.snappy.compress_raw(sample)) > 0.9 * len(sample):
-                codecs[name] = "none"
-    return codecs
-
-
-def _leaf_paths(schema) -> list[str]:
-    """Parquet's column paths of an Arrow schema (a list is ``name.list.element``, a struct's field
-    ``name.field``): a codec map must name every leaf, or pyarrow writes the unnamed ones uncompressed."""
-    import pyarrow as pa
-
-    def walk(prefix: str, t) -> Iterable[str]:
-        if pa.types.is_list(t) or pa.types.is_large_list(t):
-            yield from walk(f"{prefix}.list.element", t.value_type)
-        elif pa.types.is_struct(t):
-            for i in range(t.num_fields):
-                yield from walk(f"{prefix}.{t.field(i).name}", t.field(i).type)
-        else:
-            yield prefix
-
-    return [p for f in schema for p in walk(f.name, f.type)]
-
-
-def _task_function(reader, dest: _Out, partition_by: tuple[str, ...], compression: str):
+def _task_function(reader, dest: _Out, partition_by: tuple[str, ...], compression: str, as_timestamp: bool):
     def run(element: tuple[int, Any]) -> dict:
         task, group = element
-        return _export_group(reader, task, group, dest, partition_by, compression)
+        return _export_group(reader, task, group, dest, partition_by, compression, as_timestamp)
 
     return run
 
@@ -455,6 +362,7 @@ def export_archive(
     partition_by: Iterable[str] | str | None = PARTITION_COLUMNS,
     mode: str = "error",
     compression: str = "snappy",
+    timestamp_type: str = "long",
     on_progress: ProgressCallback | None = None,
     **options: Any,
 ) -> ExportResult:
@@ -466,6 +374,8 @@ def export_archive(
     (default: refuse an ``out`` that holds files) or ``overwrite`` (empty it first; refused when a root lies
     inside it). ``compression``: any ``pyarrow.parquet`` codec (``snappy``, ``zstd``, ``gzip``, ``none``, ...);
     with ``snappy`` or ``lz4`` a key or value column whose bytes do not compress is stored uncompressed.
+    ``timestamp_type``: ``long`` (default: Parquet INT64, the DataSource's schema) or ``timestamp`` (Parquet
+    TIMESTAMP(MILLIS, UTC) of the same milliseconds: engines read a timestamp; -1 reads as 1969-12-31 23:59:59.999).
 
     Raises :class:`NothingToExportError` when the roots hold no segment with bytes, the library's error (e.g.
     ``CorruptRecordError`` naming the segment) when a task met corruption, and ``storage.StorageError`` when
@@ -476,6 +386,8 @@ def export_archive(
     cols = _partition_by(partition_by)
     if mode not in ("error", "overwrite"):
         raise InvalidArgumentError(f"mode must be error or overwrite, not {mode!r}")
+    if timestamp_type not in ("long", "timestamp"):
+        raise InvalidArgumentError(f"timestamp_type must be long or timestamp, not {timestamp_type!r}")
     root_list = [os.fspath(roots)] if isinstance(roots, (str, os.PathLike)) else [os.fspath(r) for r in roots]
     target = _normal_out(out)
     dest = _Out(target, storage.storage_options(options))
@@ -499,7 +411,7 @@ def export_archive(
             if _inside(root if storage.is_remote(root) else storage.local_path(root), target):
                 raise InvalidArgumentError(f"{target}: refusing to overwrite a dir that holds the root {root}")
         dest.clear()
-    fn = _task_function(reader, dest, cols, compression)
+    fn = _task_function(reader, dest, cols, compression, timestamp_type == "timestamp")
     description = f"kafkalog export: {segments} segments to {target}"
     try:
         rows = run_job(spark, list(enumerate(groups)), fn, on_progress, description)
@@ -522,7 +434,7 @@ def export_archive(
     except BaseException:
         _remove_ours(dest)
         raise
-    result = ExportResult(target, files, segments, len(groups), skipped=skipped)
+    result = ExportResult(target, files, segments, len(groups), skipped=skipped, timestamp_type=timestamp_type)
     result.seconds = time.perf_counter() - started
     storage.write_bytes(dest.path("_SUCCESS"), (json.dumps(result.to_dict(), indent=1) + "\n").encode(), dest.options)
     if on_progress is not None:
@@ -576,9 +488,16 @@ def _remove_ours(dest: _Out) -> None:
 
 def read_export(spark, out: str | os.PathLike):
     """The export at ``out`` as a DataFrame with the DataSource's schema (partition columns typed as the
-    DataSource types them, whatever Spark would infer from the dir names), columns in the DataSource's order."""
+    DataSource types them, whatever Spark would infer from the dir names), columns in the DataSource's order;
+    ``timestamp`` a Spark timestamp when the export stored one (``timestamp_type="timestamp"``)."""
+    from pyspark.sql.types import StructField, StructType, TimestampType
+
     from kafkalog.spark.datasource import full_schema
     from kafkalog.spark.scan import COLUMNS
 
-    return spark.read.schema(full_schema()).parquet(_normal_out(out)).select(*COLUMNS)
-
+    url = _normal_out(out)
+    schema = full_schema()
+    if isinstance(spark.read.parquet(url).schema["timestamp"].dataType, TimestampType):
+        schema = StructType([StructField(f.name, TimestampType(), f.nullable) if f.name == "timestamp" else f
+                             for f in schema.fields])  # fmt: skip
+    return spark.read.schema(schema).parquet(url).select(*COLUMNS)

@@ -338,6 +338,51 @@ def test_timestamps_are_kafkas_milliseconds_as_a_long(spark, tmp_path: Path) -> 
     assert [r.timestamp for r in read_export(spark, str(out)).orderBy("offset").collect()] == want
 
 
+def test_timestamp_type_timestamp_stores_parquet_timestamps_of_the_same_milliseconds(spark, tmp_path: Path) -> None:
+    """Issue 44: engines expect a Parquet timestamp type. ``timestamp_type="timestamp"`` (CLI ``--timestamp-type
+    timestamp``) stores TIMESTAMP(MILLIS, UTC) of Kafka's exact milliseconds; ``read_export`` reads it back as a
+    Spark timestamp; ``_SUCCESS`` says which; a bad value is refused before anything is written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from kafkalog_cli.main import main
+    from pyspark.sql.types import TimestampType
+
+    from kafkalog.errors import InvalidArgumentError
+    from kafkalog.spark import export_archive, read_export
+
+    root = GOLDEN / "logdir" / "golden-none-0"
+    want = [r.timestamp for r in spark.read.format("kafkalog").load(str(root)).orderBy("offset").collect()]
+    out = tmp_path / "export"
+    result = export_archive(spark, str(root), str(out), timestamp_type="timestamp")
+    (path,) = [f.path for f in result.files]
+    col = pq.ParquetFile(path).schema.column(3)
+    assert (col.name, col.physical_type, col.logical_type.type) == ("timestamp", "INT64", "TIMESTAMP")
+    assert "timeUnit=milliseconds" in str(col.logical_type) and "isAdjustedToUTC=true" in str(col.logical_type)
+    table = pq.read_table(path).sort_by("offset")
+    assert table.schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
+    assert table.column("timestamp").cast(pa.int64()).to_pylist() == want
+    assert spark.read.parquet(str(out)).schema["timestamp"].dataType == TimestampType()
+    back = read_export(spark, str(out))
+    assert back.schema["timestamp"].dataType == TimestampType() and back.columns == spark.read.format(
+        "kafkalog"
+    ).load(str(root)).columns
+    got = back.selectExpr("unix_millis(timestamp) AS ms").orderBy("ms").collect()
+    assert [r.ms for r in got] == sorted(want)
+    assert json.loads((out / "_SUCCESS").read_text())["timestamp_type"] == "timestamp"
+    with pytest.raises(InvalidArgumentError, match="timestamp_type must be long or timestamp"):
+        export_archive(spark, str(root), str(tmp_path / "bad"), timestamp_type="ms")
+    assert not (tmp_path / "bad").exists()
+    res = CliRunner().invoke(main, ["spark", "export", str(root), "--out", str(tmp_path / "cli"), "--timestamp-type",
+                                    "timestamp", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout.strip().splitlines()[-1])["timestamp_type"] == "timestamp"
+    (cli_file,) = (tmp_path / "cli").rglob("part-*.parquet")
+    assert pq.read_table(cli_file).schema.field("timestamp").type == pa.timestamp("ms", tz="UTC")
+    res = CliRunner().invoke(main, ["spark", "export", str(root), "--out", str(tmp_path / "c2"), "--timestamp-type",
+                                    "date"])  # fmt: skip
+    assert res.exit_code == 2 and "--timestamp-type" in res.output
+
+
 def test_skip_reports_what_it_dropped_on_the_driver(spark, tmp_path: Path, caplog) -> None:
     """``onCorrupt=skip``: the offsets lost per segment in the result, the CLI's output and the driver's log."""
     import logging
