@@ -126,8 +126,8 @@ class AivenSegment:
         """One chunk as stored -> its original bytes (decrypt, then decompress), checked against the index. Runs
         in the read pool's threads: AES-GCM (``cryptography``) and zstd (``zstandard``, ``cramjam``) release the
         GIL, so chunks restore on every core. The ciphertext is decrypted from the fetched buffer, the last
-        transform writes into ``into`` (the chunk's place in the caller's buffer; returned when used) or a buffer of the manifest's
-        size: no copies besides the transforms."""
+        transform writes into ``into`` (the chunk's place in the caller's buffer; returned when used) or a buffer
+        of the manifest's size: no copies besides the transforms."""
         ci = self.manifest.chunk_index
         want = int(ci.original_size[chunk])
         if into is not None and len(into) != want:
