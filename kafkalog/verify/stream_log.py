@@ -34,8 +34,8 @@ from kafkalog.records.reader import (
 )
 from kafkalog.records.scan import scan_batches
 
-from .index_match import LogBatches, max_record_timestamp
 from . import stream
+from .index_match import LogBatches, max_record_timestamp
 from .stream import needs_more, scan_stream
 
 __all__ = ["AivenLog", "LogSource", "RangedLog", "RemoteLog", "StreamedBatches", "scan_streamed_log"]

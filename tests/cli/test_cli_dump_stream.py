@@ -205,8 +205,8 @@ def test_a_missing_object_and_an_unknown_one(s3, streamed) -> None:
 def test_aiven_segments_dump_as_their_restored_files_without_writing_a_log(tmp_path, monkeypatch) -> None:
     """Every golden Aiven variant: the dump (records, indexes checked) equals the dump of the files a restore
     writes, and the segment's ``.log`` is never written to disk (only the indexes out of ``.indexes``)."""
-    from kafkalog.archive.tiered import AivenSegment, load_rsm_config, materialize
     from kafkalog.archive.discovery import discover_segments
+    from kafkalog.archive.tiered import AivenSegment, load_rsm_config, materialize
     from tests.aiven_writer import AIVEN
 
     monkeypatch.setattr(stream, "WINDOW_BYTES", 64)
