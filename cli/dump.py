@@ -52,6 +52,7 @@ from .dump_files import (
     dump_partition_metadata,
     dump_producer_snapshot,
 )
+from .dump_remote import dump_paths, walk_key
 from .dump_state import DumpOptions, DumpState
 from .errors import CliState, CommandError, report_error
 from .output import Event, Progress, Simple, make_output
@@ -145,13 +146,11 @@ def dump(
         value_decoder=value_decoder or "string",
         internal=internal,
     )
-    from kafkalog.verify.remote import restored_paths
-
     st = DumpState(make_output(json_mode=json_mode, quiet=state.quiet), opts, debug=state.debug)
-    # a remote file: a scratch copy with its siblings; an Aiven tiered-storage segment: restored to plain files
-    with restored_paths(paths, storage_opts, rsm) as local:
-        st.out.show_as(dict(zip(local, paths, strict=True)))
-        files = _expand_dirs(local)
+    # a URL's segments and an Aiven segment's .log are read as they are fetched (st.streamed), never copied
+    with dump_paths(paths, storage_opts, rsm, st.streamed) as (local, shown):
+        st.out.show_as(shown)
+        files = _expand_dirs(local, st.streamed)
         with st.out.progress("dumping", total=len(files)) if len(files) > 1 else nullcontext(Progress()) as bar:
             _dump_all(files, st, bar)
     _print_findings(st)
@@ -181,13 +180,20 @@ class NotDumped(Event):
         return {"files": self.total, "notDumped": self.paths, "exitCode": self.exit_code}
 
 
-def _expand_dirs(paths: list[str]) -> list[str]:
+def _expand_dirs(paths: list[str], streamed: dict[str, Any]) -> list[str]:
     """Each local dir replaced by the Kafka files below it (a partition dir, a log dir, a tree of them), in the
-    order ``--files dir/*`` takes them. A dir holding none stays in the list, and so does a dir named like a Kafka
+    order ``--files dir/*`` takes them; the ``streamed`` names below it (a URL's segment objects, read where they
+    lie) take their places among them. A dir holding none stays in the list, and so does a dir named like a Kafka
     file (``00000000000000000000.log/``): :func:`dump_file` reports either at its place in the order."""
     files: list[str] = []
     for path in paths:
-        found = list(kafka_files(path)) if _walkable(path) else []
+        found: list[str] = []
+        if _walkable(path):
+            found = list(kafka_files(path))
+            top = os.path.join(path, "")
+            more = [n for n in streamed if n.startswith(top) and file_kind(os.path.basename(n))[0] != "unknown"]
+            if more:
+                found = sorted(set(found) | set(more), key=walk_key(path))
         files.extend(found or [path])
     return files
 
@@ -222,11 +228,13 @@ def dump_file(path: str, st: DumpState) -> None:
     """Dump one file according to its name; raise for I/O errors (the caller reports them)."""
     name = os.path.basename(path)
     kind, base = file_kind(name)
-    if os.path.isdir(path):
+    streamed = path in st.streamed  # read where it lies (a URL's object, an Aiven segment's .log)
+    if not streamed and os.path.isdir(path):
         if _walkable(path):
             raise nothing_found(path)
         raise IsADirectoryError(21, "Is a directory", path)
-    os.stat(path)  # a missing or unreadable path is an error with the OS's reason, whatever its name
+    if not streamed:
+        os.stat(path)  # a missing or unreadable path is an error with the OS's reason, whatever its name
     if kind == "unknown":
         st.emit(FileHeader(path, kind))
         st.problem(f"Ignoring unknown file {path}", "ignored", file=path)
@@ -235,8 +243,9 @@ def dump_file(path: str, st: DumpState) -> None:
     handler: Callable[[str, str, DumpState], None] = _HANDLERS[kind]
     if kind in ("log", "kraft-snapshot"):
         # Opened before the header so a missing file is one error line, not a header and then an error.
-        with open(path, "rb"):
-            pass
+        if not streamed:
+            with open(path, "rb"):
+                pass
         if kind == "log":
             st.emit(FileHeader(path, kind, _base_offset(path, base)))
         else:
@@ -253,8 +262,15 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
     opts = st.opts
     last_offset: int | None = None  # Kafka: the first record sets it, so a compacted start is not a gap
     gaps: list[tuple[int, int]] = []
-    # one pass: map without prefaulting and give pages back behind the cursor, so memory stays flat
-    reader = read_batches(path, end=opts.max_bytes, populate=False)
+    # one pass: map without prefaulting (or stream the fetched bytes) and give pages back behind the cursor, so
+    # memory stays flat
+    source = st.streamed.get(path)
+    if source is not None:
+        from kafkalog.verify.stream_log import StreamedBatches
+
+        reader: Any = StreamedBatches(source, end=opts.max_bytes)
+    else:
+        reader = read_batches(path, end=opts.max_bytes, populate=False)
     try:
         for batch in reader:
             st.emit(BatchEvent(batch))
@@ -291,7 +307,7 @@ def _dump_log(path: str, base: str, st: DumpState) -> None:
             if opts.max_bytes is None:
                 st.corrupt()
                 st.emit(InvalidBytes(os.path.basename(path), reader.valid_bytes, reader.invalid_bytes))
-            elif not _cut_by_limit(path, reader.valid_bytes, opts.max_bytes):
+            elif not _cut_by_limit(path, reader.valid_bytes, opts.max_bytes, source):
                 st.corrupt()
                 st.out.note(f"Stopped before {reader.invalid_bytes} unreadable bytes at position {reader.valid_bytes}")
     finally:
@@ -309,9 +325,15 @@ def _dump_kraft_snapshot(path: str, base: str, st: DumpState) -> None:
         st.problem(f"{path}: {problem}", "kraft_snapshot", file=path, error=problem)
 
 
-def _cut_by_limit(path: str, position: int, limit: int) -> bool:
+def _cut_by_limit(path: str, position: int, limit: int, source: Any = None) -> bool:
     """Whether the bytes at ``position`` are a whole batch in the full file that ends past ``limit`` (so
     ``--max-bytes`` cut it, as Kafka's tool stops there), rather than bytes that are not a batch."""
+    if source is not None:  # a streamed log: that one batch by ranged reads
+        from kafkalog.verify.stream_log import RangedLog
+
+        size, _ = source.open()
+        batch = RangedLog(source, size).batch_at(position)
+        return batch is not None and position + batch.size_in_bytes > limit
     reader = read_batches(path, position=position, populate=False)
     try:
         return any(batch.position + batch.size_in_bytes > limit for batch in itertools.islice(reader, 1))
@@ -326,12 +348,25 @@ def _sibling(path: str, base: str, suffix: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(path)), base.split(".")[0] + suffix)
 
 
-def _open_log_for(path: str, base: str, st: DumpState) -> tuple[memoryview, LogBatches] | None:
+def _open_log_for(path: str, base: str, st: DumpState,
+                  timestamps_of: Any = None) -> tuple[Any, LogBatches, dict[int, int]] | None:  # fmt: skip
     """The segment's ``.log`` (mapped once, without prefaulting) and its batch columns, for checking index entries
-    against it; the scan gives pages back behind it, so a large segment does not stay resident."""
+    against it; the scan gives pages back behind it, so a large segment does not stay resident. A streamed
+    ``.log`` is scanned in one pass over its fetched bytes, which also gives the largest record timestamp of the
+    batches whose last offsets are ``timestamps_of`` (a time index's); the log is then read by ranges."""
     from kafkalog.verify.index_match import scan_log_batches
 
     log_path = _sibling(path, base, ".log")
+    source = st.streamed.get(log_path)
+    if source is not None:
+        from kafkalog.verify.stream_log import scan_streamed_log
+
+        try:
+            batches, ranged, found = scan_streamed_log(source, timestamps_of)
+        except OSError as exc:
+            st.failed(exc, log_path)
+            return None
+        return ranged, batches, found
     if not os.path.lexists(log_path):
         st.out.note(f"{log_path} not found: entries of {path} are not checked against the log")
         return None
@@ -344,7 +379,7 @@ def _open_log_for(path: str, base: str, st: DumpState) -> tuple[memoryview, LogB
     except OSError as exc:  # one error line for the .log, however many of its indexes need it
         st.failed(exc, log_path)
         return None
-    return reader.buffer, scan_log_batches(reader.buffer, reader.release_before)
+    return reader.buffer, scan_log_batches(reader.buffer, reader.release_before), {}
 
 
 def _dump_index(path: str, base: str, st: DumpState) -> None:
@@ -352,7 +387,7 @@ def _dump_index(path: str, base: str, st: DumpState) -> None:
     from kafkalog.verify.index_match import live_entry_count, match_offset_index
 
     start = _base_offset(path, base)
-    index = OffsetIndex(path, start, writable=False)
+    index = _open_index(OffsetIndex, path, start, st)
     try:
         entries = index.entries_array() if index.entry_count else None
         if entries is None or len(entries) == 0:
@@ -364,7 +399,7 @@ def _dump_index(path: str, base: str, st: DumpState) -> None:
         entries = entries[: live_entry_count(entries["offset"], start)]
         opened = _open_log_for(path, base, st)
         if opened is not None:
-            log, batches = opened
+            log, batches, _ = opened
             match = match_offset_index(
                 entries["offset"], entries["position"], log, batches, max_size=st.opts.max_message_size
             )
@@ -400,7 +435,7 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
     from kafkalog.verify.index_match import live_entry_count, match_time_index
 
     start = _base_offset(path, base)
-    index = TimeIndex(path, start, writable=False)
+    index = _open_index(TimeIndex, path, start, st)
     try:
         if st.opts.sanity_only:
             _sanity(index, path, st, CorruptIndexError)
@@ -409,10 +444,10 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
         if len(entries) == 0:
             return
         entries = entries[: live_entry_count(entries["offset"], start)]
-        opened = _open_log_for(path, base, st)
+        opened = _open_log_for(path, base, st, entries["offset"])
         if opened is not None:
-            log, batches = opened
-            match = match_time_index(entries["timestamp"], entries["offset"], log, batches)
+            log, batches, found = opened
+            match = match_time_index(entries["timestamp"], entries["offset"], log, batches, found)
             key = java_absolute_path(path)
             for found, target in (
                 (match.not_found, st.time_not_found),
@@ -428,13 +463,21 @@ def _dump_time_index(path: str, base: str, st: DumpState) -> None:
         index.close()
 
 
+def _open_index(cls: Any, path: str, start: int, st: DumpState) -> Any:
+    """The index file at ``path``, or a streamed index object's bytes fetched into memory."""
+    source = st.streamed.get(path)
+    if source is not None:
+        return cls.from_bytes(path, start, source.data())
+    return cls(path, start, writable=False)
+
+
 # --- .txnindex / .snapshot --------------------------------------------------------------------------------------
 
 
 def _dump_txn_index(path: str, base: str, st: DumpState) -> None:
     from kafkalog.index.txn_index import TransactionIndex
 
-    index = TransactionIndex(path, _base_offset(path, base), writable=False)
+    index = _open_index(TransactionIndex, path, _base_offset(path, base), st)
     try:
         for txn in index.all_entries():
             data = {

@@ -46,6 +46,9 @@ class DumpState:
     #: files ignored for their name (Kafka's "Ignoring unknown file"): when every file is, nothing was dumped
     ignored: int = 0
     debug: bool = False
+    #: names (under a scratch dir) of files read where they lie, not from disk: a URL's segment objects and an
+    #: Aiven segment's .log (cli/dump_remote.py), each with its source
+    streamed: dict[str, Any] = field(default_factory=dict)
 
     def corrupt(self) -> None:
         self.code = max(self.code, EXIT_CORRUPT)

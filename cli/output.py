@@ -125,9 +125,9 @@ class Output(ABC):
         self._shown_as: dict[str, str] = {}
 
     def show_as(self, names: dict[str, str]) -> None:
-        """Print ``names``' values where their keys stand: a remote partition's small files are read from a local
-        scratch copy (``kafkalog.verify.remote.remote_plan``, ``localized_paths``), a ``file:`` URL as a path, but
-        the operator asked about the URL and must see it."""
+        """Print ``names``' values where their keys stand: a remote partition's files are named under a local
+        scratch dir (``kafkalog.verify.remote.remote_plan``, ``cli/dump_remote.py``), a ``file:`` URL read as a
+        path, but the operator asked about the URL and must see it."""
         # longest first, so a copy inside another copy's tree is named by its own URL
         self._shown_as = dict(sorted(((k, v) for k, v in names.items() if k != v), key=lambda kv: -len(kv[0])))
 

@@ -444,12 +444,14 @@ def iter_object_ranges(url: str, start: int = 0, end: int | None = None, options
 
 
 def open_object_ranges(url: str, options: Mapping[str, Any] | None = None, *, parallelism: int | None = None,
-                       part: int = PART_BYTES) -> tuple[int, Iterator[bytes]]:
-    """One whole object as ``(size, its parts)``: the size from opening it (no listing trusted), the parts of
-    ``part`` bytes fetched in parallel (:func:`iter_object_ranges`) when iterated."""
+                       part: int = PART_BYTES, end: int | None = None) -> tuple[int, Iterator[bytes]]:
+    """One object's bytes ``[0, end)`` (``end=None``: the whole object) as ``(size, its parts)``: the size from
+    opening it (no listing trusted; at most ``end``), the parts of ``part`` bytes fetched in parallel
+    (:func:`iter_object_ranges`) when iterated."""
     obj = _Object(url, options)
-    ranges = split_range(0, obj.size, part)
-    return obj.size, iter_parallel(((lambda s=s, e=e: obj.read(s, e)) for s, e in ranges), parallelism)
+    size = obj.size if end is None else max(0, min(end, obj.size))
+    ranges = split_range(0, size, part)
+    return size, iter_parallel(((lambda s=s, e=e: obj.read(s, e)) for s, e in ranges), parallelism)
 
 
 def fetch_parallel(url: str, dest: str, start: int = 0, end: int | None = None,

@@ -37,6 +37,9 @@ from ..records import read_batches
 __all__ = ["RestoredPartition", "RestorePlan", "plan_restore", "restore"]
 
 _LOCAL_SUFFIXES = {"log": ".log", "index": ".index", "timeindex": ".timeindex", "txnindex": ".txnindex"}
+#: where a segment's producer snapshot waits for its name (the next segment's base offset): not ``.snapshot``,
+#: whose name at this base offset the previous segment's snapshot already has
+_SNAPSHOT_STAGED = ".remote-snapshot"
 
 
 @dataclass
@@ -179,12 +182,12 @@ def _write_partition(p: RestoredPartition, objs: list[RemoteObject], staging: st
             for suffix, local in _LOCAL_SUFFIXES.items():
                 if suffix in have:
                     storage.fetch(have[suffix].path, stem + local, options=options)
-            for suffix, local in (("snapshot", ".snapshot"), ("leader_epoch_checkpoint", ".epochs")):
+            for suffix, local in (("snapshot", _SNAPSHOT_STAGED), ("leader_epoch_checkpoint", ".epochs")):
                 if suffix in have:
                     storage.fetch(have[suffix].path, stem + local, options=options)
         next_base = bases[i + 1] if i + 1 < len(bases) else p.log_end_offset
-        if next_base is not None and os.path.exists(stem + ".snapshot"):
-            os.replace(stem + ".snapshot", os.path.join(staging, offset_to_name(next_base) + ".snapshot"))
+        if next_base is not None and os.path.exists(stem + _SNAPSHOT_STAGED):
+            os.replace(stem + _SNAPSHOT_STAGED, os.path.join(staging, offset_to_name(next_base) + ".snapshot"))
         # else: the last segment's snapshot moves to the log end once the read-back (_check_written) found it
         epochs = stem + ".epochs"
         if os.path.exists(epochs):
@@ -204,9 +207,11 @@ def _materialize_aiven(log: RemoteObject, stem: str, rsm: Any, options: Mapping[
     scratch = stem + ".aiven"
     out = materialize(item, scratch, rsm=rsm, options=options)
     src = out.path[: -len(".log")]
-    for local in (".log", ".index", ".timeindex", ".txnindex", ".snapshot"):
+    for local in (".log", ".index", ".timeindex", ".txnindex"):
         if os.path.exists(src + local):
             os.replace(src + local, stem + local)
+    if os.path.exists(src + ".snapshot"):
+        os.replace(src + ".snapshot", stem + _SNAPSHOT_STAGED)
     if os.path.exists(src + ".leader_epoch_checkpoint"):
         os.replace(src + ".leader_epoch_checkpoint", stem + ".epochs")
     shutil.rmtree(scratch)
@@ -236,6 +241,6 @@ def _check_written(p: RestoredPartition, staging: str) -> None:
             raise KafkaLogError(f"{p.topic}-{p.partition}: segment {sid} holds offsets {first}-{last}, not within "
                                 f"{base}-{'' if nxt is None else nxt - 1}")
     stem = os.path.join(staging, offset_to_name(p.segments[-1][0]))
-    if found_end and os.path.exists(stem + ".snapshot"):
-        os.replace(stem + ".snapshot", os.path.join(staging, offset_to_name(p.log_end_offset) + ".snapshot"))
+    if found_end and os.path.exists(stem + _SNAPSHOT_STAGED):
+        os.replace(stem + _SNAPSHOT_STAGED, os.path.join(staging, offset_to_name(p.log_end_offset) + ".snapshot"))
         p.files = sorted(os.listdir(staging))

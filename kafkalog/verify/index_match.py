@@ -10,8 +10,9 @@ time index entry's batch is decoded for its records' largest timestamp, the valu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,7 @@ __all__ = [
     "live_entry_count",
     "match_offset_index",
     "match_time_index",
+    "max_record_timestamp",
     "scan_log_batches",
 ]
 
@@ -98,17 +100,24 @@ class TimeIndexMatch:
     out_of_order: list[tuple[int, int]] = field(default_factory=list)
 
 
-def _batch_last_offset_at(buffer: memoryview, position: int, max_size: int) -> int:
+def _batch_at(log: Any, position: int, end: int | None = None) -> Any:
+    """The batch ``read_batches`` reads at ``position`` of ``log`` (within ``end``), None if none. ``log`` is the
+    file's bytes, or a log read by ranges (:class:`kafkalog.verify.stream_log.RangedLog`, a remote object)."""
+    if not isinstance(log, (memoryview, bytes, bytearray)):
+        return log.batch_at(position, end)
+    return next(iter(read_batches(log, position=position, end=end)), None)
+
+
+def _batch_last_offset_at(buffer: Any, position: int, max_size: int) -> int:
     """Last offset of the batch read at ``position`` within ``max_size`` bytes (Kafka's slice), -1 if none."""
     if position < 0 or position >= len(buffer):
         return -1
-    reader = read_batches(buffer, position=position, end=min(len(buffer), position + max_size))
-    batch = next(iter(reader), None)
+    batch = _batch_at(buffer, position, min(len(buffer), position + max_size))
     return -1 if batch is None else batch.last_offset
 
 
 def match_offset_index(
-    offsets: np.ndarray, positions: np.ndarray, log: memoryview, scan: LogBatches | None = None, *, max_size: int
+    offsets: np.ndarray, positions: np.ndarray, log: Any, scan: LogBatches | None = None, *, max_size: int
 ) -> OffsetIndexMatch:
     """Each entry's offset against the last offset of the batch at its position (read within ``max_size``)."""
     scan = scan if scan is not None else scan_log_batches(log)
@@ -130,8 +139,9 @@ def match_offset_index(
     return OffsetIndexMatch(list(zip(off[bad].tolist(), found[bad].tolist(), strict=True)))
 
 
-def _max_record_timestamp(log: memoryview, position: int) -> int:
-    batch = next(iter(read_batches(log, position=position)), None)
+def max_record_timestamp(log: Any, position: int) -> int:
+    """The largest record timestamp of the batch at ``position`` (what Kafka compares a time index entry with)."""
+    batch = _batch_at(log, position)
     if batch is None:
         return -1
     try:
@@ -141,10 +151,12 @@ def _max_record_timestamp(log: memoryview, position: int) -> int:
 
 
 def match_time_index(
-    timestamps: np.ndarray, offsets: np.ndarray, log: memoryview, scan: LogBatches | None = None
+    timestamps: np.ndarray, offsets: np.ndarray, log: Any, scan: LogBatches | None = None,
+    max_timestamps: Mapping[int, int] | None = None,
 ) -> TimeIndexMatch:
     """Each entry against the log: its offset must be a batch's last offset, the batch's largest record timestamp
-    must be the entry's, and (for entries found) timestamps must increase from the previous entry."""
+    must be the entry's, and (for entries found) timestamps must increase from the previous entry.
+    ``max_timestamps``: ``{batch position: largest record timestamp}`` already known (a streamed log's)."""
     scan = scan if scan is not None else scan_log_batches(log)
     ts = np.asarray(timestamps, dtype=np.int64)
     off = np.asarray(offsets, dtype=np.int64)
@@ -166,7 +178,8 @@ def match_time_index(
     out.not_found = list(zip(off[miss].tolist(), log_last[miss].tolist(), strict=True))
     hits = np.flatnonzero(hit)
     starts = scan.positions[jc[hits]].tolist()
-    found_ts = np.array([_max_record_timestamp(log, p) for p in starts], dtype=np.int64)
+    known = max_timestamps or {}
+    found_ts = np.array([known[p] if p in known else max_record_timestamp(log, p) for p in starts], dtype=np.int64)
     bad = found_ts != ts[hits]
     out.mismatch = list(zip(ts[hits][bad].tolist(), found_ts[bad].tolist(), strict=True))
     prev = np.concatenate(([-1], ts[:-1]))[hits]

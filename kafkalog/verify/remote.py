@@ -16,15 +16,12 @@ from typing import Any
 
 from kafkalog.archive import storage
 from kafkalog.archive.discovery import SegmentItem, discover_segments
-from kafkalog.archive.tiered import is_aiven_item, materialize
 from kafkalog.verify import PartitionReport, SegmentReport, verify_partition, verify_segment
 
 __all__ = [
     "CHECKPOINT_FILES",
     "remote_plan",
     "localized",
-    "localized_paths",
-    "restored_paths",
     "verify_partition_at",
     "verify_segment_at",
 ]
@@ -168,7 +165,8 @@ def _stage_small_files(url: str, options: Mapping[str, Any] | None, root: str, s
 
 @contextlib.contextmanager
 def localized(url: str, options: Mapping[str, Any] | None = None) -> Iterator[str]:
-    """A local path holding ``url``'s data for the commands that read files (``kafkalog verify``/``dump``).
+    """A local path holding a copy of ``url``'s data (for a caller that reads files; ``kafkalog dump`` streams
+    segments instead, cli/dump_remote.py).
 
     A local path is yielded as is. A remote segment file comes with its sibling index files; a remote partition
     dir with every object in it and its log dir's checkpoint files. The copy lives until the block ends.
@@ -192,49 +190,6 @@ def localized(url: str, options: Mapping[str, Any] | None = None) -> Iterator[st
         local = storage.mirror_path(url.rstrip("/"), root, base)
         os.makedirs(local if not single else os.path.dirname(local), exist_ok=True)
         yield local
-
-
-@contextlib.contextmanager
-def localized_paths(paths: Iterable[str], options: Mapping[str, Any] | None = None) -> Iterator[list[str]]:
-    """:func:`localized` for each of ``paths`` at once (the CLI's one call); the copies live until the block ends;
-    ``file://`` URLs come back as plain paths. Raises StorageError (an OSError naming the object) when a remote one
-    cannot be listed or read."""
-    with contextlib.ExitStack() as stack:
-        yield [stack.enter_context(localized(p, options)) if storage.is_remote(p) else storage.local_path(p)
-               for p in paths]  # fmt: skip
-
-
-@contextlib.contextmanager
-def restored_paths(
-    paths: Iterable[str], options: Mapping[str, Any] | None = None, rsm: Any = None
-) -> Iterator[list[str]]:
-    """:func:`localized_paths`, with every Aiven tiered-storage segment among them (a ``.log`` object beside its
-    ``.rsm-manifest``, or such objects under a dir) restored to plain local files (``.log`` and the indexes out of
-    ``.indexes``) with ``rsm`` (:class:`kafkalog.archive.tiered.RsmConfig`): what ``kafkalog dump`` reads. A bad chunk
-    raises CorruptTieredObjectError, a missing or wrong key TieredConfigError, both naming the object."""
-    with localized_paths(paths, options) as local, contextlib.ExitStack() as stack:
-        yield [stack.enter_context(_restored(p, rsm)) for p in local]
-
-
-@contextlib.contextmanager
-def _restored(path: str, rsm: Any) -> Iterator[str]:
-    single = os.path.isfile(path)
-    if single and not (path.endswith(".log") and os.path.exists(path[: -len(".log")] + ".rsm-manifest")):
-        yield path
-        return
-    items = [i for i in discover_segments(path) if is_aiven_item(i)] if single or os.path.isdir(path) else []
-    if not items:
-        yield path
-        return
-    with storage.scratch_dir() as root:
-        if single:
-            yield materialize(items[0], root, rsm=rsm).path
-            return
-        top = os.path.realpath(path)
-        for item in items:  # each partition dir at its place below the dir given
-            rel = os.path.relpath(os.path.dirname(os.path.dirname(item.partition_dir)), top)
-            materialize(item, os.path.normpath(os.path.join(root, rel)), rsm=rsm)
-        yield root
 
 
 def _partition_file(url: str) -> bool:

@@ -43,7 +43,7 @@ from .log_file import log_file_report
 from .record_check import RecordCheck, add_record_problems
 from .segment_report import INDEX_CHECKS, SegmentReport, apply_log_report, bad_base_offset, check_indexes
 
-__all__ = ["WINDOW_BYTES", "scan_stream", "verify_streamed"]
+__all__ = ["WINDOW_BYTES", "needs_more", "scan_stream", "verify_streamed"]
 
 #: bytes gathered before a window is scanned (fewer numpy calls per byte than scanning every piece)
 WINDOW_BYTES = 4 << 20
@@ -58,11 +58,13 @@ _HERE = "\x00remote-partition-dir"
 Window = Callable[[memoryview, int, int], None]
 
 
-def scan_stream(pieces: Iterable[bytes | memoryview], size: int, *, on_window: Window | None = None) -> ScanResult:
-    """The :func:`~kafkalog.records.scan.scan_batches` result (CRCs checked) of an object of ``size`` bytes given
-    as consecutive ``pieces``, without holding it: the same batches, valid prefix and error. ``on_window(view,
-    start, stop)`` sees each run of whole batches ``[start, stop)`` of the valid prefix (positions in the object)
-    while its bytes are held. Raises StorageError when the pieces end before ``size`` bytes."""
+def scan_stream(pieces: Iterable[bytes | memoryview], size: int, *, on_window: Window | None = None,
+                check_crc: bool = True) -> ScanResult:
+    """The :func:`~kafkalog.records.scan.scan_batches` result (CRCs checked unless ``check_crc`` is false) of an
+    object of ``size`` bytes given as consecutive ``pieces``, without holding it: the same batches, valid prefix
+    and error. ``on_window(view, start, stop)`` sees each run of whole batches ``[start, stop)`` of the valid
+    prefix (positions in the object) while its bytes are held. Raises StorageError when the pieces end before
+    ``size`` bytes."""
     if size <= 0:
         for _ in pieces:
             pass
@@ -83,7 +85,7 @@ def scan_stream(pieces: Iterable[bytes | memoryview], size: int, *, on_window: W
             if filled < size and filled - pos < WINDOW_BYTES:
                 continue
             start = pos
-            pos, done = _scan_window(view, pos, filled, size, parts)
+            pos, done = _scan_window(view, pos, filled, size, parts, check_crc)
             if on_window is not None and pos > start:
                 on_window(view, start, pos)
             keep = pos // _PAGE * _PAGE  # the page holding the next batch's start stays
@@ -106,24 +108,25 @@ def scan_stream(pieces: Iterable[bytes | memoryview], size: int, *, on_window: W
     return _join(parts, size)
 
 
-def _scan_window(view: memoryview, pos: int, filled: int, size: int, parts: list[ScanResult]) -> tuple[int, bool]:
+def _scan_window(view: memoryview, pos: int, filled: int, size: int, parts: list[ScanResult],
+                 check_crc: bool = True) -> tuple[int, bool]:
     """Scan ``[pos, filled)``; keep its whole batches in ``parts``; return where the next window starts and whether
     the scan of the object is complete (its end reached, or a batch no more bytes can mend)."""
-    scan = scan_batches(view, position=pos, end=filled, check_crc=True)
+    scan = scan_batches(view, position=pos, end=filled, check_crc=check_crc)
     if filled >= size or scan.error is None:
         parts.append(scan)
         return scan.valid_bytes, filled >= size
     stop = scan.valid_bytes
-    if _needs_more(view, stop, filled, size):  # the window's end cut a batch: it is scanned with the next one
+    if needs_more(view, stop, filled, size):  # the window's end cut a batch: it is scanned with the next one
         parts.append(dataclasses.replace(scan, error=None, invalid_bytes=0, end=stop))
         return stop, False
     # damage the rest of the object cannot change: scan to the object's end, as the whole file is scanned (the walk
     # stops at the same batch; the message counts the bytes to the object's end)
-    parts.append(scan_batches(view, position=pos, end=size, check_crc=True))
+    parts.append(scan_batches(view, position=pos, end=size, check_crc=check_crc))
     return parts[-1].valid_bytes, True
 
 
-def _needs_more(view: memoryview, stop: int, filled: int, size: int) -> bool:
+def needs_more(view: memoryview, stop: int, filled: int, size: int) -> bool:
     """Whether the scan stopped at ``stop`` only because the window ends there: a header not all there yet, or a
     sound header whose batch ends past the window but within the object."""
     if filled - stop < HEADER_SIZE_UP_TO_MAGIC:

@@ -296,3 +296,34 @@ def test_large_chunks_restore_in_tasks_of_their_own_and_in_place(tmp_path: Path,
     for lo, hi in ((0, 1), (999, 1001), (1500, 2600), (len(seg.log) - 5, len(seg.log))):
         assert s.read(lo, hi) == seg.log[lo:hi]
         assert b"".join(bytes(p) for p in s.iter_range(lo, hi)) == seg.log[lo:hi]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_read_writes_every_byte_of_its_unzeroed_buffer(tmp_path: Path, monkeypatch, variant: str) -> None:
+    """``read`` restores into a buffer it does not zero first: filled with garbage here, the result is still the
+    segment byte for byte, and a damaged chunk read with ``damage`` comes back as zeros, not as the garbage."""
+    from kafkalog.archive.tiered import ChunkDamage, aiven
+
+    monkeypatch.setattr(aiven, "_UNFILLED_FROM", 1)
+    monkeypatch.setattr(aiven, "_NEW_BYTEARRAY", lambda _, n: bytearray(b"\xa5" * n))
+    d = variant_copy(tmp_path, variant)
+    rsm = load_rsm_config(d / "rsm.properties")
+    logs = sorted((d / "remote").rglob("*.log"))
+    for log, seg in zip(logs, golden_segments(), strict=True):
+        s = AivenSegment.open(str(log), rsm=rsm)
+        assert s.read() == seg.log
+        assert s.read(7, len(seg.log) - 5) == seg.log[7:-5]
+    raw = bytearray(logs[1].read_bytes())
+    raw[len(raw) // 2] ^= 0x10
+    logs[1].write_bytes(bytes(raw))
+    damage: list[ChunkDamage] = []
+    got = AivenSegment.open(str(logs[1]), rsm=rsm).read(damage=damage)
+    want = golden_segments()[1].log
+    assert len(got) == len(want)
+    if damage:  # a transformed chunk fails: its bytes are zeros
+        (d0,) = damage
+        assert got[d0.position : d0.position + d0.size] == bytes(d0.size)
+        assert got[: d0.position] == want[: d0.position]
+    else:  # stored plain: the flipped byte is read as stored
+        assert sum(a != b for a, b in zip(got, want, strict=True)) == 1
+    assert b"\xa5\xa5\xa5\xa5" not in got or b"\xa5\xa5\xa5\xa5" in want

@@ -236,6 +236,17 @@ def test_a_restored_partition_is_what_kafkas_loader_and_verify_accept(case: Path
     assert [(e["epoch"], e["startOffset"]) for e in load["leaderEpochs"]] == [(0, 0), (2, 36), (3, 89)]
     verify = run_oracle("verify", restored)
     assert verify.returncode == 0 and "OK" in verify.stdout, verify.stdout
+    # every segment's producer snapshot, under the next segment's base offset as the broker wrote it, and kept by
+    # Kafka's loader (a load in place removes stray snapshots)
+    snaps = sorted(p.name for p in restored.glob("*.snapshot"))
+    assert snaps == [f"{o:020d}.snapshot" for o in (24, 42, 61, 84, 105)]
+    for name in snaps:
+        if (case / "tiered-0" / name).exists():
+            assert (restored / name).read_bytes() == (case / "tiered-0" / name).read_bytes(), name
+    loaded = tmp_path / "loaded"
+    shutil.copytree(to, loaded)
+    run_oracle("load", loaded, "--clock-ms", "1700000010000", "--in-place")
+    assert sorted(p.name for p in (loaded / "tiered-0").glob("*.snapshot")) == snaps
     code, out = _restore(str(case / "remote"), "--to", str(to))
     assert code == 2 and "a partition dir is already there" in out
 
@@ -328,3 +339,23 @@ def test_restore_without_metadata_reads_each_segment_once(tmp_path: Path, monkey
     for name in logs:
         assert (restored / name).read_bytes() == (original / name).read_bytes()
     assert (restored / f"{105:020d}.snapshot").is_file()
+
+
+@needs_golden
+def test_every_segments_producer_snapshot_is_restored_as_the_broker_had_it(tmp_path: Path) -> None:
+    """Each remote segment carries the producer snapshot the broker took at the next segment's base offset; the
+    restored dir holds all of them under those names, byte for byte the broker's own files (Kafka's loader keeps
+    a snapshot at every segment's base offset and the last one past them: ``removeStraySnapshots``)."""
+    variant = GOLDEN / "tiered-aiven" / "variants" / "encrypted-zstd-chunk256"
+    to = tmp_path / "logdir"
+    code, out = _restore(str(variant / "remote"), "--to", str(to), "--rsm-config", str(variant / "rsm.properties"))
+    assert code == 0, out
+    restored = to / "tiered-0"
+    original = GOLDEN / "tiered-aiven" / "partition" / "tiered-0"
+    names = sorted(p.name for p in restored.glob("*.snapshot"))
+    assert names == [f"{o:020d}.snapshot" for o in (24, 42, 61, 84, 105)]
+    for name in names:
+        assert (restored / name).read_bytes() == (original / name).read_bytes(), name
+    assert not [p.name for p in restored.iterdir() if not p.name.endswith((".log", ".index", ".timeindex",
+                                                                            ".txnindex", ".snapshot"))
+                and p.name not in ("leader-epoch-checkpoint", "partition.metadata")]  # fmt: skip

@@ -124,10 +124,10 @@ class AivenSegment:
     def _detransform(self, data: bytes | memoryview, chunk: int,
                      into: memoryview | None = None) -> bytes | bytearray | memoryview:  # fmt: skip
         """One chunk as stored -> its original bytes (decrypt, then decompress), checked against the index. Runs
-        in the read pool's threads: AES-GCM (``cryptography``) and zstd (``cramjam``) release the GIL, so chunks
-        restore on every core. The ciphertext is decrypted from the fetched buffer, the last transform writes into
-        ``into`` (the chunk's place in the caller's buffer; returned when used) or a buffer of the manifest's
-        size: no copies besides the transforms."""
+        in the read pool's threads: AES-GCM (``cryptography``) and zstd (``zstandard``, ``cramjam``) release the
+        GIL, so chunks restore on every core. The ciphertext is decrypted from the fetched buffer, the last
+        transform writes into ``into`` (the chunk's place in the caller's buffer; returned when used) or a buffer
+        of the manifest's size: no copies besides the transforms."""
         ci = self.manifest.chunk_index
         want = int(ci.original_size[chunk])
         if into is not None and len(into) != want:
@@ -238,7 +238,7 @@ class AivenSegment:
         restored (by the read pool's threads) straight into its place."""
         end = self.size if end is None else min(end, self.size)
         start = max(start, 0)
-        out = bytearray(max(0, end - start))
+        out = _unfilled(max(0, end - start))
         for _, bad in self._restore(start, end, damage is not None, memoryview(out)):
             if damage is not None:
                 damage.extend(bad)
@@ -283,6 +283,34 @@ class AivenSegment:
                                                    "AES-GCM tag", obj=url) from None  # fmt: skip
             out[name] = data
         return out
+
+
+def _unfilled(n: int) -> bytearray:
+    """A bytearray of ``n`` bytes left as allocated, not zeroed: :meth:`AivenSegment.read` writes every byte of it
+    (the chunks are contiguous by construction and each is checked to restore to its exact size, a bad one written
+    as zeros), and ``bytearray(n)`` would zero it in the caller's thread before the first chunk is fetched, the one
+    serial step of a read (2-11 ms per 16 MiB). Its pages are then touched first by the pool's threads as they
+    restore into them. ``bytearray(n)`` where ``ctypes`` cannot reach CPython's allocator."""
+    if n >= _UNFILLED_FROM and _NEW_BYTEARRAY is not None:
+        return _NEW_BYTEARRAY(None, n)
+    return bytearray(n)
+
+
+def _new_bytearray() -> Any:
+    try:
+        import ctypes
+
+        fn = ctypes.pythonapi.PyByteArray_FromStringAndSize
+    except (ImportError, AttributeError):  # not CPython
+        return None
+    fn.restype = ctypes.py_object
+    fn.argtypes = (ctypes.c_char_p, ctypes.c_ssize_t)
+    return fn
+
+
+#: below this a zeroed buffer costs next to nothing
+_UNFILLED_FROM = 1 << 20
+_NEW_BYTEARRAY = _new_bytearray()
 
 
 def read_manifest(manifest_url: str, options: Mapping[str, Any] | None = None) -> SegmentManifest:
