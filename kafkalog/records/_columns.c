@@ -246,11 +246,16 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
     Py_CLEAR(b->error);
     if (codecs_obj != Py_None) {
         codecs.zfast = codecs.snappy = NULL;
+        codecs.zdctx = NULL;
         if (!PyArg_ParseTuple(codecs_obj,
                               "OOL|OO;codecs must be (lz4_into, zstd_into, max_size[, zstd_decompress[, snappy_into]])",
                               &codecs.lz4, &codecs.zstd, &codecs.max_size, &codecs.zfast, &codecs.snappy))
             goto error;
         if (codecs.zfast == Py_None) codecs.zfast = NULL;
+        if (codecs.zfast && PyCapsule_CheckExact(codecs.zfast)) { /* this thread's libzstd context */
+            if (!(codecs.zdctx = PyCapsule_GetPointer(codecs.zfast, ZSTD_CONTEXT_NAME))) goto error;
+            codecs.zfast = NULL;
+        }
         if (codecs.snappy == Py_None) codecs.snappy = NULL;
         if (codecs.max_size < 0) {
             PyErr_SetString(PyExc_ValueError, "run: max_size must not be negative");
@@ -488,6 +493,16 @@ PyMODINIT_FUNC PyInit__columns(void) {
 #endif
     /* whether run() inflates gzip members itself (built with zlib's headers) or asks its decompress callback */
     if (PyModule_AddIntConstant(m, "gzip_in_c", gzip_in_c) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#ifdef KAFKALOG_HAVE_ZSTD
+    /* libzstd's version at run time (ZSTD_versionNumber, e.g. 10504), 0 when built without its headers */
+    long zstd_in_c = (long)ZSTD_versionNumber();
+#else
+    long zstd_in_c = 0;
+#endif
+    if (PyModule_AddIntConstant(m, "zstd_in_c", zstd_in_c) < 0) {
         Py_DECREF(m);
         return NULL;
     }
