@@ -14,6 +14,10 @@ from setuptools.command.build_ext import build_ext
 
 #: the record decoder inflates gzip members itself when zlib's headers are there (else Python's zlib module does)
 ZLIB = ("KAFKALOG_HAVE_ZLIB", "1")
+#: and decodes zstd frames itself with libzstd when its headers are there (else through the zstandard package)
+ZSTD = ("KAFKALOG_HAVE_ZSTD", "1")
+#: each optional codec library: its macro and the library linked, dropped in this order while the build fails
+CODEC_LIBS = ((ZSTD, "zstd"), (ZLIB, "z"))
 
 #: said once, after the build, when an optional extension could not be compiled
 NOT_BUILT = """
@@ -40,11 +44,12 @@ class BuildExtSayingWhatIsMissing(build_ext):
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001 - setuptools' compiler errors have no common base worth naming
-            if ZLIB in ext.define_macros:  # no zlib headers (zlib1g-dev): gzip goes through Python's zlib instead
-                ext.define_macros.remove(ZLIB)
-                ext.libraries.remove("z")
-                self.build_extension(ext)
-                return
+            for macro, lib in CODEC_LIBS:  # no headers (libzstd-dev, zlib1g-dev): that codec goes through Python
+                if macro in ext.define_macros:
+                    ext.define_macros.remove(macro)
+                    ext.libraries.remove(lib)
+                    self.build_extension(ext)
+                    return
             if not ext.optional:
                 raise
             self._skipped.append((ext.name, f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:200]))
@@ -60,8 +65,8 @@ setup(
         Extension(
             "kafkalog.records._columns",
             ["kafkalog/records/_columns.c"],
-            define_macros=[ZLIB],
-            libraries=["z"],
+            define_macros=[ZLIB, ZSTD],
+            libraries=["z", "zstd"],
             depends=[f"kafkalog/records/_columns_{h}.h" for h in ("mem", "crc", "crc_core", "crc_x86", "crc_arm", "wire", "codec", "snappy", "arrow", "objects", "offsets", "walk", "records")],
             optional=True,
         ),

@@ -2,8 +2,9 @@
 
 Without a C compiler at install time the compiled record decoder and log cleaner are skipped (setuptools' optional
 extensions) and everything runs in Python, many times slower, with no error anywhere; ``--version`` says so in one
-line and ``doctor`` lists each part: the two extensions, the CRC32C path, and what the tests and the Spark job
-need (Java and the Kafka oracle, libfiu's ``fiu-run``, pyspark). Nothing here imports numpy or pyspark.
+line and ``doctor`` lists each part: the two extensions, the codec libraries they call, the CRC32C path, and what
+the tests and the Spark job need (Java and the Kafka oracle, libfiu's ``fiu-run``, pyspark). Nothing here imports
+numpy or pyspark.
 """
 
 from __future__ import annotations
@@ -60,6 +61,29 @@ def _extensions() -> list[Check]:
         out.append(Check(f"{what} ({name})", module.compiled is not None and records_native.extensions_enabled(),
                          detail))
     return out
+
+
+def _codecs() -> Check:
+    """Which codec libraries the compiled record decoder calls itself (zlib for gzip, libzstd for zstd, each when
+    its headers were there at build time) and which it leaves to a Python package, slower on small batches."""
+    native = records_native
+    if not native.available():
+        return Check("codecs in C", False, "none: the compiled record decoder is not in use")
+    gzip_c, zstd_c = getattr(native.compiled, "gzip_in_c", 0), getattr(native.compiled, "zstd_in_c", 0)
+    said, missing = [], []
+    said.append("gzip with zlib" if gzip_c else "gzip through Python's zlib module")
+    if not gzip_c:
+        missing.append("zlib1g-dev")
+    if zstd_c:
+        said.append(f"zstd with libzstd {zstd_c // 10000}.{zstd_c // 100 % 100}.{zstd_c % 100}")
+    else:
+        said.append("zstd through the zstandard package")
+        missing.append("libzstd-dev")
+    detail = ", ".join(said)
+    if missing:
+        detail += (f" (built without their headers: apt-get install {' '.join(missing)}, then reinstall kafkalog, "
+                   "for the faster path)")
+    return Check("codecs in C", not missing, detail)
 
 
 def _crc_path() -> Check:
@@ -137,7 +161,7 @@ def checks() -> list[Check]:
     """Every line ``doctor`` prints, in order."""
     head = Check("kafkalog", True, f"{__version__} on Python {sys.version.split()[0]} "
                                    f"({os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})")
-    return [head, *_extensions(), _crc_path(), *_tools()]
+    return [head, *_extensions(), _codecs(), _crc_path(), *_tools()]
 
 
 def extension_summary() -> str:

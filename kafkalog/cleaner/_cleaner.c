@@ -371,7 +371,38 @@ static PyObject *py_check_crcs(PyObject *self, PyObject *args) {
     return Py_BuildValue("nO", pos, bad ? Py_True : Py_False);
 }
 
+/* map_offsets(table, size, out) -> n: the offset of every entry of the map (slots in order) into out (int64, room
+ * for `size`); the clean pass's live offsets (columnar.Superseded), without a Python object per slot. */
+static PyObject *py_map_offsets(PyObject *self, PyObject *args) {
+    PyObject *table, *out_o;
+    Py_ssize_t size, room, n = 0;
+    Bufs bs = {.n = 0};
+    Table t;
+    int64_t *out;
+    if (!PyArg_ParseTuple(args, "OnO", &table, &size, &out_o)) return NULL;
+    if (table_of(&bs, table, &t) < 0 || !(out = bufs_get(&bs, out_o, 8, 1, &room))) {
+        bufs_release(&bs);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < t.slots && n < room; i++) {
+        const uint8_t *p = t.buf + i * ENTRY;
+        uint64_t w[3];
+        memcpy(w, p, ENTRY);
+        if (w[0] | w[1] | w[2]) memcpy(&out[n++], p + HASH, 8);
+    }
+    Py_END_ALLOW_THREADS
+    bufs_release(&bs);
+    if (n != size && n == room) { /* more entries than the map's size says */
+        PyErr_SetString(PyExc_ValueError, "map_offsets: the map holds more entries than its size");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(n);
+}
+
 static PyMethodDef module_methods[] = {
+    {"map_offsets", py_map_offsets, METH_VARARGS,
+     "map_offsets(table, size, out) -> int: the offsets of the map's entries into out (int64, room for size)"},
     {"md5", py_md5, METH_O, "md5(buf) -> bytes: the 16-byte MD5 digest (the offset map's key hash)"},
     {"table_put", py_table_put, METH_VARARGS,
      "table_put(table, size, key, offset) -> size: put key's MD5 -> offset (OverflowError when full)"},

@@ -21,12 +21,15 @@
     (a) = ((a) << (s)) | ((a) >> (32 - (s)));                                                                      \
     (a) += (b);
 
-/* the 64 steps of RFC 1321 section 3.4, unrolled; the constants are floor(|sin(i + 1)| * 2^32) */
-static void md5_block(uint32_t h[4], const uint8_t *p) {
-    uint32_t m[16];
-    for (int i = 0; i < 16; i++)
-        m[i] = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
-               (uint32_t)p[4 * i + 3] << 24;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define MD5_LITTLE_ENDIAN 1
+#else
+#define MD5_LITTLE_ENDIAN 0
+#endif
+
+/* the 64 steps of RFC 1321 section 3.4 on a block's 16 little-endian words, unrolled; the constants are
+ * floor(|sin(i + 1)| * 2^32) */
+static inline void md5_words(uint32_t h[4], const uint32_t m[16]) {
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3];
     STEP(F, a, b, c, d, m[0], 0xd76aa478u, 7);
     STEP(F, d, a, b, c, m[1], 0xe8c7b756u, 12);
@@ -98,8 +101,31 @@ static void md5_block(uint32_t h[4], const uint8_t *p) {
     h[3] += d;
 }
 
+static void md5_block(uint32_t h[4], const uint8_t *p) {
+    uint32_t m[16];
+#if MD5_LITTLE_ENDIAN
+    memcpy(m, p, 64);
+#else
+    for (int i = 0; i < 16; i++)
+        m[i] = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
+               (uint32_t)p[4 * i + 3] << 24;
+#endif
+    md5_words(h, m);
+}
+
 static void md5_digest(const uint8_t *p, size_t n, uint8_t out[16]) {
     uint32_t h[4] = {0x67452301u, 0xefcdab89u, 0x98badcfeu, 0x10325476u};
+#if MD5_LITTLE_ENDIAN
+    if (n < 56) { /* a key of one block (most keys): padded in place as words, no buffering */
+        uint32_t m[16] = {0};
+        memcpy(m, p, n);
+        ((uint8_t *)m)[n] = 0x80;
+        m[14] = (uint32_t)(n * 8);
+        md5_words(h, m);
+        memcpy(out, h, 16);
+        return;
+    }
+#endif
     size_t full = n / 64, rem = n % 64;
     for (size_t i = 0; i < full; i++) md5_block(h, p + 64 * i);
     uint8_t tail[128];

@@ -18,7 +18,7 @@ from kafkalog.io.file_access import pread
 from kafkalog.segment.log_segment import LogSegment
 
 from .batch_filter import CleanerFilter, CleanerStats, LastRecord, filter_batches
-from .columnar import Chunk, filter_chunk, map_chunk, read_chunk
+from .columnar import Chunk, Superseded, filter_chunk, map_chunk, read_chunk
 from .config import CleanerConfig
 from .crc_check import check_chunk, crc_scan, raise_corrupt
 from .dirty_range import LogToClean
@@ -124,6 +124,8 @@ class Cleaner:
         self._buffers = _Buffers(self.config.cleaner_io_buffer_size, self.config.max_message_size)
         #: per segment (base offset), the byte range this pass has read and CRC-checked
         self._checked: dict[int, tuple[int, int]] = {}
+        #: the batches the clean pass frames without decoding them (``columnar.Superseded``), once the map is built
+        self._superseded: tuple | None = None
         self._check_done = check_done or (lambda: None)
         self._throttle = throttle or (lambda _n: None)
 
@@ -169,18 +171,25 @@ class Cleaner:
         txn.add_aborted_transactions(
             collect_aborted_transactions(log.segments.values(), log.log_start_offset, start, end))
         desired = omap.desired_size(self.config.dedupe_buffer_load_factor)
+        marks = Superseded(start)
+        self._superseded = None
         for i, seg in enumerate(dirty):
             self._check_done()
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            if self._map_segment(log, seg, start, next_start, desired, txn, stats):
-                return
+            if self._map_segment(log, seg, start, next_start, desired, txn, stats, marks):
+                break
+        self._superseded = marks.for_decoder(omap)
 
     def _map_segment(self, log: Log, seg: LogSegment, start: int, next_start: int, desired: int,
-                     txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
+                     txn: CleanedTransactionMetadata, stats: CleanerStats, marks: Superseded) -> bool:
         omap = self.offset_map
         position = seg.offset_index.lookup(start).position
         for chunk in self._chunks(log, seg, position):
             full = map_chunk(chunk, omap, start, desired, txn, stats) if chunk.columns is not None else None
+            if full is not None:
+                marks.note_chunk(chunk.columns)
+            else:
+                marks.usable = False  # records mapped one by one: their keyless ones are not noted
             if full:
                 return True
             if full is not None:
@@ -207,11 +216,12 @@ class Cleaner:
         return False
 
     def _chunks(self, log: Log, seg: LogSegment, position: int, end: int | None = None, *,
-                decode: bool = True) -> Iterator[Chunk]:
+                decode: bool = True, superseded: tuple | None = None) -> Iterator[Chunk]:
         """The chunks from ``position`` to ``end`` (default: the end of the segment), one read buffer at a time
         (each holding whole batches); the buffer grows while not even one batch fits. Every batch's CRC is checked
         (``CleanerCorruptBatchError``) before its chunk is handed out. On the compiled path (the offset map's
-        buffer exists) each chunk comes decoded into columns when it can be; ``decode=False`` only frames."""
+        buffer exists) each chunk comes decoded into columns when it can be; ``decode=False`` only frames;
+        ``superseded``: the batches to frame without their records (``Superseded.for_decoder``)."""
         compiled = self.offset_map.table is not None
         buffers = self._buffers
         path = seg.log_path
@@ -224,7 +234,7 @@ class Cleaner:
                 data = pread(fh, position, min(buffers.size, size - position))
                 self._throttle(len(data))
                 if decode:
-                    chunk = read_chunk(data, compiled)
+                    chunk = read_chunk(data, compiled, superseded)
                     check_chunk(chunk.data, chunk.valid, compiled, path, position)
                 else:
                     view = memoryview(data)
@@ -300,7 +310,7 @@ class Cleaner:
     def _clean_into(self, log: Log, source: LogSegment, dest: LogSegment, flt: CleanerFilter,
                     stats: CleanerStats) -> int:
         removed = 0
-        for chunk in self._chunks(log, source, 0):
+        for chunk in self._chunks(log, source, 0, superseded=self._superseded):
             result = filter_chunk(chunk, flt) if chunk.columns is not None else None
             if result is None:
                 result = filter_batches(chunk.data, chunk.batches, flt)

@@ -20,7 +20,7 @@ import numpy as np
 
 from kafkalog.errors import CleanerError, CorruptRecordError
 from kafkalog.records.batch import build_empty_batch
-from kafkalog.records.columns import RecordColumns, read_record_columns
+from kafkalog.records.columns import RecordColumnReader, RecordColumns
 from kafkalog.records.compression import compressors
 from kafkalog.records.reader import read_batches
 from kafkalog.records.record import TimestampType
@@ -31,7 +31,7 @@ from .batch_filter import BatchRetention, CleanerFilter, CleanerStats, FilterRes
 from .offset_map import OffsetMap
 from .txn_metadata import CleanedTransactionMetadata
 
-__all__ = ["Chunk", "ChunkColumns", "read_chunk", "map_chunk", "filter_chunk"]
+__all__ = ["Chunk", "ChunkColumns", "Superseded", "read_chunk", "map_chunk", "filter_chunk"]
 
 _ENCODE_COLUMNS = ("offset", "timestamp", "key_offsets", "key_valid", "key_data", "value_offsets", "value_valid",
                    "value_data", "header_offsets", "header_key_offsets", "header_key_data", "header_value_offsets",
@@ -59,7 +59,10 @@ class ChunkColumns:
         self.base_timestamp = _field(u8, pos, 27, ">i8")
         self.max_timestamp = _field(u8, pos, 35, ">i8")
         self.header_count = _field(u8, pos, 57, ">i4").astype(np.int32)
+        #: the records decoded per batch: none for a batch the decoder framed without them (``Superseded``)
         self.counts = np.diff(np.append(self.batch_start, self.n))
+        #: the records read per batch, as Kafka counts them: those decoded, or the header's count where none were
+        self.read_counts = np.where(self.counts == 0, self.header_count, self.counts)
 
     def plain(self) -> bool:
         """No control and no transactional batch."""
@@ -96,16 +99,58 @@ class Chunk:
         return sum(b.record_count for b in self.batches)
 
 
-def read_chunk(data: bytes, compiled: bool) -> Chunk:
+class Superseded:
+    """The batches of a clean pass that keep no record, known from the offset map before they are read: a data
+    batch (neither control nor transactional) inside the offsets the map covers keeps a record only if one of its
+    offsets is a mapped key's latest (a value of the map) or a record without a key (which Kafka counts as
+    invalid). The clean pass's decoder frames the others without decompressing them (``_columns.c``'s
+    ``Superseded``); ``filter_chunk`` drops them, or keeps them empty, as it would after decoding them.
+
+    Built while the map is: the offsets of records without a key are noted chunk by chunk (at most
+    ``MAX_NO_KEY``; past that, or when a chunk took the per-record path, nothing is skipped)."""
+
+    MAX_NO_KEY = 1 << 20
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.usable = True
+        self._no_key: list[np.ndarray] = []
+        self._no_key_count = 0
+
+    def note_chunk(self, cc: ChunkColumns) -> None:
+        """The map pass read ``cc``: remember its records without a key."""
+        a = cc.cols.arrays
+        offsets = a["offset"][(a["key_valid"] == 0) & (a["offset"] >= self.start)]
+        if len(offsets):
+            self._no_key.append(offsets.astype(np.int64))
+            self._no_key_count += len(offsets)
+            self.usable = self.usable and self._no_key_count <= self.MAX_NO_KEY
+
+    def for_decoder(self, omap: OffsetMap) -> tuple[np.ndarray, int, int] | None:
+        """(live offsets sorted, first, last offset the map covers) for the decoder, or None (skip nothing)."""
+        if not self.usable or omap.table is None or omap.latest_offset < self.start:
+            return None
+        values = np.empty(omap.size, np.int64)
+        n = native.compiled.map_offsets(omap.table, omap.size, values)
+        live = np.sort(np.concatenate([values[:n], *self._no_key]))
+        return live, self.start, omap.latest_offset
+
+
+def read_chunk(data: bytes, compiled: bool, superseded: tuple[np.ndarray, int, int] | None = None) -> Chunk:
     """Frame ``data`` as ``read_batches`` does (whole batches from its start); with ``compiled``, decode a chunk
     that starts with a magic 2 batch into columns, which frame it the same way (a chunk whose records do not
-    decode is framed by ``read_batches`` and left to the per-record path, which raises what it raises)."""
+    decode is framed by ``read_batches`` and left to the per-record path, which raises what it raises).
+    ``superseded``: ``Superseded.for_decoder``, the batches to frame without decoding their records."""
     view = memoryview(data)
     if compiled and len(data) > _MAGIC and data[_MAGIC] == 2:
+        reader = RecordColumnReader(view, verify_crc=False, max_records=None, max_bytes=None)
+        reader.superseded = superseded
         try:
-            cols = read_record_columns(view, verify_crc=False)
+            cols: RecordColumns | None = list(reader._chunks())[-1]
         except CorruptRecordError:
             cols = None
+        finally:
+            reader.close()
         if cols is not None:
             nb = len(cols.arrays["batch_start"])
             plain_v2 = nb and not (cols.arrays["batch_magic"] != 2).any()
@@ -183,7 +228,7 @@ def filter_chunk(chunk: Chunk, flt: CleanerFilter) -> FilterResult | None:
     copy = (kept > 0) & (kept == cc.counts) & ~set_horizon
     rebuild = (kept > 0) & ~copy
     empties = np.flatnonzero((kept == 0) & retain_empty).tolist()
-    result = FilterResult(bytes_read=int(cc.size.sum()), messages_read=int(cc.counts[~delete].sum()))
+    result = FilterResult(bytes_read=int(cc.size.sum()), messages_read=int(cc.read_counts[~delete].sum()))
     actions = np.where(copy, 1, np.where(rebuild, 2, 0)).astype(np.int8)
     retained = copy | rebuild
     retained[empties] = True

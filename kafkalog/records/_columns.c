@@ -220,37 +220,86 @@ static int decode_compressed(Builder *b, PyObject *decompress, const Codecs *cd,
     return r;
 }
 
+/* The cleaner's batches it knows to drop whole (run()'s `superseded`): a compressed batch that is neither control
+ * nor transactional, lies within [lo, hi] (the offsets its offset map covers) and holds none of `live` (sorted
+ * offsets: each mapped key's latest record, and every record without a key) keeps no record, so it is framed with
+ * no records instead of being decompressed. */
+typedef struct {
+    const int64_t *live;
+    Py_ssize_t n;
+    long long lo, hi;
+} Superseded;
+
+static int superseded(const Superseded *sk, const uint8_t *h, uint16_t attrs, int codec) {
+    if (!sk || !codec || (attrs & 0x30)) return 0;
+    long long base = (long long)be64(h), last = base + (int32_t)be32(h + 23);
+    if (base < sk->lo || last > sk->hi || last < base) return 0;
+    Py_ssize_t a = 0, z = sk->n; /* the first live offset >= base */
+    while (a < z) {
+        Py_ssize_t m = a + (z - a) / 2;
+        if (sk->live[m] < base) a = m + 1;
+        else z = m;
+    }
+    return a == sk->n || sk->live[a] > last;
+}
+
 /* run(buf, pos, end, verify_crc, crc_func, max_records, max_bytes, decompress, codecs, hint) -> position of the
  * first batch not taken. decompress(codec_id, memoryview, out) -> int | bytes (see decode_compressed) handles
  * codecs 1-4; codecs = (lz4 decompress_block_into, zstd decompress_into, max_size[, zstandard's decompress of this
  * thread's context, for payloads of one plain frame[, snappy decompress_raw_into]]) lets lz4, zstd and snappy skip
  * it; with
  * both None compressed batches are left to Python.
- * hint: the key/value bytes to reserve (default: end - pos), capped by max_bytes. */
+ * hint: the key/value bytes to reserve (default: end - pos), capped by max_bytes.
+ * superseded: None, or (live, lo, hi) for the cleaner's pass (see Superseded): the batches it names get no records
+ * (their header count stays what it is), and nothing else changes. */
 static PyObject *Builder_run(Builder *b, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, end;
     int verify;
-    PyObject *crc_func, *decompress = Py_None, *codecs_obj = Py_None;
+    PyObject *crc_func, *decompress = Py_None, *codecs_obj = Py_None, *skip_obj = Py_None, *live_obj;
     long long max_records, max_bytes;
     Py_ssize_t hint = -1;
     Codecs codecs, *cd = NULL;
-    if (!PyArg_ParseTuple(args, "y*nnpOLL|OOn", &view, &pos, &end, &verify, &crc_func, &max_records, &max_bytes,
-                          &decompress, &codecs_obj, &hint))
+    Superseded skip, *sk = NULL;
+    Py_buffer live = {0};
+    if (!PyArg_ParseTuple(args, "y*nnpOLL|OOnO", &view, &pos, &end, &verify, &crc_func, &max_records, &max_bytes,
+                          &decompress, &codecs_obj, &hint, &skip_obj))
         return NULL;
     if (check_open(b) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
+    if (skip_obj != Py_None) {
+        if (!PyArg_ParseTuple(skip_obj, "OLL;superseded must be (live offsets, lo, hi)", &live_obj, &skip.lo,
+                              &skip.hi) ||
+            PyObject_GetBuffer(live_obj, &live, PyBUF_C_CONTIGUOUS) < 0) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        if (live.len % 8) {
+            PyErr_SetString(PyExc_ValueError, "run: live offsets must be int64");
+            PyBuffer_Release(&live);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        skip.live = (const int64_t *)live.buf;
+        skip.n = live.len / 8;
+        sk = &skip;
+    }
     b->busy = 1;
     Py_CLEAR(b->error);
     if (codecs_obj != Py_None) {
         codecs.zfast = codecs.snappy = NULL;
+        codecs.zdctx = NULL;
         if (!PyArg_ParseTuple(codecs_obj,
                               "OOL|OO;codecs must be (lz4_into, zstd_into, max_size[, zstd_decompress[, snappy_into]])",
                               &codecs.lz4, &codecs.zstd, &codecs.max_size, &codecs.zfast, &codecs.snappy))
             goto error;
         if (codecs.zfast == Py_None) codecs.zfast = NULL;
+        if (codecs.zfast && PyCapsule_CheckExact(codecs.zfast)) { /* this thread's libzstd context */
+            if (!(codecs.zdctx = PyCapsule_GetPointer(codecs.zfast, ZSTD_CONTEXT_NAME))) goto error;
+            codecs.zfast = NULL;
+        }
         if (codecs.snappy == Py_None) codecs.snappy = NULL;
         if (codecs.max_size < 0) {
             PyErr_SetString(PyExc_ValueError, "run: max_size must not be negative");
@@ -320,7 +369,8 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
             b->ahead_end = p + stop + ahead;
         }
         Py_ssize_t start = b->n_records;
-        int r = codec ? decode_compressed(b, decompress, cd, codec, h, stop - pos - 61, count, attrs)
+        int r = superseded(sk, h, attrs, codec) ? 0
+                : codec ? decode_compressed(b, decompress, cd, codec, h, stop - pos - 61, count, attrs)
                       : decode_records(b, h + 61, stop - pos - 61, count, be64(h), be64(h + 27), (attrs & 0x08) != 0,
                                        (int64_t)be64(h + 35), (int64_t)(pos + 61));
         b->ahead_end = NULL;
@@ -333,10 +383,12 @@ static PyObject *Builder_run(Builder *b, PyObject *args) {
         pos = stop;
     }
     b->busy = 0;
+    if (sk) PyBuffer_Release(&live);
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(pos);
 error:
     b->busy = 0;
+    if (sk) PyBuffer_Release(&live);
     PyBuffer_Release(&view);
     return NULL;
 }
@@ -488,6 +540,16 @@ PyMODINIT_FUNC PyInit__columns(void) {
 #endif
     /* whether run() inflates gzip members itself (built with zlib's headers) or asks its decompress callback */
     if (PyModule_AddIntConstant(m, "gzip_in_c", gzip_in_c) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#ifdef KAFKALOG_HAVE_ZSTD
+    /* libzstd's version at run time (ZSTD_versionNumber, e.g. 10504), 0 when built without its headers */
+    long zstd_in_c = (long)ZSTD_versionNumber();
+#else
+    long zstd_in_c = 0;
+#endif
+    if (PyModule_AddIntConstant(m, "zstd_in_c", zstd_in_c) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -263,11 +263,54 @@ static int codec_into(PyObject *fn, const uint8_t *src, Py_ssize_t n, char *dst,
 /* The codec functions run() calls itself: cramjam's lz4 decompress_block_into, compression._zstd_into, the max_size
  * limit of compression.decompress, (or NULL) this thread's zstandard ZstdDecompressor.decompress, called here
  * directly on the payloads _zstd_fast takes (no Python frame per batch), and (or NULL) cramjam's snappy
- * decompress_raw_into (_columns_snappy.h). */
+ * decompress_raw_into (_columns_snappy.h). zdctx: instead of zfast, this thread's libzstd context (zstd_context(),
+ * when built with libzstd's headers), which decodes those payloads straight into the scratch buffer. */
 typedef struct {
     PyObject *lz4, *zstd, *zfast, *snappy;
+    void *zdctx;
     long long max_size;
 } Codecs;
+
+/* ---- zstd with libzstd, when built with it (KAFKALOG_HAVE_ZSTD) ------------------------------------------------ */
+
+#define ZSTD_CONTEXT_NAME "kafkalog.records._columns.zstd_context"
+
+#ifdef KAFKALOG_HAVE_ZSTD
+#include <zstd.h>
+
+static void zstd_context_free(PyObject *capsule) {
+    ZSTD_DCtx *d = (ZSTD_DCtx *)PyCapsule_GetPointer(capsule, ZSTD_CONTEXT_NAME);
+    if (d) ZSTD_freeDCtx(d);
+}
+
+/* zstd_context() -> capsule: a libzstd decompression context, for one thread (codec_contexts keeps one per thread
+ * and hands it to run() in place of zstandard's decompress). */
+static PyObject *py_zstd_context(PyObject *self, PyObject *noargs) {
+    ZSTD_DCtx *d = ZSTD_createDCtx();
+    if (!d) return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(d, ZSTD_CONTEXT_NAME, zstd_context_free);
+    if (!capsule) ZSTD_freeDCtx(d);
+    return capsule;
+}
+
+/* A payload of one plain frame (zstd_simple) decoded into dst[0:room] with ZSTD_decompressDCtx, which checks what
+ * zstandard's decompress(max_output_size=room, allow_extra_data=False) checks: a corrupt frame, a content size or
+ * checksum that does not match, output beyond room, bytes after the frame. 0 = *written set, 1 = declined (the
+ * caller asks _zstd_into, whose answer, or error, stands). */
+static int zstd_dctx_into(void *dctx, const uint8_t *src, Py_ssize_t n, char *dst, Py_ssize_t room,
+                          Py_ssize_t *written) {
+    size_t r = ZSTD_decompressDCtx((ZSTD_DCtx *)dctx, dst, (size_t)room, src, (size_t)n);
+    if (ZSTD_isError(r) || r > (size_t)room) return 1;
+    *written = (Py_ssize_t)r;
+    return 0;
+}
+
+#define ZSTD_CONTEXT_METHODS                                                                                          \
+    {"zstd_context", py_zstd_context, METH_NOARGS,                                                                    \
+     "zstd_context() -> capsule: a libzstd decompression context for one thread, passed to run() in codecs"},
+#else
+#define ZSTD_CONTEXT_METHODS
+#endif
 
 /* zfast(src, max_output_size=room, allow_extra_data=False) copied into dst: 0 = *written set, 1 = declined (the
  * caller asks _zstd_into, whose answer stands), -1 = a Python error to propagate. */
@@ -336,6 +379,10 @@ static int zstd_into(Col *sc, const Codecs *cd, const uint8_t *body, Py_ssize_t 
     if (bound < 0) return 1;
     if (bound > cd->max_size) bound = cd->max_size;
     if (bound > sc->cap) return 2;
+#ifdef KAFKALOG_HAVE_ZSTD
+    if (cd->zdctx && zstd_simple(&zi, bound) && zstd_dctx_into(cd->zdctx, body, len, sc->p, (Py_ssize_t)bound, out) == 0)
+        return 0;
+#endif
     if (cd->zfast && zstd_simple(&zi, bound)) {
         int r = zstd_fast_into(cd->zfast, body, len, sc->p, (Py_ssize_t)bound, out);
         if (r <= 0) return r;
@@ -391,6 +438,7 @@ static PyObject *py_zstd_bound(PyObject *self, PyObject *arg) {
 }
 
 #define CODEC_METHODS \
-    {"zstd_bound", py_zstd_bound, METH_O, "zstd_bound(payload) -> int: _zstd_bound in C (-1 where it raises)"},
+    {"zstd_bound", py_zstd_bound, METH_O, "zstd_bound(payload) -> int: _zstd_bound in C (-1 where it raises)"}, \
+    ZSTD_CONTEXT_METHODS
 
 #endif

@@ -13,12 +13,17 @@ import threading
 
 import zstandard
 
+from .native import compiled
+
 __all__ = ["zstd_decoder"]
 
 #: cramjam's streaming decoder refuses frames whose window exceeds zstd's default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT
 #: = 27); zstandard's one-shot decode into a bounded buffer would not, so such frames go to cramjam.
 _ZSTD_WINDOW_LIMIT = 1 << 27
 _CONTEXTS = threading.local()
+#: the compiled decoder's maker of a libzstd context (``_columns.zstd_context``), None when it was built without
+#: libzstd's headers (or is not built): ``zstd_decoder`` then hands it zstandard's decompress instead
+_LIBZSTD_CONTEXT = getattr(compiled, "zstd_context", None)
 
 
 def _zstd_dctx() -> zstandard.ZstdDecompressor:
@@ -58,7 +63,14 @@ def _zstd_fast(mv: bytes | memoryview, room: int) -> bytes | None:
 
 
 def zstd_decoder() -> object:
-    """This thread's ``ZstdDecompressor.decompress``: the compiled walker calls it itself (as ``_zstd_fast`` does,
-    after the same header checks, made in C) before ``compression._zstd_into``, sparing two Python calls per
-    batch."""
-    return _zstd_dctx().decompress
+    """What the compiled walker decodes a payload of one plain zstd frame with (the header checks of ``_zstd_fast``
+    made in C) before asking ``compression._zstd_into``: this thread's libzstd context when the extension was built
+    with libzstd's headers (decoded in C straight into its buffer, no Python call per batch), else this thread's
+    ``ZstdDecompressor.decompress``, which it calls itself."""
+    if _LIBZSTD_CONTEXT is None:
+        return _zstd_dctx().decompress
+    try:
+        return _CONTEXTS.libzstd
+    except AttributeError:
+        _CONTEXTS.libzstd = _LIBZSTD_CONTEXT()
+        return _CONTEXTS.libzstd

@@ -419,6 +419,9 @@ class RecordColumnReader(SourceReader):
         self.valid_bytes, self.invalid_bytes = position, 0
         self.error: CorruptRecordError | None = None
         self._used = False
+        #: the log cleaner's batches to frame without their records (``_columns.c``'s ``Superseded``: live offsets,
+        #: lo, hi); None everywhere else
+        self.superseded: tuple | None = None
 
     def __iter__(self) -> Iterator[RecordColumns]:
         if self._used:
@@ -453,7 +456,7 @@ class RecordColumnReader(SourceReader):
             declined = None
             if fast:
                 pos = builder.run(buf, pos, end, verify, crc32c, max_records, max_bytes, _decompress_payload,
-                                  (*BLOCK_DECODERS, zstd_decoder(), SNAPPY_BLOCK_INTO))
+                                  (*BLOCK_DECODERS, zstd_decoder(), SNAPPY_BLOCK_INTO), -1, self.superseded)
                 self.valid_bytes = pos
                 declined = builder.take_error()  # why the batch at pos was declined, if a codec call raised
                 if pos >= end or builder.n_records >= max_records or builder.n_bytes >= max_bytes:

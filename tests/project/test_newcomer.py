@@ -68,6 +68,7 @@ def test_version_and_doctor_say_when_the_compiled_parts_are_missing() -> None:
     for name in ("compiled record decoder (kafkalog.records._columns)", "compiled log cleaner (kafkalog.cleaner._cleaner)"):
         assert not checks[name]["ok"] and checks[name]["detail"].startswith("not built")
     assert checks["CRC32C"]["detail"].startswith("crc32c package")
+    assert not checks["codecs in C"]["ok"] and checks["codecs in C"]["detail"].startswith("none")
     assert {"kafkalog", "Java", "Kafka oracle", "fiu-utils", "pyspark"} <= set(checks)
 
 
@@ -79,9 +80,14 @@ def test_doctor_reports_this_install() -> None:
     result = CliRunner().invoke(main, ["doctor"], catch_exceptions=False)
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    assert all(line[:3] in ("ok ", "-- ") for line in lines) and len(lines) == 8
+    assert all(line[:3] in ("ok ", "-- ") for line in lines) and len(lines) == 9
     decoder = next(line for line in lines if "kafkalog.records._columns" in line)
     assert decoder.startswith("ok ") == native.available()
+    codecs = next(line for line in lines if " codecs in C: " in line)
+    if native.available():
+        assert ("zstd with libzstd " in codecs) == bool(native.compiled.zstd_in_c)
+        assert ("gzip with zlib" in codecs) == bool(native.compiled.gzip_in_c)
+        assert codecs.startswith("ok ") == bool(native.compiled.zstd_in_c and native.compiled.gzip_in_c)
     crc = next(line for line in lines if " CRC32C: " in line)
     if native.available():
         assert f"path {native.compiled.crc_path()} " in crc and f"record walk path {native.compiled.walk_path()} " in crc
@@ -112,6 +118,49 @@ def test_a_build_without_a_compiler_says_what_it_skipped(tmp_path: Path) -> None
     said = build.stderr
     assert said.count("kafkalog: kafkalog.records._columns and kafkalog.cleaner._cleaner could not be compiled") == 1
     assert "many times" in said and "install a C compiler" in said and "kafkalog doctor" in said
+
+
+def test_a_build_without_libzstd_headers_decodes_zstd_through_zstandard(tmp_path: Path) -> None:
+    """``setup.py build_ext`` where ``zstd.h`` does not compile (as without libzstd-dev): the record decoder is
+    still built, with zlib, without libzstd; it decodes zstd batches through the zstandard package, the same
+    columns as the pure-Python decoder, and doctor names the package to install."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md", "MANIFEST.in"):
+        shutil.copy2(REPO_ROOT / name, src / name)
+    shutil.copytree(REPO_ROOT / "kafkalog", src / "kafkalog", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    headers = tmp_path / "include"
+    headers.mkdir()
+    (headers / "zstd.h").write_text("#error no libzstd here\n")
+    build = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace", "--build-temp", str(tmp_path / "tmp")],
+        cwd=src, env={**os.environ, "CFLAGS": f"-I{headers} -O0"}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr[-3000:]
+    child = textwrap.dedent(
+        """
+        import json, sys
+        from kafkalog.records import CompressionType, build_batch, read_record_columns
+        from kafkalog.records.native import compiled
+        from kafkalog.records import codec_contexts
+        from kafkalog_cli.doctor import checks
+        batch = build_batch([(b"k%d" % i, b"v" * i, []) for i in range(50)], base_offset=7,
+                            compression=CompressionType.ZSTD)
+        a = read_record_columns(batch, implementation="compiled")
+        b = read_record_columns(batch, implementation="python")
+        codecs = next(c for c in checks() if c.name == "codecs in C")
+        print(json.dumps([compiled.__file__, compiled.zstd_in_c, compiled.gzip_in_c, callable(codec_contexts.zstd_decoder()),
+                          a.to_arrow().equals(b.to_arrow()), len(a), codecs.ok, codecs.detail]))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{REPO_ROOT}"}
+    ran = subprocess.run([sys.executable, "-c", child], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    where, zstd_c, gzip_c, calls_zstandard, same, n, ok, detail = json.loads(ran.stdout)
+    assert where.startswith(str(src)) and zstd_c == 0 and gzip_c == 1 and calls_zstandard
+    assert same and n == 50
+    assert not ok and "zstd through the zstandard package" in detail and "libzstd-dev" in detail
 
 
 # --- docstrings ----------------------------------------------------------------------------------------------------
