@@ -360,7 +360,31 @@ def box_cpu() -> tuple[float, dict[str, float]]:
         role = next((name for key, name in _ROLES if key in cmd), "bench" if pid == os.getpid() else None)
         if up == os.getpid() and role is not None:
             roles[role] = roles.get(role, 0.0) + seconds
+            if role == "executor JVMs":
+                for name, t in _jit_threads(pid).items():
+                    roles[f"(executor {name})"] = roles.get(f"(executor {name})", 0.0) + t
     return busy, roles
+
+
+def _jit_threads(pid: int) -> dict[str, float]:
+    """CPU seconds of a JVM's JIT compiler threads and of its task threads."""
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        kind = "JIT" if "CompilerThre" in name else "task threads" if name.startswith("Executor task") else None
+        if kind:
+            fields = text.rsplit(")", 1)[1].split()
+            out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / _HZ
+    return out
 
 
 def _cpu_line(before: tuple[float, dict], after: tuple[float, dict], wall: float) -> str:
