@@ -326,6 +326,75 @@ def cluster_driver(spec: dict) -> int:
     return 0
 
 
+_HZ = os.sysconf("SC_CLK_TCK")
+#: what each process of the cluster is, by its command line (anything else on the box: "other")
+_ROLES = (("deploy.master.Master", "master"), ("deploy.worker.Worker", "worker JVMs"),
+          ("CoarseGrainedExecutorBackend", "executor JVMs"), ("pyspark.daemon", "executor Python"),
+          ("--cluster-driver", "drivers"), ("SparkSubmit", "drivers"), ("pyspark/jars", "drivers"))  # fmt: skip
+
+
+def box_cpu() -> tuple[float, dict[str, float]]:
+    """(the whole machine's busy CPU seconds so far, CPU seconds per cluster role of this benchmark's live
+    descendants): taken before and after a job, they say whether the job had idle cores to run its tasks side by
+    side, and who used them."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    busy = (sum(ticks) - ticks[3] - ticks[4]) / _HZ
+    procs: dict[int, tuple[int, str, float]] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        procs[int(pid)] = (int(fields[1]), cmd, (int(fields[11]) + int(fields[12])) / _HZ)
+    roles: dict[str, float] = {}
+    for pid, (_, cmd, seconds) in procs.items():
+        up = pid
+        while up in procs and up != os.getpid():
+            up = procs[up][0]
+        role = next((name for key, name in _ROLES if key in cmd), "bench" if pid == os.getpid() else None)
+        if up == os.getpid() and role is not None:
+            roles[role] = roles.get(role, 0.0) + seconds
+            if role == "executor JVMs":
+                for name, t in _jit_threads(pid).items():
+                    roles[f"(executor {name})"] = roles.get(f"(executor {name})", 0.0) + t
+    return busy, roles
+
+
+def _jit_threads(pid: int) -> dict[str, float]:
+    """CPU seconds of a JVM's JIT compiler threads and of its task threads."""
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        kind = "JIT" if "CompilerThre" in name else "task threads" if name.startswith("Executor task") else None
+        if kind:
+            fields = text.rsplit(")", 1)[1].split()
+            out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / _HZ
+    return out
+
+
+def _cpu_line(before: tuple[float, dict], after: tuple[float, dict], wall: float) -> str:
+    busy = after[0] - before[0]
+    ours = {k: v - before[1].get(k, 0.0) for k, v in after[1].items()}
+    other = busy - sum(max(v, 0.0) for v in ours.values())
+    parts = " ".join(f"{k} {v:.2f}" for k, v in sorted(ours.items(), key=lambda kv: -kv[1]) if v > 0.005)
+    return f"box busy {busy / wall:.2f} of 2 cores over {wall:.2f}s: {parts} other {max(other, 0.0):.2f} s"
+
+
 def cluster2(rounds: int, work: Path, gib: float, with_scan: bool) -> None:
     """1 worker against 2 workers on the namespace cluster, validation (and the narrow scan) in turns."""
     from kafkalog.archive.discovery import discover_segments
@@ -358,13 +427,16 @@ def cluster2(rounds: int, work: Path, gib: float, with_scan: bool) -> None:
         print(f"  cluster and warm drivers up in {time.perf_counter() - t:.1f}s; {_load()}", flush=True)
         best: dict[str, float] = {}
         phases: dict[str, dict] = {}
+        cpu: dict[int, list[str]] = {1: [], 2: []}
         for r in range(rounds):
             line = []
             lib = library_loop(items)
             best["in-process"] = min(best.get("in-process", 1e9), lib)
             line.append(f"in-process verify_segment loop {lib:.2f}s")
             for n, d in drivers.items():
+                before, t = box_cpu(), time.perf_counter()
                 res = d.ask("validate")
+                cpu[n].append(_cpu_line(before, box_cpu(), time.perf_counter() - t))
                 if res["seconds"] < best.get(f"validate {n}", 1e9):
                     best[f"validate {n}"] = res["seconds"]
                     phases[f"validate {n}"] = res["phases"]
@@ -375,6 +447,8 @@ def cluster2(rounds: int, work: Path, gib: float, with_scan: bool) -> None:
                     best[f"scan {n}"] = min(best.get(f"scan {n}", 1e9), res["seconds"])
                     line.append(f"scan {n} worker(s) {res['seconds']:.2f}s")
             print(f"  round {r + 1}: " + "; ".join(line) + f"; {_load()}", flush=True)
+            for n in (1, 2):
+                print(f"    {n} worker(s) CPU: {cpu[n][-1]}", flush=True)
     finally:
         for d in drivers.values():
             d.stop()

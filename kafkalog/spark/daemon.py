@@ -8,9 +8,9 @@ kafkalog's CLI promises no tracebacks, so ``DEFAULT_CONF`` points ``spark.python
 This module runs the stock daemon unchanged except for two things: a worker whose socket the JVM has already
 closed (``BrokenPipeError`` or ``ConnectionResetError``) exits at once, as SPARK-54344 wants, without printing
 anything (the JVM has already given up on that socket, so there is nobody left to tell; any other error keeps
-PySpark's behaviour); and a reused worker freezes its long-lived objects after its first task
-(:func:`kafkalog.spark.worker_gc.freeze_once`), so the full collection the stock daemon runs between tasks does
-not walk them.
+PySpark's behaviour); and a reused worker freezes its long-lived objects after its first task, and after a later
+one that left many more (:func:`kafkalog.spark.worker_gc.freeze_survivors`), so the full collection the stock daemon
+runs between tasks does not walk them.
 
 Executors import it as ``python -m kafkalog.spark.daemon``; they need kafkalog installed anyway for the jobs.
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import pyspark.daemon as _stock
 
-from kafkalog.spark.worker_gc import freeze_once
+from kafkalog.spark.worker_gc import freeze_survivors
 
 _stock_worker = _stock.worker
 #: what a worker's flush raises when the JVM has already closed its socket
@@ -46,7 +46,7 @@ def worker(sock: Any, authenticated: bool) -> int:
         # os._exit, as the stock daemon ends a worker: returning would free the worker's buffered socket files,
         # whose finalizers would try the failed flush again and print "Exception ignored" instead.
         os._exit(1)
-    freeze_once()
+    freeze_survivors()
     return code
 
 

@@ -105,7 +105,7 @@ from kafkalog.spark.scan import (
     scan_range,
 )
 from kafkalog.spark.split import split_big_segments
-from kafkalog.spark.worker_gc import freeze_worker_once, fresh_worker_age
+from kafkalog.spark.worker_gc import freeze_worker, fresh_worker_age
 
 _NO_UPPER = 1 << 63
 _MIN_LONG = -(1 << 63)
@@ -356,7 +356,7 @@ class KafkaLogReader(DataSourceReader):
 
     def read(self, partition: SegmentGroup):
         startup = fresh_worker_age()
-        freeze_worker_once()
+        freeze_worker()
         quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
         if not isinstance(partition, SegmentGroup):  # Spark plans one InputPartition(None) when we return none
             return

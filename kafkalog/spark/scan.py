@@ -21,6 +21,7 @@ from kafkalog.errors import CorruptRecordError
 from kafkalog.io.file_access import mapped_range
 from kafkalog.log.salvage_scan import next_batch_position
 from kafkalog.records import iter_record_columns
+from kafkalog.records.columns import numpy_arrow
 
 __all__ = ["COLUMNS", "SCHEMA", "ScanMetrics", "ScanSpec", "arrow_schema", "coalesced", "read_scan_metrics",
            "scan_joined", "scan_range"]
@@ -176,20 +177,27 @@ def _to_batches(chunk, keep: np.ndarray | None, spec: ScanSpec) -> Iterator:
         return
     table = chunk.to_arrow([_SOURCES[c] for c in spec.columns if _SOURCES[c]])
     if keep is not None and table.num_columns:
-        table = table.filter(pa.array(keep))
+        table = table.filter(numpy_arrow(pa, keep))
     cols = []
     for name in spec.columns:
         if name == "topic":
-            topic = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([spec.topic]))
-            cols.append(topic.cast(pa.string()))
+            cols.append(_repeated_string(pa, spec.topic, n))
         elif name == "partition":
-            cols.append(pa.array(np.full(n, spec.partition, dtype=np.int32)))
+            cols.append(numpy_arrow(pa, np.full(n, spec.partition, dtype=np.int32)))
         else:
             cols.append(table[_SOURCES[name]])
     schema = spec.schema if spec.schema is not None else arrow_schema()
     out = pa.Table.from_arrays([c if isinstance(c, pa.ChunkedArray) else pa.chunked_array([c]) for c in cols],
                                schema=schema)  # fmt: skip
     yield from out.to_batches()
+
+
+def _repeated_string(pa, text: str, n: int):
+    """A string array of ``n`` times ``text``, built from its two buffers (a dictionary array cast to strings took
+    ~27x as long: ~0.2 ms per chunk of 5,000 records)."""
+    raw = text.encode()
+    offsets = np.arange(0, (n + 1) * len(raw), len(raw) or 1, dtype=np.int32) if raw else np.zeros(n + 1, np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
 def scan_range(

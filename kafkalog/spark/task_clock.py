@@ -46,7 +46,7 @@ def new_clock(sc) -> Any:
 
 def task_started() -> dict:
     """A task's report so far: its start (wall clock), and its fresh worker's start-up (0 for a reused one; call
-    it before the task's ``freeze_worker_once``)."""
+    it before the task's ``freeze_worker``)."""
     return {"tasks": 1, "first": time.time(), "worker_start_max": fresh_worker_age(), "work": 0.0, "encode": 0.0}
 
 

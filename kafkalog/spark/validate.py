@@ -30,7 +30,7 @@ from kafkalog.archive.tiered import as_rsm_config
 from kafkalog.errors import InvalidArgumentError, KafkaLogError
 from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.timings import PhaseTimer
-from kafkalog.spark.worker_gc import freeze_worker_once
+from kafkalog.spark.worker_gc import freeze_worker
 from kafkalog.verify import PARTITION_FIELDS, SEGMENT_FIELDS, exit_code, print_error, summarize, summary_fields
 from kafkalog.verify.findings import row_value
 from kafkalog.verify.remote import verify_partition_at, verify_segment_at
@@ -116,7 +116,7 @@ def _check_tasks(index_check: bool, options: dict[str, str], deep: bool = False,
             from kafkalog.spark.task_clock import task_started
 
             report = task_started()
-        freeze_worker_once()
+        freeze_worker()
         quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
         groups = getattr(plans, "value", plans)
         for batch in batches:
