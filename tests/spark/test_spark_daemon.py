@@ -174,6 +174,33 @@ def test_datasource_tasks_import_no_pandas(golden_copy) -> None:
     assert result.stdout.split() == ["True", "False"], result.stdout
 
 
+_VALIDATE_IMPORTS = textwrap.dedent(
+    """
+    import sys
+    import pyspark.worker  # what PySpark's daemon has imported in a forked worker before any task
+    from kafkalog.archive.discovery import discover_segments
+    from kafkalog.spark.validate import reports_to_arrow
+    from kafkalog.verify import SEGMENT_FIELDS, verify_segment
+    reports = [verify_segment(i) for i in discover_segments(sys.argv[1])]
+    batch = reports_to_arrow(reports)
+    got = [tuple(d[n] for n in SEGMENT_FIELDS) for d in batch.to_pylist()]
+    r = SEGMENT_FIELDS.index("corrupt_ranges")
+    got = [g[:r] + ([(x["position"], x["size"]) for x in g[r]],) + g[r + 1:] for g in got]
+    print(len(reports) > 0, got == [x.to_row() for x in reports], "pandas" in sys.modules)
+    """
+)
+
+
+def test_validation_tasks_import_no_pandas(golden_copy) -> None:
+    """A validation task's reports become Arrow through Arrow's JSON reader, not ``pa.array`` (which imports
+    pandas on its first call: ~0.4 s of a cold ``spark validate``'s fresh workers), with every field kept."""
+    root = golden_copy("logdir/golden-none-0")
+    result = subprocess.run([sys.executable, "-c", _VALIDATE_IMPORTS, str(root)], capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "False"], result.stdout
+
+
 @pytest.mark.parametrize("which", ["read", "validate"])
 def test_kafkalog_tasks_freeze_nothing_outside_a_worker(golden_copy, which: str) -> None:
     """A driver or script reading through the DataSource's reader in its own process keeps its collections."""
