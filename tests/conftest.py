@@ -116,7 +116,8 @@ def _uses_a_shared_fixture(item: pytest.Item) -> bool:
     info = getattr(item, "_fixtureinfo", None)
     defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
     tests_dir = str(REPO_ROOT / "tests") + os.sep
-    return any(d and d[-1].scope in _WIDE_SCOPES and _defined_in(d[-1].func).startswith(tests_dir) for d in defs.values())
+    return any(d and d[-1].scope in _WIDE_SCOPES and _defined_in(d[-1].func).startswith(tests_dir)
+               for d in defs.values())
 
 
 def _defined_in(func) -> str:
