@@ -143,7 +143,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     module_of = [item.nodeid.split("::", 1)[0] for item in items]
     rank: dict[str, int] = {}
-    for module, item in zip(module_of, items):
+    for module, item in zip(module_of, items, strict=True):
         rank[module] = min(rank.get(module, 3), _rank(item))
     first = {m: i for i, m in reversed(list(enumerate(module_of)))}
     order = sorted(range(len(items)), key=lambda i: (rank[module_of[i]], first[module_of[i]], i))
