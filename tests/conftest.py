@@ -99,7 +99,6 @@ def spark():
     session.stop()
 
 
-
 # --- running under pytest-xdist (README's test command: ``-n auto --dist loadfile --no-loadscope-reorder``) ---------
 #
 # ``--dist loadfile`` runs each module whole on one worker, in file order: a module-scoped fixture (a Spark session,
@@ -116,8 +115,9 @@ def _uses_a_shared_fixture(item: pytest.Item) -> bool:
     info = getattr(item, "_fixtureinfo", None)
     defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
     tests_dir = str(REPO_ROOT / "tests") + os.sep
-    return any(d and d[-1].scope in _WIDE_SCOPES and _defined_in(d[-1].func).startswith(tests_dir)
-               for d in defs.values())
+    return any(
+        d and d[-1].scope in _WIDE_SCOPES and _defined_in(d[-1].func).startswith(tests_dir) for d in defs.values()
+    )
 
 
 def _defined_in(func) -> str:
