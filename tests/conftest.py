@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -96,3 +97,54 @@ def spark():
     register(session)
     yield session
     session.stop()
+
+
+# --- running under pytest-xdist (README's test command: ``-n auto --dist loadfile --no-loadscope-reorder``) ---------
+#
+# ``--dist loadfile`` runs each module whole on one worker, in file order: a module-scoped fixture (a Spark session,
+# a moto server, a cluster) starts once per module as without xdist, and the one module of ``root`` tests (the
+# network-namespace clusters) never runs on two workers at once. (``--dist loadgroup`` would let the other modules'
+# tests spread, but with pytest 9.2 and pytest-xdist 3.8 it ignores ``xdist_group``: pytest-xdist issue #1386.)
+
+_WIDE_SCOPES = ("class", "module", "package", "session")
+
+
+def _uses_a_shared_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses one of the project's fixtures wider than one test (a Spark session, a moto server, a
+    cluster); pytest's own (``tmp_path_factory``) do not count."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    tests_dir = str(REPO_ROOT / "tests") + os.sep
+    return any(
+        d and d[-1].scope in _WIDE_SCOPES and _defined_in(d[-1].func).startswith(tests_dir) for d in defs.values()
+    )
+
+
+def _defined_in(func) -> str:
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    return os.path.realpath(code.co_filename) if code is not None else ""
+
+
+def _rank(item: pytest.Item) -> int:
+    """0 the namespace clusters, 1 Spark, 2 a shared fixture, 3 the rest: roughly the longest modules first."""
+    if item.get_closest_marker("root") is not None:
+        return 0
+    if "/spark/" in item.nodeid.split("::", 1)[0] or item.get_closest_marker("spark") is not None:
+        return 1
+    return 2 if _uses_a_shared_fixture(item) else 3
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker: the modules longest first (xdist keeps the order with
+    ``--no-loadscope-reorder``), so that neither worker is left with a long tail; each module's tests stay together
+    in file order. Without xdist the order is pytest's."""
+    if not hasattr(config, "workerinput"):  # xdist sets it on its workers (and resets their ``dist`` to "no")
+        return
+    module_of = [item.nodeid.split("::", 1)[0] for item in items]
+    rank: dict[str, int] = {}
+    for module, item in zip(module_of, items, strict=True):
+        rank[module] = min(rank.get(module, 3), _rank(item))
+    first = {m: i for i, m in reversed(list(enumerate(module_of)))}
+    order = sorted(range(len(items)), key=lambda i: (rank[module_of[i]], first[module_of[i]], i))
+    items[:] = [items[i] for i in order]

@@ -43,13 +43,32 @@ sys.path[:] = [p for p in sys.path if not os.path.isfile(os.path.join(p or ".", 
 
 def running_site_dirs() -> list[str]:
     """The site-packages dirs of the interpreter running the tests: a venv's own (and the system's when the venv
-    was made with ``--system-site-packages``), or the system's and the user's for a system install."""
+    was made with ``--system-site-packages``), or the system's and the user's for a system install; then the dirs
+    their ``.pth`` files name as plain path lines (a venv layered on another one's packages that way)."""
     import site
 
     dirs = list(site.getsitepackages())
     if site.ENABLE_USER_SITE:
         dirs.append(site.getusersitepackages())
-    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+    dirs = [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+    return list(dict.fromkeys(dirs + [p for d in dirs for p in _pth_path_lines(d)]))
+
+
+def _pth_path_lines(site_dir: str) -> list[str]:
+    """The existing dirs named by the plain path lines of ``site_dir``'s ``.pth`` files (``import`` lines, such
+    as an editable install's hook, are code and left out)."""
+    out = []
+    for name in sorted(os.listdir(site_dir)):
+        if not name.endswith(".pth"):
+            continue
+        with open(os.path.join(site_dir, name), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = line.rstrip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    path = os.path.join(site_dir, line)
+                    if os.path.isdir(path):
+                        out.append(os.path.normpath(path))
+    return out
 
 
 def env_venv(path: Path, *, hide_kafkalog: bool, pip: bool = False) -> str:

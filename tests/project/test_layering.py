@@ -57,9 +57,20 @@ def _lazy_exports(tree: ast.Module) -> dict[str, str]:
     return {}
 
 
+#: graphs already read, by the modules' paths and modification times (most tests read the same package)
+_GRAPHS: dict[tuple, Graph] = {}
+
+
 def _read_graph(mods: dict[str, Path | None], *, type_only: bool = False) -> Graph:
     """The import graph; ``type_only`` counts imports under ``TYPE_CHECKING`` as edges too (a cycle a type
-    checker walks is a cycle a reader walks)."""
+    checker walks is a cycle a reader walks). Read once per set of files; callers must not change it."""
+    key = (type_only, tuple(sorted((m, str(p), p.stat().st_mtime_ns if p else None) for m, p in mods.items())))
+    if key not in _GRAPHS:
+        _GRAPHS[key] = _parse_graph(mods, type_only=type_only)
+    return _GRAPHS[key]
+
+
+def _parse_graph(mods: dict[str, Path | None], *, type_only: bool) -> Graph:
     def resolve(name: str) -> str | None:
         while name and name not in mods:
             name = name.rpartition(".")[0]
