@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +33,17 @@ from kafkalog.archive import storage
 from kafkalog.archive.ranged_reads import iter_parallel
 from kafkalog.archive.tiered.manifest import SegmentManifest, parse_manifest
 from kafkalog.archive.tiered.rsm_config import RsmConfig
-from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, TieredConfigError, TieredKeyError
+from kafkalog.errors import (
+    CorruptRecordError,
+    CorruptTieredObjectError,
+    KafkaLogError,
+    TieredConfigError,
+    TieredKeyError,
+)
 from kafkalog.records.compression import CompressionType, decompress, decompress_into
 
-__all__ = ["AivenSegment", "ChunkDamage", "is_aiven_item", "materialize", "read_manifest", "LOCAL_INDEX_SUFFIXES"]
+__all__ = ["AivenSegment", "ChunkDamage", "is_aiven_item", "materialize", "open_ahead", "read_manifest",
+           "LOCAL_INDEX_SUFFIXES", "OPEN_AHEAD"]  # fmt: skip
 
 IV_SIZE = 12
 TAG_SIZE = 16
@@ -47,6 +54,8 @@ READ_BYTES = 8 << 20
 DECODE_BYTES = 4 << 20
 #: the largest manifest read (real ones are a few KiB)
 MAX_MANIFEST = 16 << 20
+#: Aiven segments opened ahead of the one being read (:func:`open_ahead`)
+OPEN_AHEAD = 2
 #: manifest index name -> suffix of the local file it becomes (Kafka's LocalTieredStorage names)
 LOCAL_INDEX_SUFFIXES = {
     "offset": ".index",
@@ -311,6 +320,24 @@ def _new_bytearray() -> Any:
 #: below this a zeroed buffer costs next to nothing
 _UNFILLED_FROM = 1 << 20
 _NEW_BYTEARRAY = _new_bytearray()
+
+
+def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = OPEN_AHEAD,
+               ) -> Iterator[tuple[Any, Any, BaseException | None]]:  # fmt: skip
+    """``(item, opener(item), None)`` for each item in order, or ``(item, None, error)`` where the opener raised
+    (an OSError or a kafkalog error: the caller reports it for that item; anything else is raised). Up to
+    ``ahead`` items are opened in the read pool while the caller reads the current one, so a segment's round trips
+    (the HEAD and the manifest GET of :meth:`AivenSegment.open`) overlap the previous segment's chunk reads instead
+    of following them. Memory: ``ahead + 1`` opened segments, each its manifest (chunk index, a few KiB per GiB of
+    segment, at most :data:`MAX_MANIFEST`) and data key; no chunk is fetched before the caller reads it."""
+
+    def task(item: Any) -> tuple[Any, Any, BaseException | None]:
+        try:
+            return item, opener(item), None
+        except (OSError, KafkaLogError) as exc:
+            return item, None, exc
+
+    yield from iter_parallel((lambda item=item: task(item) for item in items), max(1, ahead))
 
 
 def read_manifest(manifest_url: str, options: Mapping[str, Any] | None = None) -> SegmentManifest:
