@@ -124,3 +124,28 @@ def test_open_ahead_raises_what_is_not_an_io_or_kafkalog_error() -> None:
     assert (item, seg) == (1, None) and isinstance(err, CorruptTieredObjectError)
     with pytest.raises(ValueError, match="a bug"):
         next(it)
+
+
+def test_opened_ahead_segments_have_their_first_chunks_fetched(monkeypatch) -> None:
+    d = AIVEN / "variants" / VARIANT
+    rsm = load_rsm_config(d / "rsm.properties")
+    logs = sorted(str(p) for p in (d / "remote").rglob("*.log"))
+    reads: list[tuple[str, int, int]] = []
+    real_read = aiven._read
+
+    def counting(url, start, end, options):
+        reads.append((url, start, end))
+        return real_read(url, start, end, options)
+
+    monkeypatch.setattr(aiven, "_read", counting)
+    opened = [seg for _, seg, _ in open_ahead(logs, lambda u: AivenSegment.open(u, rsm=rsm))]
+    log_reads = [r for r in reads if r[0].endswith(".log")]
+    assert len(log_reads) == 5  # one ranged read of each segment's first chunks (these are small: all of them)
+    reads.clear()
+    assert [bytes(s.read()) for s in opened] == [s.log for s in golden_segments()]
+    assert [r for r in reads if r[0].endswith(".log")] == []  # served from what was fetched ahead
+    # a limit below the first chunk fetches nothing ahead; the read then fetches, with the same bytes
+    seg = AivenSegment.open(logs[0], rsm=rsm)
+    seg.prefetch(limit=10)
+    assert not [r for r in reads if r[0].endswith(".log")]
+    assert bytes(seg.read()) == golden_segments()[0].log and [r for r in reads if r[0].endswith(".log")]

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from kafkalog.archive import storage
 from kafkalog.archive.ranged_reads import iter_parallel
 from kafkalog.archive.tiered.manifest import SegmentManifest, parse_manifest
@@ -93,6 +95,8 @@ class AivenSegment:
         self.log_url = log_url
         self.manifest = manifest
         self.options = options
+        #: the stored bytes of the first chunks, fetched ahead (:meth:`prefetch`): (their object offset, bytes)
+        self._head: tuple[int, bytes] | None = None
         self._aes = None
         if data_key is not None:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -122,6 +126,27 @@ class AivenSegment:
             if len(ci) and (ci.transformed_size != ci.original_size + overhead).any():
                 raise CorruptTieredObjectError("manifest's fixed chunk sizes do not fit AES-GCM chunks", obj=log_url)
         return cls(log_url, manifest, data_key=_unwrap(manifest, rsm, log_url), options=options)
+
+    def prefetch(self, limit: int = READ_BYTES) -> None:
+        """Fetch the stored bytes of the first chunks now (whole chunks, at most ``limit`` bytes, one ranged read),
+        so a read of the segment's start does not wait a round trip for them: :func:`open_ahead` calls it while
+        the previous segment is read. Kept while the segment is (``limit`` bytes). A failed read is not an error
+        here: the read that needs the bytes fetches them again and reports it."""
+        ci = self.manifest.chunk_index
+        if self._head is not None or not len(ci):
+            return
+        ends = ci.transformed_position + ci.transformed_size
+        t0 = int(ci.transformed_position[0])
+        k = int(np.searchsorted(ends, t0 + limit, side="right"))
+        if k == 0:
+            return
+        t1 = int(ends[k - 1])
+        try:
+            blob = _read(self.log_url, t0, t1, self.options)
+        except OSError:
+            return
+        if len(blob) == t1 - t0:
+            self._head = (t0, blob)
 
     @property
     def size(self) -> int:
@@ -215,7 +240,11 @@ class AivenSegment:
         ci = self.manifest.chunk_index
         t0 = int(ci.transformed_position[i])
         t1 = int(ci.transformed_position[j - 1] + ci.transformed_size[j - 1])
-        blob = memoryview(_read(self.log_url, t0, t1, self.options))
+        head = self._head
+        if head is not None and head[0] <= t0 and t1 <= head[0] + len(head[1]):
+            blob = memoryview(head[1])[t0 - head[0] : t1 - head[0]]
+        else:
+            blob = memoryview(_read(self.log_url, t0, t1, self.options))
         if len(blob) != t1 - t0:
             raise CorruptTieredObjectError(f"object ends at byte {t0 + len(blob)}, its manifest says {t1}",
                                            obj=self.log_url)  # fmt: skip
@@ -327,15 +356,19 @@ def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = 
     """``(item, opener(item), None)`` for each item in order, or ``(item, None, error)`` where the opener raised
     (an OSError or a kafkalog error: the caller reports it for that item; anything else is raised). Up to
     ``ahead`` items are opened in the read pool while the caller reads the current one, so a segment's round trips
-    (the HEAD and the manifest GET of :meth:`AivenSegment.open`) overlap the previous segment's chunk reads instead
-    of following them. Memory: ``ahead + 1`` opened segments, each its manifest (chunk index, a few KiB per GiB of
-    segment, at most :data:`MAX_MANIFEST`) and data key; no chunk is fetched before the caller reads it."""
+    (the HEAD and the manifest GET of :meth:`AivenSegment.open`, then the GET of its first chunks:
+    :meth:`AivenSegment.prefetch`) overlap the previous segment's reads instead of following them. Memory:
+    ``ahead + 1`` opened segments, each its manifest (chunk index, a few KiB per GiB of segment, at most
+    :data:`MAX_MANIFEST`), data key and first :data:`READ_BYTES` of stored chunks (2 + 1 x 8 MiB by default)."""
 
     def task(item: Any) -> tuple[Any, Any, BaseException | None]:
         try:
-            return item, opener(item), None
+            seg = opener(item)
         except (OSError, KafkaLogError) as exc:
             return item, None, exc
+        if isinstance(seg, AivenSegment):
+            seg.prefetch()
+        return item, seg, None
 
     yield from iter_parallel((lambda item=item: task(item) for item in items), max(1, ahead))
 
