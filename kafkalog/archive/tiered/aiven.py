@@ -109,10 +109,15 @@ class AivenSegment:
     def open(cls, log_url: str, *, rsm: RsmConfig | None = None, options: Mapping[str, Any] | None = None,
              object_size: int | None = None) -> AivenSegment:  # fmt: skip
         """Read the manifest beside ``log_url`` and check it against the object (``object_size``: its size when
-        the caller listed it, else one stat). Raises ObjectNotFoundError/StorageError (OSErrors) for I/O,
+        the caller listed it, else one stat, sent with the manifest's GET). Raises ObjectNotFoundError/StorageError (OSErrors) for I/O,
         CorruptTieredObjectError for a bad manifest, TieredConfigError/TieredKeyError for the key."""
-        manifest = read_manifest(_stem(log_url) + ".rsm-manifest", options)
-        size = storage.stat_size(log_url, options) if object_size is None or object_size < 0 else object_size
+        manifest_url = _stem(log_url) + ".rsm-manifest"
+        if object_size is None or object_size < 0:  # the manifest GET and the HEAD in flight together
+            got = list(iter_parallel([lambda: read_manifest(manifest_url, options),
+                                      lambda: storage.stat_size(log_url, options)], 2))  # fmt: skip
+            manifest, size = got[0], got[1]
+        else:
+            manifest, size = read_manifest(manifest_url, options), object_size
         if size < 0:
             raise storage.ObjectNotFoundError(f"{log_url}: no such object")
         if size != manifest.chunk_index.transformed_total:
