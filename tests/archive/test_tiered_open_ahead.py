@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -149,3 +150,19 @@ def test_opened_ahead_segments_have_their_first_chunks_fetched(monkeypatch) -> N
     seg.prefetch(limit=10)
     assert not [r for r in reads if r[0].endswith(".log")]
     assert bytes(seg.read()) == golden_segments()[0].log and [r for r in reads if r[0].endswith(".log")]
+
+
+def test_dump_opens_segments_ahead_with_the_same_output(monkeypatch) -> None:
+    d = AIVEN / "variants" / VARIANT
+
+    def dump() -> tuple[int, str]:
+        res = CliRunner().invoke(main, ["dump", "--deep-iteration", "--print-data-log", "--json", str(d / "remote"),
+                                        "--rsm-config", str(d / "rsm.properties")], catch_exceptions=False)  # fmt: skip
+        return res.exit_code, re.sub(r"/[^\"]*/kafkalog-[^/]+/", "SCRATCH/", res.stdout)  # the scratch dir's name
+
+    monkeypatch.setenv("KAFKALOG_READ_PARALLELISM", "1")
+    serial = dump()
+    monkeypatch.delenv("KAFKALOG_READ_PARALLELISM")
+    slow = _SlowOpens(monkeypatch)
+    assert dump() == serial and serial[0] == 0 and serial[1].count('"type": "record"') == 105
+    assert slow.started == 5 and 2 <= slow.max_in_flight <= aiven.OPEN_AHEAD

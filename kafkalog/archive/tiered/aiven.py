@@ -356,22 +356,23 @@ _UNFILLED_FROM = 1 << 20
 _NEW_BYTEARRAY = _new_bytearray()
 
 
-def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = OPEN_AHEAD,
-               ) -> Iterator[tuple[Any, Any, BaseException | None]]:  # fmt: skip
+def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = OPEN_AHEAD, *,
+               prefetch: bool = True) -> Iterator[tuple[Any, Any, BaseException | None]]:  # fmt: skip
     """``(item, opener(item), None)`` for each item in order, or ``(item, None, error)`` where the opener raised
     (an OSError or a kafkalog error: the caller reports it for that item; anything else is raised). Up to
     ``ahead`` items are opened in the read pool while the caller reads the current one, so a segment's round trips
     (the HEAD and the manifest GET of :meth:`AivenSegment.open`, then the GET of its first chunks:
     :meth:`AivenSegment.prefetch`) overlap the previous segment's reads instead of following them. Memory:
     ``ahead + 1`` opened segments, each its manifest (chunk index, a few KiB per GiB of segment, at most
-    :data:`MAX_MANIFEST`), data key and first :data:`READ_BYTES` of stored chunks (2 + 1 x 8 MiB by default)."""
+    :data:`MAX_MANIFEST`), data key and first :data:`READ_BYTES` of stored chunks (2 + 1 x 8 MiB by default);
+    ``prefetch=False`` (a caller that keeps every segment open) fetches no chunk ahead."""
 
     def task(item: Any) -> tuple[Any, Any, BaseException | None]:
         try:
             seg = opener(item)
         except (OSError, KafkaLogError) as exc:
             return item, None, exc
-        if isinstance(seg, AivenSegment):
+        if prefetch and isinstance(seg, AivenSegment):
             seg.prefetch()
         return item, seg, None
 
