@@ -4,13 +4,14 @@ segments as objects next to the raw rate of fetching the same objects (same para
 ``--latency-ms`` every S3 row again behind a proxy that delays each request (tests/latency_proxy.py).
 
     python3 benchmarks/bench_tiered.py [--segments N] [--segment-mb M] [--chunk-kb K] [--repeat R] [--s3]
-                                       [--latency-ms 25] [--parallelism P]
+                                       [--latency-ms 25] [--parallelism P] [--open-ahead K]
 
 The segments (uncompressed v2 batches of ~1 KiB values from a 1,000-word vocabulary) are written as Aiven's plugin writes them
 (tests/aiven_writer.py: zstd per chunk, AES-256-GCM per chunk, RSA-OAEP-SHA3-512 data key) into a bucket on local
 disk, or with ``--s3`` into moto's S3 server on 127.0.0.1. Each row decodes every record with
 ``read_record_columns``: ``local`` from the ``.log`` files, the buckets from the bytes ``AivenSegment.read``
-restores (manifest, key unwrap, ranged read, decrypt, decompress). Best of ``--repeat`` runs. ``fetch`` times one
+restores (manifest, key unwrap, ranged read, decrypt, decompress), the next ``--open-ahead`` segments opened
+(:func:`kafkalog.archive.tiered.open_ahead`) while one is read. Best of ``--repeat`` runs. ``fetch`` times one
 read of 64 KiB in the middle of a segment: one chunk fetched and restored.
 """
 
@@ -28,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kafkalog.archive.ranged_reads import PART_BYTES, default_parallelism  # noqa: E402
 from kafkalog.archive.storage import iter_objects  # noqa: E402
-from kafkalog.archive.tiered import AivenSegment, load_rsm_config  # noqa: E402
+from kafkalog.archive.tiered import AivenSegment, load_rsm_config, open_ahead  # noqa: E402
+from kafkalog.archive.tiered.aiven import OPEN_AHEAD  # noqa: E402
 from kafkalog.records import build_batch, read_record_columns  # noqa: E402
 from tests.aiven_writer import SegmentFiles, new_key_pair, write_rsm_properties, write_segment  # noqa: E402
 
@@ -71,6 +73,8 @@ def main() -> None:
     ap.add_argument("--latency-ms", type=float, default=0.0,
                     help="with --s3: also every S3 row behind a proxy delaying each request by this much")
     ap.add_argument("--parallelism", type=int, default=None, help="ranged reads in flight per reader")
+    ap.add_argument("--open-ahead", type=int, default=OPEN_AHEAD,
+                    help=f"Aiven segments opened ahead of the one read (default {OPEN_AHEAD}; 0: each opened as read)")  # fmt: skip
     args = ap.parse_args()
     if args.parallelism:
         os.environ["KAFKALOG_READ_PARALLELISM"] = str(args.parallelism)
@@ -119,7 +123,8 @@ def main() -> None:
                 archive_urls = [f"s3://bench/archive/{p.name}" for p in sorted(local.iterdir())]
             par = default_parallelism()
             print(f"{args.segments} segments, {total_mb:.1f} MiB, {records} records, chunk.size {args.chunk_kb} KiB, "
-                  f"{'moto S3' if server else 'local-dir bucket'}, {par} ranged reads in flight per reader; best of "
+                  f"{'moto S3' if server else 'local-dir bucket'}, {par} ranged reads in flight per reader, "
+                  f"{max(args.open_ahead, 0)} Aiven segments opened ahead; best of "
                   f"{args.repeat}; load {os.getloadavg()[0]:.1f}")  # fmt: skip
             mid = (args.segment_mb << 20) // 2
             t_local = best(lambda: [len(read_record_columns(str(p))) for p in sorted(local.iterdir())], args.repeat)
@@ -132,8 +137,16 @@ def main() -> None:
                 tag = f" +{delay * 1e3:.0f} ms" if delay else ""
                 for name, (urls, rsm, opts, stored) in buckets.items():
                     def read_all(urls=urls, rsm=rsm, opts=opts) -> None:
-                        for u in urls:
-                            assert len(read_record_columns(AivenSegment.open(u, rsm=rsm, options=opts).read())) > 0
+                        def opener(u: str) -> AivenSegment:
+                            return AivenSegment.open(u, rsm=rsm, options=opts)
+
+                        if args.open_ahead <= 0:
+                            opened = ((u, opener(u), None) for u in urls)
+                        else:
+                            opened = open_ahead(urls, opener, args.open_ahead)
+                        for _, seg, err in opened:
+                            assert err is None, err
+                            assert len(read_record_columns(seg.read())) > 0
 
                     t = best(read_all, args.repeat)
                     rates[(name, delay)] = records / t

@@ -125,20 +125,28 @@ def _aiven(path: str, items: list[Any], options: Mapping[str, Any] | None, rsm: 
     """Each Aiven segment of ``path`` at its place under ``root`` (``<topic dir>/<partition>/``, as a restore
     writes it): the indexes out of its ``.indexes`` written there, its ``.log`` streamed. Returns the name standing
     for ``path`` (the ``.log`` of a single segment, else ``root``)."""
-    from kafkalog.archive.tiered import AivenSegment, materialize
+    from kafkalog.archive.tiered import AivenSegment, materialize, open_ahead
     from kafkalog.verify.stream_log import AivenLog
 
     single = path.rstrip("/").endswith(".log")
     top = path if storage.is_remote(path) else os.path.realpath(path)
-    last = ""
-    for item in items:
+
+    def opener(item: Any) -> tuple[Any, AivenSegment]:
         dest = root
         if not single:  # each partition dir at its place below the dir given
             parent = storage.dirname(storage.dirname(item.partition_dir))
             rel = _relative(parent, top)
             dest = os.path.normpath(os.path.join(root, rel))
         seg = AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
-        restored = materialize(item, dest, rsm=rsm, options=options, with_log=False, segment=seg)
+        return materialize(item, dest, rsm=rsm, options=options, with_log=False, segment=seg), seg
+
+    last = ""
+    # the next segments' manifests and indexes fetched while one is written out; every segment stays open (its
+    # manifest) until the dump reads it, so no chunk is fetched ahead
+    for _, opened, error in open_ahead(items, opener, prefetch=False):
+        if error is not None:
+            raise error
+        restored, seg = opened
         streamed[restored.path] = AivenLog(seg)
         last = restored.path
     return last if single else root

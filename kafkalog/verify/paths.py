@@ -128,6 +128,24 @@ def _plan_one(plan: VerifyPlan, raw: str, seen: set[str], on_error: Callable[[OS
             plan.log_dirs.add(parent)
 
 
+def _opened_ahead(plan: VerifyPlan, rsm: Any) -> Iterator[tuple[SegmentItem, tuple[Any, Any] | None]]:
+    """The plan's segments, each Aiven one with its opened segment (or the error opening it), opened ahead
+    (:func:`kafkalog.archive.tiered.open_ahead`) so its HEAD and manifest GET overlap the previous one's check."""
+    from kafkalog.archive.tiered import AivenSegment, is_aiven_item, open_ahead
+
+    if not any(is_aiven_item(i) for i in plan.segments):
+        yield from ((i, None) for i in plan.segments)
+        return
+
+    def opener(item: SegmentItem) -> Any:
+        if not is_aiven_item(item):
+            return None
+        return AivenSegment.open(item.path, rsm=rsm, options=plan.options, object_size=item.size_bytes)
+
+    for item, seg, error in open_ahead(plan.segments, opener):
+        yield item, (seg, error) if is_aiven_item(item) else None
+
+
 def run_plan(
     plan: VerifyPlan,
     *,
@@ -141,8 +159,8 @@ def run_plan(
     ``rsm``: the :class:`kafkalog.archive.tiered.RsmConfig` that tiered-storage objects were
     written with (see ``verify_segment``)."""
     by_partition: dict[str, list[SegmentReport]] = defaultdict(list)
-    for item in plan.segments:
-        rep = verify_segment(item, index_check=index_check, rsm=rsm, options=plan.options)
+    for item, opened in _opened_ahead(plan, rsm):
+        rep = verify_segment(item, index_check=index_check, rsm=rsm, options=plan.options, opened=opened)
         here = plan.stand_ins.get(item.partition_dir)
         if here is None:
             by_partition[item.partition_dir].append(rep)

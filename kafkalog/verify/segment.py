@@ -38,6 +38,7 @@ def verify_segment(
     rsm: Any = None,
     options: Mapping[str, Any] | None = None,
     deep: bool = False,
+    opened: tuple[Any, BaseException | None] | None = None,
 ) -> SegmentReport:
     """Check one segment's ``.log`` with :func:`verify_log_file` (and its indexes); never raises.
 
@@ -50,13 +51,15 @@ def verify_segment(
     A segment behind a URL (reached with the storage ``options``), and one stored by Aiven's RemoteStorageManager
     (``.log`` + ``.indexes`` + ``.rsm-manifest``, read with ``rsm``, a :class:`kafkalog.archive.tiered.RsmConfig`),
     is checked over its bytes as they are fetched (:mod:`kafkalog.verify.stream`): the same report, no copy.
+    ``opened``: the Aiven segment already opened, or the error opening it raised (as
+    :func:`kafkalog.archive.tiered.open_ahead` gives them), so a run over many segments opens them ahead.
     """
     from kafkalog.archive.tiered import is_aiven_item
 
     if is_aiven_item(item) or storage.is_remote(item.path):
         from .stream import verify_streamed
 
-        return verify_streamed(item, index_check=index_check, rsm=rsm, options=options, deep=deep)
+        return verify_streamed(item, index_check=index_check, rsm=rsm, options=options, deep=deep, opened=opened)
     rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
     if bad_base_offset(rep):
         return rep

@@ -164,7 +164,8 @@ def _join(parts: list[ScanResult], size: int) -> ScanResult:
 
 
 def verify_streamed(item: SegmentItem, *, index_check: bool = True, rsm: Any = None,
-                    options: Mapping[str, Any] | None = None, deep: bool = False) -> SegmentReport:  # fmt: skip
+                    options: Mapping[str, Any] | None = None, deep: bool = False,
+                    opened: tuple[Any, BaseException | None] | None = None) -> SegmentReport:  # fmt: skip
     """:func:`kafkalog.verify.verify_segment` of a remote segment or an Aiven one, over the fetched bytes; never
     raises. An object that cannot be read gives ``unreadable``, as an ``OSError`` does for a local file; for Aiven
     no or the wrong key is ``unreadable`` too, a bad manifest or index object ``corrupt``, and a chunk that fails
@@ -172,7 +173,7 @@ def verify_streamed(item: SegmentItem, *, index_check: bool = True, rsm: Any = N
     from kafkalog.archive.tiered import is_aiven_item
 
     if is_aiven_item(item):
-        return _verify_aiven(item, index_check, rsm, options, deep)
+        return _verify_aiven(item, index_check, rsm, options, deep, opened)
     rep = SegmentReport(item, size_bytes=max(item.size_bytes, 0))
     if bad_base_offset(rep):
         return rep
@@ -197,7 +198,7 @@ def verify_streamed(item: SegmentItem, *, index_check: bool = True, rsm: Any = N
 
 
 def _verify_aiven(item: SegmentItem, index_check: bool, rsm: Any, options: Mapping[str, Any] | None,
-                  deep: bool) -> SegmentReport:  # fmt: skip
+                  deep: bool, opened: tuple[Any, BaseException | None] | None = None) -> SegmentReport:  # fmt: skip
     from kafkalog.archive.tiered import AivenSegment, ChunkDamage
     from kafkalog.archive.tiered.aiven import LOCAL_INDEX_SUFFIXES
 
@@ -205,7 +206,12 @@ def _verify_aiven(item: SegmentItem, index_check: bool, rsm: Any, options: Mappi
     damage: list[ChunkDamage] = []
     found = RecordCheck()
     try:
-        seg = AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+        if opened is None:
+            seg = AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+        else:  # opened ahead (:func:`kafkalog.archive.tiered.open_ahead`): its error is reported as if raised here
+            seg, error = opened
+            if error is not None:
+                raise error
         scan = scan_stream(seg.iter_range(damage=damage), seg.size, on_window=_deep_hook(found) if deep else None)
         indexes = {LOCAL_INDEX_SUFFIXES[name]: data for name, data in seg.indexes().items()}
     except (OSError, TieredConfigError) as exc:

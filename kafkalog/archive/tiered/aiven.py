@@ -25,18 +25,27 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from kafkalog.archive import storage
 from kafkalog.archive.ranged_reads import iter_parallel
 from kafkalog.archive.tiered.manifest import SegmentManifest, parse_manifest
 from kafkalog.archive.tiered.rsm_config import RsmConfig
-from kafkalog.errors import CorruptRecordError, CorruptTieredObjectError, TieredConfigError, TieredKeyError
+from kafkalog.errors import (
+    CorruptRecordError,
+    CorruptTieredObjectError,
+    KafkaLogError,
+    TieredConfigError,
+    TieredKeyError,
+)
 from kafkalog.records.compression import CompressionType, decompress, decompress_into
 
-__all__ = ["AivenSegment", "ChunkDamage", "is_aiven_item", "materialize", "read_manifest", "LOCAL_INDEX_SUFFIXES"]
+__all__ = ["AivenSegment", "ChunkDamage", "is_aiven_item", "materialize", "open_ahead", "read_manifest",
+           "LOCAL_INDEX_SUFFIXES", "OPEN_AHEAD"]  # fmt: skip
 
 IV_SIZE = 12
 TAG_SIZE = 16
@@ -47,6 +56,8 @@ READ_BYTES = 8 << 20
 DECODE_BYTES = 4 << 20
 #: the largest manifest read (real ones are a few KiB)
 MAX_MANIFEST = 16 << 20
+#: Aiven segments opened ahead of the one being read (:func:`open_ahead`)
+OPEN_AHEAD = 2
 #: manifest index name -> suffix of the local file it becomes (Kafka's LocalTieredStorage names)
 LOCAL_INDEX_SUFFIXES = {
     "offset": ".index",
@@ -84,6 +95,8 @@ class AivenSegment:
         self.log_url = log_url
         self.manifest = manifest
         self.options = options
+        #: the stored bytes of the first chunks, fetched ahead (:meth:`prefetch`): (their object offset, bytes)
+        self._head: tuple[int, bytes] | None = None
         self._aes = None
         if data_key is not None:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -96,10 +109,15 @@ class AivenSegment:
     def open(cls, log_url: str, *, rsm: RsmConfig | None = None, options: Mapping[str, Any] | None = None,
              object_size: int | None = None) -> AivenSegment:  # fmt: skip
         """Read the manifest beside ``log_url`` and check it against the object (``object_size``: its size when
-        the caller listed it, else one stat). Raises ObjectNotFoundError/StorageError (OSErrors) for I/O,
+        the caller listed it, else one stat, sent with the manifest's GET). Raises ObjectNotFoundError/StorageError (OSErrors) for I/O,
         CorruptTieredObjectError for a bad manifest, TieredConfigError/TieredKeyError for the key."""
-        manifest = read_manifest(_stem(log_url) + ".rsm-manifest", options)
-        size = storage.stat_size(log_url, options) if object_size is None or object_size < 0 else object_size
+        manifest_url = _stem(log_url) + ".rsm-manifest"
+        if object_size is None or object_size < 0:  # the manifest GET and the HEAD in flight together
+            got = list(iter_parallel([lambda: read_manifest(manifest_url, options),
+                                      lambda: storage.stat_size(log_url, options)], 2))  # fmt: skip
+            manifest, size = got[0], got[1]
+        else:
+            manifest, size = read_manifest(manifest_url, options), object_size
         if size < 0:
             raise storage.ObjectNotFoundError(f"{log_url}: no such object")
         if size != manifest.chunk_index.transformed_total:
@@ -113,6 +131,27 @@ class AivenSegment:
             if len(ci) and (ci.transformed_size != ci.original_size + overhead).any():
                 raise CorruptTieredObjectError("manifest's fixed chunk sizes do not fit AES-GCM chunks", obj=log_url)
         return cls(log_url, manifest, data_key=_unwrap(manifest, rsm, log_url), options=options)
+
+    def prefetch(self, limit: int = READ_BYTES) -> None:
+        """Fetch the stored bytes of the first chunks now (whole chunks, at most ``limit`` bytes, one ranged read),
+        so a read of the segment's start does not wait a round trip for them: :func:`open_ahead` calls it while
+        the previous segment is read. Kept while the segment is (``limit`` bytes). A failed read is not an error
+        here: the read that needs the bytes fetches them again and reports it."""
+        ci = self.manifest.chunk_index
+        if self._head is not None or not len(ci):
+            return
+        ends = ci.transformed_position + ci.transformed_size
+        t0 = int(ci.transformed_position[0])
+        k = int(np.searchsorted(ends, t0 + limit, side="right"))
+        if k == 0:
+            return
+        t1 = int(ends[k - 1])
+        try:
+            blob = _read(self.log_url, t0, t1, self.options)
+        except OSError:
+            return
+        if len(blob) == t1 - t0:
+            self._head = (t0, blob)
 
     @property
     def size(self) -> int:
@@ -206,7 +245,11 @@ class AivenSegment:
         ci = self.manifest.chunk_index
         t0 = int(ci.transformed_position[i])
         t1 = int(ci.transformed_position[j - 1] + ci.transformed_size[j - 1])
-        blob = memoryview(_read(self.log_url, t0, t1, self.options))
+        head = self._head
+        if head is not None and head[0] <= t0 and t1 <= head[0] + len(head[1]):
+            blob = memoryview(head[1])[t0 - head[0] : t1 - head[0]]
+        else:
+            blob = memoryview(_read(self.log_url, t0, t1, self.options))
         if len(blob) != t1 - t0:
             raise CorruptTieredObjectError(f"object ends at byte {t0 + len(blob)}, its manifest says {t1}",
                                            obj=self.log_url)  # fmt: skip
@@ -311,6 +354,29 @@ def _new_bytearray() -> Any:
 #: below this a zeroed buffer costs next to nothing
 _UNFILLED_FROM = 1 << 20
 _NEW_BYTEARRAY = _new_bytearray()
+
+
+def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = OPEN_AHEAD, *,
+               prefetch: bool = True) -> Iterator[tuple[Any, Any, BaseException | None]]:  # fmt: skip
+    """``(item, opener(item), None)`` for each item in order, or ``(item, None, error)`` where the opener raised
+    (an OSError or a kafkalog error: the caller reports it for that item; anything else is raised). Up to
+    ``ahead`` items are opened in the read pool while the caller reads the current one, so a segment's round trips
+    (the HEAD and the manifest GET of :meth:`AivenSegment.open`, then the GET of its first chunks:
+    :meth:`AivenSegment.prefetch`) overlap the previous segment's reads instead of following them. Memory:
+    ``ahead + 1`` opened segments, each its manifest (chunk index, a few KiB per GiB of segment, at most
+    :data:`MAX_MANIFEST`), data key and first :data:`READ_BYTES` of stored chunks (2 + 1 x 8 MiB by default);
+    ``prefetch=False`` (a caller that keeps every segment open) fetches no chunk ahead."""
+
+    def task(item: Any) -> tuple[Any, Any, BaseException | None]:
+        try:
+            seg = opener(item)
+        except (OSError, KafkaLogError) as exc:
+            return item, None, exc
+        if prefetch and isinstance(seg, AivenSegment):
+            seg.prefetch()
+        return item, seg, None
+
+    yield from iter_parallel((lambda item=item: task(item) for item in items), max(1, ahead))
 
 
 def read_manifest(manifest_url: str, options: Mapping[str, Any] | None = None) -> SegmentManifest:
