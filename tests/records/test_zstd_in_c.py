@@ -16,9 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalog.errors import CorruptRecordError
-from kafkalog.records import CompressionType, build_batch, read_record_columns
-from kafkalog.records import codec_contexts
-from kafkalog.records.compression import BLOCK_DECODERS, compress, decompress
+from kafkalog.records import CompressionType, build_batch, codec_contexts, read_record_columns
+from kafkalog.records.compression import BLOCK_DECODERS, decompress
 from kafkalog.records.native import compiled
 from tests.records.test_record_columns_codec import FUZZ, assert_same, outcome, with_body
 
