@@ -79,6 +79,34 @@ def test_plain_chunks_are_read_straight_into_the_result(tmp_path: Path, monkeypa
     assert s.read() == seg.log and sum(len(d) for _, d in into) == len(seg.log)
 
 
+def test_large_plain_local_reads_are_views_of_the_file_itself(tmp_path: Path, monkeypatch) -> None:
+    """From MAP_FROM bytes on, untransformed chunks of a local object come back as a read-only view of a map of the
+    file (no copy, as a local ``.log`` is read); transformed ones are restored into a buffer as before."""
+    monkeypatch.setattr(aiven, "MAP_FROM", 100)
+    logs, rsm = _bucket(tmp_path, compression=False, encrypted=False)
+    seg = golden_segments()[0]
+    s = AivenSegment.open(str(logs[0]), rsm=rsm)
+    copies: list[str] = []
+    real_into = storage.read_range_into
+    monkeypatch.setattr(storage, "read_range_into", lambda url, *a: copies.append(url) or real_into(url, *a))
+    for lo, hi in (_span(len(seg.log), a, b) for a, b in RANGES):
+        got = s.read(lo, hi)
+        if hi - lo >= 100:
+            assert isinstance(got, memoryview) and got.readonly, (lo, hi)
+        assert got == seg.log[lo:hi] and bytes(got) == seg.log[lo:hi], (lo, hi)
+    assert copies == [str(logs[0])] * 3  # the ranges below MAP_FROM (1, 2 and 5 bytes) were copied
+    enc_logs, enc_rsm = _bucket(tmp_path / "enc", compression=True, encrypted=True)
+    got = AivenSegment.open(str(enc_logs[0]), rsm=enc_rsm).read()
+    assert isinstance(got, bytearray) and got == seg.log
+    # the same errors as the copying read: a cut object, a missing one
+    logs[0].write_bytes(seg.log[:1100])
+    with pytest.raises(CorruptTieredObjectError, match="object ends at byte 1100, its manifest says"):
+        s.read()
+    logs[0].unlink()
+    with pytest.raises(storage.ObjectNotFoundError, match="no such object"):
+        s.read()
+
+
 def test_open_ahead_fetches_no_plain_local_chunks_ahead(tmp_path: Path, monkeypatch) -> None:
     """Untransformed local chunks are copied from the page cache straight into place by the read: fetching them
     ahead would only add a read and a copy. (Transformed ones still are: tests/archive/test_tiered_open_ahead.py.)"""

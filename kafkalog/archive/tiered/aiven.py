@@ -56,6 +56,8 @@ READ_BYTES = 8 << 20
 DECODE_BYTES = 4 << 20
 #: the largest manifest read (real ones are a few KiB)
 MAX_MANIFEST = 16 << 20
+#: the smallest untransformed range of a local object :meth:`AivenSegment.read` maps instead of copying
+MAP_FROM = 1 << 20
 #: Aiven segments opened ahead of the one being read (:func:`open_ahead`)
 OPEN_AHEAD = 2
 #: manifest index name -> suffix of the local file it becomes (Kafka's LocalTieredStorage names)
@@ -311,16 +313,46 @@ class AivenSegment:
         return [], []
 
     def read(self, start: int = 0, end: int | None = None, *,
-             damage: list[ChunkDamage] | None = None) -> bytearray:  # fmt: skip
+             damage: list[ChunkDamage] | None = None) -> bytearray | memoryview:  # fmt: skip
         """The original bytes ``[start, end)`` (``fetchLogSegment(start, end - 1)``) in one buffer, each chunk
-        restored (by the read pool's threads) straight into its place."""
+        restored (by the read pool's threads) straight into its place. Untransformed chunks of a local object (a
+        bucket in a local dir) of at least :data:`MAP_FROM` bytes come back as a read-only view of the file's own
+        pages, mapped as a local ``.log`` is (:func:`kafkalog.records.reader.open_source`): no copy at all."""
         end = self.size if end is None else min(end, self.size)
         start = max(start, 0)
+        if end - start >= MAP_FROM:
+            view = self._mapped(start, end)
+            if view is not None:
+                return view
         out = _unfilled(max(0, end - start))
         for _, bad in self._restore(start, end, damage is not None, memoryview(out)):
             if damage is not None:
                 damage.extend(bad)
         return out
+
+    def _mapped(self, start: int, end: int) -> memoryview | None:
+        """``[start, end)`` of a local object stored as is, as a view of a read-only map of just that range (pages
+        prefaulted from the page cache, ``MAP_POPULATE``); None where it is remote, transformed or cannot be
+        mapped. A cut object is the CorruptTieredObjectError a read would raise, a missing one ObjectNotFoundError.
+        As with a mapped local ``.log``, the file must not be truncated while the view is used."""
+        ci = self.manifest.chunk_index
+        ids = ci.chunks_for_range(start, end)
+        if storage.is_remote(self.log_url) or not len(ids) or not self._stored_as_is(ids.start, ids.stop):
+            return None
+        try:
+            with open(storage.local_path(self.log_url), "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < end:
+                    raise CorruptTieredObjectError(f"object ends at byte {size}, its manifest says {end}",
+                                                   obj=self.log_url)  # fmt: skip
+                base = start - start % mmap.ALLOCATIONGRANULARITY
+                flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+                mm = mmap.mmap(f.fileno(), end - base, flags=flags, prot=mmap.PROT_READ, offset=base)
+        except FileNotFoundError:
+            raise storage.ObjectNotFoundError(f"{self.log_url}: no such object") from None
+        except (OSError, ValueError):  # a filesystem that cannot map: copy instead
+            return None
+        return memoryview(mm)[start - base :]
 
     def fetch(self, dest: str, start: int = 0, end: int | None = None, *,
               damage: list[ChunkDamage] | None = None) -> int:  # fmt: skip
