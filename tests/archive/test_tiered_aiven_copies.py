@@ -159,6 +159,28 @@ def test_the_page_cache_map_and_the_preadv_fallback_read_alike(tmp_path: Path, m
         storage.read_range_into(str(tmp_path / "missing"), 0, memoryview(bytearray(4)))
 
 
+def test_a_local_open_stays_in_the_callers_thread(tmp_path: Path, monkeypatch) -> None:
+    """A local object's manifest read and stat are done inline: handing them to the read pool costs more than they
+    do (the pool is for a remote object's GET and HEAD in flight together). Missing objects raise as before."""
+    logs, rsm = _bucket(tmp_path, compression=True, encrypted=False)
+
+    def no_pool(*_a, **_k):
+        raise AssertionError("a local open went through the read pool")
+
+    real = aiven.iter_parallel
+    monkeypatch.setattr(aiven, "iter_parallel", no_pool)
+    seg = AivenSegment.open(str(logs[0]), rsm=rsm)
+    monkeypatch.setattr(aiven, "iter_parallel", real)  # the read's chunk groups do go through the pool
+    assert seg.read() == golden_segments()[0].log
+    monkeypatch.setattr(aiven, "iter_parallel", no_pool)
+    logs[1].unlink()
+    with pytest.raises(storage.ObjectNotFoundError, match="no such object"):
+        AivenSegment.open(str(logs[1]), rsm=rsm)
+    logs[2].with_suffix(".rsm-manifest").unlink()
+    with pytest.raises(storage.ObjectNotFoundError, match="rsm-manifest: no such object"):
+        AivenSegment.open(str(logs[2]), rsm=rsm)
+
+
 # ------------------------------------------------------------------------------------------- data-key cache
 
 

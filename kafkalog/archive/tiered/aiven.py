@@ -114,10 +114,13 @@ class AivenSegment:
         the caller listed it, else one stat, sent with the manifest's GET). Raises ObjectNotFoundError/StorageError (OSErrors) for I/O,
         CorruptTieredObjectError for a bad manifest, TieredConfigError/TieredKeyError for the key."""
         manifest_url = _stem(log_url) + ".rsm-manifest"
-        if object_size is None or object_size < 0:  # the manifest GET and the HEAD in flight together
+        if (object_size is None or object_size < 0) and storage.is_remote(log_url):
+            # the manifest GET and the HEAD in flight together (a local stat costs less than a hand-off to the pool)
             got = list(iter_parallel([lambda: read_manifest(manifest_url, options),
                                       lambda: storage.stat_size(log_url, options)], 2))  # fmt: skip
             manifest, size = got[0], got[1]
+        elif object_size is None or object_size < 0:
+            manifest, size = read_manifest(manifest_url, options), storage.stat_size(log_url, options)
         else:
             manifest, size = read_manifest(manifest_url, options), object_size
         if size < 0:
