@@ -114,7 +114,8 @@ def test_open_ahead_fetches_no_plain_local_chunks_ahead(tmp_path: Path, monkeypa
     reads: list[str] = []
     real_read = aiven._read
     monkeypatch.setattr(aiven, "_read", lambda url, a, b, o: reads.append(url) or real_read(url, a, b, o))
-    got = [bytes(seg.read()) for _, seg, _ in open_ahead([str(p) for p in logs], lambda u: AivenSegment.open(u, rsm=rsm))]
+    opened = open_ahead([str(p) for p in logs], lambda u: AivenSegment.open(u, rsm=rsm))
+    got = [bytes(seg.read()) for _, seg, _ in opened]
     assert got == [s.log for s in golden_segments()]
     assert not [u for u in reads if u.endswith(".log")]
 

@@ -142,13 +142,13 @@ class AivenSegment:
         so a read of the segment's start does not wait a round trip for them: :func:`open_ahead` calls it while
         the previous segment is read. Kept while the segment is (``limit`` bytes). A failed read is not an error
         here: the read that needs the bytes fetches them again and reports it. Untransformed chunks of a local object
-        are not fetched ahead: there is no round trip to hide, and :meth:`read` copies them from the page cache
-        straight into place, where bytes fetched ahead would cost a read and a second copy."""
+        are not fetched ahead: there is no round trip to hide, and :meth:`read` maps them or copies them from the page
+        cache straight into place, where bytes fetched ahead would cost a read and a second copy."""
         ci = self.manifest.chunk_index
         if self._head is not None or not len(ci):
             return
         if not storage.is_remote(self.log_url) and self._stored_as_is(0, len(ci)):
-            return  # read straight from the page cache into place: a fetch ahead would only add a copy
+            return  # mapped or read straight from the page cache: a fetch ahead would only add a copy
         ends = ci.transformed_position + ci.transformed_size
         t0 = int(ci.transformed_position[0])
         k = int(np.searchsorted(ends, t0 + limit, side="right"))
