@@ -29,6 +29,8 @@ import re
 import shutil
 import tempfile
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -54,11 +56,13 @@ __all__ = [
     "iter_objects",
     "open_object_ranges",
     "join",
+    "keep_open",
     "local_path",
     "mirror_path",
     "parse_storage_options",
     "list_tree",
     "read_range",
+    "release",
     "resolve",
     "scratch_dir",
     "stage_files",
@@ -362,13 +366,17 @@ def list_tree(url: str, options: Mapping[str, Any] | None = None) -> list[FileEn
 
 
 def read_range(url: str, start: int = 0, end: int | None = None, options: Mapping[str, Any] | None = None) -> bytes:
-    """Bytes ``[start, end)`` of one object (``end=None``: to its end); short only when the object is."""
+    """Bytes ``[start, end)`` of one object (``end=None``: to its end); short only when the object is. An object a
+    reader keeps open (:func:`keep_open`) is read by its GET alone, with no HEAD first."""
     if not is_remote(url):
         with open(local_path(url), "rb") as f:
             if end is not None:  # the range asked for, nothing read past it
                 no_readahead(f)
             f.seek(start)
             return f.read(-1 if end is None else max(0, end - start))
+    kept = _kept(url, options, end)
+    if kept is not None and end is not None:
+        return kept.read_upto(start, end)
     fs, path = resolve(url, options)
     try:
         with fs.open_input_file(path) as f:
@@ -376,6 +384,70 @@ def read_range(url: str, start: int = 0, end: int | None = None, options: Mappin
             return f.read_at(max(0, stop - start), start) if stop > start else b""
     except _fs_errors() as exc:
         raise _error(url, f"read of bytes {start}-{end}", exc) from exc
+
+
+# ------------------------------------------------------------------------------ objects kept open by their readers
+
+#: objects kept open at once (:func:`keep_open`), and for how long at most: a reader that stops without
+#: :func:`release` leaves its objects open no longer than that
+_KEPT_OBJECTS = 256
+_KEPT_SECONDS = 60.0
+_KEPT: OrderedDict[tuple[int, str], tuple[float, _Object]] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+
+
+def _kept_key(url: str, options: Mapping[str, Any] | None) -> tuple[int, str]:
+    fs, path = resolve(url, options)
+    return id(fs), path  # file systems are cached for good (:func:`resolve`): one id per scheme and options
+
+
+def keep_open(url: str, options: Mapping[str, Any] | None, size: int) -> bool:
+    """Open the remote object ``url`` now (its HEAD on S3) and keep it open, so that :func:`read_range`'s reads
+    of it within ``size`` bytes send their GET alone (a round trip saved per read on a real bucket) until
+    :func:`release`. For a reader that knows the object does not change while it reads it (an Aiven segment's
+    ``.log``, written once under a unique segment id, whose manifest states its size): a reopened object of
+    another size is not kept (the reads then open it each time, as without). False when nothing is kept
+    (local files, errors, another size). Kept objects hold no data."""
+    if not is_remote(url):
+        return False
+    key = _kept_key(url, options)
+    with _KEPT_LOCK:
+        hit = _KEPT.get(key)
+        if hit is not None and hit[1].size == size and time.monotonic() - hit[0] <= _KEPT_SECONDS:
+            return True  # kept already (by another task of the same reader)
+    try:
+        obj = _Object(url, options)
+    except StorageError:
+        return False
+    if obj.size != size:
+        return False
+    with _KEPT_LOCK:
+        _KEPT[key] = (time.monotonic(), obj)
+        _KEPT.move_to_end(key)
+        while len(_KEPT) > _KEPT_OBJECTS:
+            _KEPT.popitem(last=False)
+    return True
+
+
+def release(url: str, options: Mapping[str, Any] | None) -> None:
+    """Stop keeping ``url`` open (:func:`keep_open`): its next reads open it again."""
+    if is_remote(url):
+        with _KEPT_LOCK:
+            _KEPT.pop(_kept_key(url, options), None)
+
+
+def _kept(url: str, options: Mapping[str, Any] | None, end: int | None) -> _Object | None:
+    if end is None or not _KEPT:
+        return None
+    key = _kept_key(url, options)
+    with _KEPT_LOCK:
+        hit = _KEPT.get(key)
+        if hit is None:
+            return None
+        if time.monotonic() - hit[0] > _KEPT_SECONDS:
+            del _KEPT[key]
+            return None
+        return hit[1] if end <= hit[1].size else None
 
 
 def fetch(
@@ -418,6 +490,19 @@ class _Object:
             self.size = self._file.size()
         except _fs_errors() as exc:
             raise _error(url, "open", exc) from exc
+
+    def read_upto(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)``, short where the object (as opened) ends."""
+        stop = min(end, self.size)
+        if stop <= start:
+            return b""
+        if self.local is not None:
+            with open(self.local, "rb") as f:
+                return os.pread(f.fileno(), stop - start, start)
+        try:
+            return self._file.read_at(stop - start, start)
+        except _fs_errors() as exc:
+            raise _error(self.url, f"read of bytes {start}-{end}", exc) from exc
 
     def read(self, start: int, end: int) -> bytes:
         if self.local is not None:
@@ -471,14 +556,29 @@ def fetch_parallel(url: str, dest: str, start: int = 0, end: int | None = None,
 def iter_objects(urls: Iterable[str], options: Mapping[str, Any] | None = None, *,
                  parallelism: int | None = None, part: int = PART_BYTES) -> Iterator[tuple[str, bytearray]]:
     """Each whole object of ``urls``, in order, as ``(url, bytes)``: the parts of this object and of the next
-    ones are fetched in parallel while the caller works on the current one (an archive read end to end)."""
+    ones are fetched in parallel while the caller works on the current one (an archive read end to end).
+
+    The objects are opened (a HEAD each on S3: their sizes) ``parallelism`` ahead in the read pool, so the next
+    object's first parts are asked for while this one's last parts are in flight, with no round trip between
+    them. Memory: the parts in flight (``parallelism`` x ``part``) and the object being assembled; an open object
+    holds no data. An object that cannot be opened raises where its bytes would have come."""
     n = default_parallelism() if parallelism is None else max(1, parallelism)
 
+    def open_one(url: str) -> _Object | BaseException:
+        try:
+            return _Object(url, options)
+        except StorageError as exc:  # raised in order, by the first part's task
+            return exc
+
+    def fail(exc: BaseException) -> tuple[str, int, int, bytes]:
+        raise exc
+
     def parts() -> Iterator[Callable[[], tuple[str, int, int, bytes]]]:
-        for url in urls:
-            obj = _Object(url, options)
-            ranges = split_range(0, obj.size, part) or [(0, 0)]
-            for s, e in ranges:  # the object closes when its last part's task is gone
+        for obj in iter_parallel(((lambda url=url: open_one(url)) for url in urls), n):
+            if isinstance(obj, BaseException):
+                yield lambda exc=obj: fail(exc)
+                continue
+            for s, e in split_range(0, obj.size, part) or [(0, 0)]:  # the object closes with its last part's task
                 yield lambda obj=obj, s=s, e=e: (obj.url, obj.size, s, obj.read(s, e) if e > s else b"")
 
     current: bytearray | None = None
@@ -498,6 +598,7 @@ def write_bytes(url: str, data: bytes, options: Mapping[str, Any] | None = None)
         os.makedirs(os.path.dirname(os.path.abspath(local_path(url))), exist_ok=True)
         atomic_write(local_path(url), data)
         return
+    release(url, options)
     fs, path = resolve(url, options)
     try:
         with fs.open_output_stream(path) as out:

@@ -356,27 +356,60 @@ _UNFILLED_FROM = 1 << 20
 _NEW_BYTEARRAY = _new_bytearray()
 
 
-def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = OPEN_AHEAD, *,
-               prefetch: bool = True) -> Iterator[tuple[Any, Any, BaseException | None]]:  # fmt: skip
+def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = OPEN_AHEAD, *, prefetch: bool = True,
+               options: Mapping[str, Any] | None = None) -> Iterator[tuple[Any, Any, BaseException | None]]:  # fmt: skip
     """``(item, opener(item), None)`` for each item in order, or ``(item, None, error)`` where the opener raised
     (an OSError or a kafkalog error: the caller reports it for that item; anything else is raised). Up to
     ``ahead`` items are opened in the read pool while the caller reads the current one, so a segment's round trips
-    (the HEAD and the manifest GET of :meth:`AivenSegment.open`, then the GET of its first chunks:
-    :meth:`AivenSegment.prefetch`) overlap the previous segment's reads instead of following them. Memory:
-    ``ahead + 1`` opened segments, each its manifest (chunk index, a few KiB per GiB of segment, at most
-    :data:`MAX_MANIFEST`), data key and first :data:`READ_BYTES` of stored chunks (2 + 1 x 8 MiB by default);
-    ``prefetch=False`` (a caller that keeps every segment open) fetches no chunk ahead."""
+    overlap the previous segment's reads instead of following them: the manifest's read
+    (:meth:`AivenSegment.open`; with the object's size from a listing, no HEAD of the ``.log``), the key unwrap,
+    then the GET of its first chunks (:meth:`AivenSegment.prefetch`). The ``.log`` is kept open
+    (:func:`kafkalog.archive.storage.keep_open`) until the caller moves on to the next item, so its chunk GETs
+    send no HEAD; for items that carry their URL and listed size (``path``, ``size_bytes``: a
+    :class:`~kafkalog.archive.discovery.SegmentItem`, with the storage ``options`` given here) that open is in
+    flight together with the manifest's. Memory: ``ahead + 1`` opened segments, each its manifest (chunk index, a
+    few KiB per GiB of segment, at most :data:`MAX_MANIFEST`), data key and first :data:`READ_BYTES` of stored
+    chunks (with the default ahead, 3 x 8 MiB); ``prefetch=False`` (a caller that keeps every segment open)
+    fetches no chunk ahead."""
+
+    def keep(item: Any) -> tuple[str, Any] | None:
+        # the .log's open (its HEAD on S3) in flight with the manifest's: an item with its listed size
+        url, size = getattr(item, "path", None), getattr(item, "size_bytes", -1)
+        if isinstance(url, str) and isinstance(size, int) and size >= 0 and storage.is_remote(url):
+            return (url, options) if storage.keep_open(url, options, size) else None
+        return None
 
     def task(item: Any) -> tuple[Any, Any, BaseException | None]:
         try:
             seg = opener(item)
         except (OSError, KafkaLogError) as exc:
             return item, None, exc
-        if prefetch and isinstance(seg, AivenSegment):
-            seg.prefetch()
+        if isinstance(seg, AivenSegment):
+            # the .log stays open while the segment is read: its chunk GETs need no HEAD each
+            storage.keep_open(seg.log_url, seg.options, seg.manifest.chunk_index.transformed_total)
+            if prefetch:
+                seg.prefetch()
         return item, seg, None
 
-    yield from iter_parallel((lambda item=item: task(item) for item in items), max(1, ahead))
+    def tasks() -> Iterator[Callable[[], Any]]:
+        for item in items:
+            yield lambda item=item: keep(item)
+            yield lambda item=item: task(item)
+
+    held: AivenSegment | None = None
+    results = iter_parallel(tasks(), 2 * max(1, ahead))
+    try:
+        for kept in results:
+            item, seg, error = next(results)
+            if kept is not None and seg is None:
+                storage.release(*kept)
+            if held is not None:  # the caller is done with the previous segment
+                storage.release(held.log_url, held.options)
+            held = seg if isinstance(seg, AivenSegment) else None
+            yield item, seg, error
+    finally:
+        if held is not None:
+            storage.release(held.log_url, held.options)
 
 
 def read_manifest(manifest_url: str, options: Mapping[str, Any] | None = None) -> SegmentManifest:
