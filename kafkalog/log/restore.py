@@ -218,7 +218,7 @@ def _open_aiven(logs: list[RemoteObject], rsm: Any, options: Mapping[str, str] |
     def opener(item: SegmentItem) -> AivenSegment:
         return AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
 
-    return open_ahead(items, opener, options=options)
+    return open_ahead(items, opener, options=options or {})
 
 
 def _materialize_aiven(item: SegmentItem, seg: AivenSegment, stem: str) -> None:
