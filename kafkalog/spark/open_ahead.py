@@ -26,17 +26,22 @@ Opened = tuple[AivenSegment | None, BaseException | None]
 
 def opened_ahead(parts: list[Any], options: Mapping[str, Any] | None, rsm: Any) -> Iterator[Opened]:
     """The Aiven segments among ``parts`` (:class:`kafkalog.spark.datasource.SegmentPartition`), in order,
-    opened ahead; each segment's first chunks are fetched ahead when every part is read from its start."""
+    opened ahead (a generator: close it to stop); each segment's first chunks are fetched ahead when every part
+    is read from its start."""
     aiven = [p for p in parts if is_aiven_item(p.item)]
     if not aiven:
-        return iter(())
+        return
     whole = all(p.start == 0 and p.bounds.offset_lo <= p.item.base_offset for p in aiven)
 
     def opener(item: SegmentItem) -> AivenSegment:
         return AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
 
-    return ((seg, error) for _, seg, error in open_ahead([p.item for p in aiven], opener, prefetch=whole,
-                                                         options=options))  # fmt: skip
+    opened = open_ahead([p.item for p in aiven], opener, prefetch=whole, options=options or {})
+    try:
+        for _, seg, error in opened:
+            yield seg, error
+    finally:
+        opened.close()
 
 
 def opened_segment(opened: Opened | None) -> AivenSegment | None:
