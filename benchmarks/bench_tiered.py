@@ -40,8 +40,9 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kafkalog.archive.object_reads import iter_objects  # noqa: E402
 from kafkalog.archive.ranged_reads import PART_BYTES, default_parallelism  # noqa: E402
-from kafkalog.archive.storage import iter_objects, list_tree  # noqa: E402
+from kafkalog.archive.storage import list_tree  # noqa: E402
 from kafkalog.archive.tiered import AivenSegment, load_rsm_config, open_ahead  # noqa: E402
 from kafkalog.archive.tiered.aiven import OPEN_AHEAD  # noqa: E402
 from kafkalog.records import build_batch, read_record_columns  # noqa: E402

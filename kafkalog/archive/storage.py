@@ -31,13 +31,13 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote
 
-from kafkalog.archive.ranged_reads import PART_BYTES, default_parallelism, iter_parallel, split_range
+from kafkalog.archive.ranged_reads import PART_BYTES, iter_parallel, split_range
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import InvalidArgumentError, KafkaStorageError
 from kafkalog.io.file_access import no_readahead
@@ -53,16 +53,14 @@ __all__ = [
     "fetch_parallel",
     "is_remote",
     "iter_object_ranges",
-    "iter_objects",
     "open_object_ranges",
     "join",
-    "keep_open",
     "local_path",
     "mirror_path",
     "parse_storage_options",
     "list_tree",
     "read_range",
-    "release",
+    "forget_kept",
     "resolve",
     "scratch_dir",
     "stage_files",
@@ -367,7 +365,7 @@ def list_tree(url: str, options: Mapping[str, Any] | None = None) -> list[FileEn
 
 def read_range(url: str, start: int = 0, end: int | None = None, options: Mapping[str, Any] | None = None) -> bytes:
     """Bytes ``[start, end)`` of one object (``end=None``: to its end); short only when the object is. An object a
-    reader keeps open (:func:`keep_open`) is read by its GET alone, with no HEAD first."""
+    reader keeps open (:func:`kafkalog.archive.object_reads.keep_open`) is read by its GET alone, no HEAD first."""
     if not is_remote(url):
         with open(local_path(url), "rb") as f:
             if end is not None:  # the range asked for, nothing read past it
@@ -388,8 +386,8 @@ def read_range(url: str, start: int = 0, end: int | None = None, options: Mappin
 
 # ------------------------------------------------------------------------------ objects kept open by their readers
 
-#: objects kept open at once (:func:`keep_open`), and for how long at most: a reader that stops without
-#: :func:`release` leaves its objects open no longer than that
+#: objects kept open at once (:func:`kafkalog.archive.object_reads.keep_open`), and for how long at most: a reader
+#: that stops without ``release`` leaves its objects open no longer than that
 _KEPT_OBJECTS = 256
 _KEPT_SECONDS = 60.0
 _KEPT: OrderedDict[tuple[int, str], tuple[float, _Object]] = OrderedDict()
@@ -401,36 +399,8 @@ def _kept_key(url: str, options: Mapping[str, Any] | None) -> tuple[int, str]:
     return id(fs), path  # file systems are cached for good (:func:`resolve`): one id per scheme and options
 
 
-def keep_open(url: str, options: Mapping[str, Any] | None, size: int) -> bool:
-    """Open the remote object ``url`` now (its HEAD on S3) and keep it open, so that :func:`read_range`'s reads
-    of it within ``size`` bytes send their GET alone (a round trip saved per read on a real bucket) until
-    :func:`release`. For a reader that knows the object does not change while it reads it (an Aiven segment's
-    ``.log``, written once under a unique segment id, whose manifest states its size): a reopened object of
-    another size is not kept (the reads then open it each time, as without). False when nothing is kept
-    (local files, errors, another size). Kept objects hold no data."""
-    if not is_remote(url):
-        return False
-    key = _kept_key(url, options)
-    with _KEPT_LOCK:
-        hit = _KEPT.get(key)
-        if hit is not None and hit[1].size == size and time.monotonic() - hit[0] <= _KEPT_SECONDS:
-            return True  # kept already (by another task of the same reader)
-    try:
-        obj = _Object(url, options)
-    except StorageError:
-        return False
-    if obj.size != size:
-        return False
-    with _KEPT_LOCK:
-        _KEPT[key] = (time.monotonic(), obj)
-        _KEPT.move_to_end(key)
-        while len(_KEPT) > _KEPT_OBJECTS:
-            _KEPT.popitem(last=False)
-    return True
-
-
-def release(url: str, options: Mapping[str, Any] | None) -> None:
-    """Stop keeping ``url`` open (:func:`keep_open`): its next reads open it again."""
+def forget_kept(url: str, options: Mapping[str, Any] | None) -> None:
+    """Stop keeping ``url`` open (:func:`kafkalog.archive.object_reads.keep_open`): its next reads open it again."""
     if is_remote(url):
         with _KEPT_LOCK:
             _KEPT.pop(_kept_key(url, options), None)
@@ -553,52 +523,13 @@ def fetch_parallel(url: str, dest: str, start: int = 0, end: int | None = None,
     return written
 
 
-def iter_objects(urls: Iterable[str], options: Mapping[str, Any] | None = None, *,
-                 parallelism: int | None = None, part: int = PART_BYTES) -> Iterator[tuple[str, bytearray]]:
-    """Each whole object of ``urls``, in order, as ``(url, bytes)``: the parts of this object and of the next
-    ones are fetched in parallel while the caller works on the current one (an archive read end to end).
-
-    The objects are opened (a HEAD each on S3: their sizes) ``parallelism`` ahead in the read pool, so the next
-    object's first parts are asked for while this one's last parts are in flight, with no round trip between
-    them. Memory: the parts in flight (``parallelism`` x ``part``) and the object being assembled; an open object
-    holds no data. An object that cannot be opened raises where its bytes would have come."""
-    n = default_parallelism() if parallelism is None else max(1, parallelism)
-
-    def open_one(url: str) -> _Object | BaseException:
-        try:
-            return _Object(url, options)
-        except StorageError as exc:  # raised in order, by the first part's task
-            return exc
-
-    def fail(exc: BaseException) -> tuple[str, int, int, bytes]:
-        raise exc
-
-    def parts() -> Iterator[Callable[[], tuple[str, int, int, bytes]]]:
-        for obj in iter_parallel(((lambda url=url: open_one(url)) for url in urls), n):
-            if isinstance(obj, BaseException):
-                yield lambda exc=obj: fail(exc)
-                continue
-            for s, e in split_range(0, obj.size, part) or [(0, 0)]:  # the object closes with its last part's task
-                yield lambda obj=obj, s=s, e=e: (obj.url, obj.size, s, obj.read(s, e) if e > s else b"")
-
-    current: bytearray | None = None
-    for url, size, s, data in iter_parallel(parts(), n):
-        if s == 0:
-            current = bytearray(size)
-        assert current is not None
-        current[s : s + len(data)] = data
-        if s + len(data) >= size:
-            yield url, current
-            current = None
-
-
 def write_bytes(url: str, data: bytes, options: Mapping[str, Any] | None = None) -> None:
     """Write one whole object (reports, summaries). Local paths get the atomic temp-fsync-rename write."""
     if not is_remote(url):
         os.makedirs(os.path.dirname(os.path.abspath(local_path(url))), exist_ok=True)
         atomic_write(local_path(url), data)
         return
-    release(url, options)
+    forget_kept(url, options)
     fs, path = resolve(url, options)
     try:
         with fs.open_output_stream(path) as out:

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.archive import ranged_reads, storage
+from kafkalog.archive import object_reads, ranged_reads, storage
+from kafkalog.archive.object_reads import iter_objects
 from kafkalog.archive.ranged_reads import iter_parallel, split_range
-from kafkalog.archive.storage import fetch_parallel, iter_object_ranges, iter_objects
+from kafkalog.archive.storage import fetch_parallel, iter_object_ranges
 from tests.latency_proxy import LatencyProxy
 from tests.s3server import MotoServer
 
@@ -153,8 +154,8 @@ def test_an_object_kept_open_is_read_by_gets_alone_until_released() -> None:
             proxy.trace = []
             assert storage.read_range(url, 0, 100, opts) == blob[:100]
             assert [r.kind for r in proxy.trace] == ["HEAD", "GET"]  # not kept: an open (HEAD) per read
-            assert not storage.keep_open(url, opts, size=9_999)  # not the size the reader expects: not kept
-            assert storage.keep_open(url, opts, size=10_000)
+            assert not object_reads.keep_open(url, opts, size=9_999)  # not the size the reader expects: not kept
+            assert object_reads.keep_open(url, opts, size=10_000)
             proxy.trace = []
             assert storage.read_range(url, 5000, 6000, opts) == blob[5000:6000]
             assert storage.read_range(url, 9000, 10_000, opts) == blob[9000:]
@@ -163,9 +164,9 @@ def test_an_object_kept_open_is_read_by_gets_alone_until_released() -> None:
             assert storage.read_range(url, 9000, 10_001, opts) == blob[9000:]
             assert storage.read_range(url, 9990, None, opts) == blob[9990:]
             assert [r.kind for r in proxy.trace] == ["HEAD", "GET", "HEAD", "GET"]
-            storage.release(url, opts)
+            object_reads.release(url, opts)
             server.client().put_object(Bucket="kept", Key="o0", Body=blob[:3000])  # released: changes are seen
             assert storage.read_range(url, 2000, 6000, opts) == blob[2000:3000]
-            assert not storage.keep_open(str(Path("/nonexistent")), None, size=1)  # local: nothing to keep
+            assert not object_reads.keep_open(str(Path("/nonexistent")), None, size=1)  # local: nothing to keep
     finally:
         server.stop()

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from kafkalog.archive import storage
+from kafkalog.archive import object_reads, storage
 from kafkalog.archive.ranged_reads import iter_parallel
 from kafkalog.archive.tiered.manifest import SegmentManifest, parse_manifest
 from kafkalog.archive.tiered.rsm_config import RsmConfig
@@ -371,7 +371,7 @@ def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = 
     overlap the previous segment's reads instead of following them: the manifest's read
     (:meth:`AivenSegment.open`; with the object's size from a listing, no HEAD of the ``.log``), the key unwrap,
     then the GET of its first chunks (:meth:`AivenSegment.prefetch`). The ``.log`` is kept open
-    (:func:`kafkalog.archive.storage.keep_open`) until the caller moves on to the next item, so its chunk GETs
+    (:func:`kafkalog.archive.object_reads.keep_open`) until the caller moves on to the next item, so its chunk GETs
     send no HEAD; for items that carry their URL and listed size (``path``, ``size_bytes``: a
     :class:`~kafkalog.archive.discovery.SegmentItem`) and when the opener's storage ``options`` are given here
     (``{}``: the environment's), that open is in flight together with the manifest's. Memory: ``ahead + 1`` opened segments, each its manifest (chunk index, a
@@ -391,7 +391,7 @@ def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = 
     def keep(item: Any) -> tuple[str, bytes | None] | None:
         # the .log opened (its HEAD) and its first bytes read beside the manifest's read: two round trips, not four
         found = listed(item)
-        if found is None or not storage.keep_open(found[0], options, found[1]):
+        if found is None or not object_reads.keep_open(found[0], options, found[1]):
             return None
         if not prefetch:
             return found[0], None
@@ -407,7 +407,7 @@ def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = 
             return item, None, exc
         if isinstance(seg, AivenSegment):
             # the .log stays open while the segment is read: its chunk GETs need no HEAD each
-            storage.keep_open(seg.log_url, seg.options, seg.manifest.chunk_index.transformed_total)
+            object_reads.keep_open(seg.log_url, seg.options, seg.manifest.chunk_index.transformed_total)
             if prefetch and listed(item) is None:  # else its first bytes come from keep()
                 seg.prefetch()
         return item, seg, None
@@ -423,19 +423,19 @@ def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = 
         for kept in results:
             item, seg, error = next(results)
             if kept is not None and not isinstance(seg, AivenSegment):
-                storage.release(kept[0], options)
+                object_reads.release(kept[0], options)
             if prefetch and isinstance(seg, AivenSegment) and listed(item) is not None:
                 if kept is not None and kept[1] is not None and kept[0] == seg.log_url:
                     seg.prefetch(fetched=kept[1])
                 else:  # the early read failed: fetched here (the read would have fetched them anyway)
                     seg.prefetch()
             if held is not None:  # the caller is done with the previous segment
-                storage.release(held.log_url, held.options)
+                object_reads.release(held.log_url, held.options)
             held = seg if isinstance(seg, AivenSegment) else None
             yield item, seg, error
     finally:
         if held is not None:
-            storage.release(held.log_url, held.options)
+            object_reads.release(held.log_url, held.options)
 
 
 def read_manifest(manifest_url: str, options: Mapping[str, Any] | None = None) -> SegmentManifest:
