@@ -4,7 +4,9 @@
 Each burst of bytes a client sends after the server's last answer counts as one request (HTTP/1.1 clients send a
 request, then wait for its answer), so a request is delayed once, whatever its size. Connections are delayed
 independently, as a store serves them. ``delay_s`` can change while the proxy runs (uploads without, reads with).
-Used by the tests and by ``benchmarks/bench_tiered.py --latency-ms``.
+Used by the tests and by ``benchmarks/bench_tiered.py --latency-ms``. With ``trace`` set to a list, each request
+appends a :class:`Request` (its first line, its Range header, when it arrived, when the server was sent it and
+when its answer began): the timeline of one read, where the serial round trips show (``--trace`` of the benchmark).
 """
 
 from __future__ import annotations
@@ -13,8 +15,34 @@ import select
 import socket
 import threading
 import time
+from dataclasses import dataclass
 
-__all__ = ["LatencyProxy"]
+__all__ = ["LatencyProxy", "Request"]
+
+
+@dataclass
+class Request:
+    """One request through the proxy (times from ``time.perf_counter``; ``answered`` is -1 until it is)."""
+
+    line: str  # "GET /bucket/key HTTP/1.1"
+    range: str  # "bytes=0-8388607", or ""
+    arrived: float
+    forwarded: float = -1.0
+    answered: float = -1.0
+
+    @property
+    def kind(self) -> str:
+        """``LIST``, ``HEAD``, ``GET`` (ranged or whole) or the method."""
+        method, _, rest = self.line.partition(" ")
+        if method == "GET" and ("list-type=" in rest or rest.split(" ")[0].rstrip("/").count("/") <= 1):
+            return "LIST"
+        return method
+
+
+def _request(data: bytes, now: float) -> Request:
+    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1", "replace").split("\r\n")
+    rng = next((h.split(":", 1)[1].strip() for h in head[1:] if h.lower().startswith("range:")), "")
+    return Request(head[0], rng, now)
 
 
 class LatencyProxy:
@@ -26,6 +54,7 @@ class LatencyProxy:
         self.requests = 0
         self.in_flight = 0
         self.peak_in_flight = 0  # requests waiting for their first answer byte at once
+        self.trace: list[Request] | None = None  # a list: every request is appended (see the module docstring)
         self._server = socket.socket()
         self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._server.bind(("127.0.0.1", 0))
@@ -64,6 +93,7 @@ class LatencyProxy:
             client.close()
             return
         awaiting_request = True  # the next client bytes start a request
+        current: Request | None = None
         try:
             while not self._stop.is_set():
                 ready, _, _ = select.select([client, upstream], [], [], 1.0)
@@ -73,6 +103,10 @@ class LatencyProxy:
                         return
                     if sock is client:
                         if awaiting_request:
+                            trace = self.trace
+                            current = _request(data, time.perf_counter()) if trace is not None else None
+                            if current is not None:
+                                trace.append(current)
                             with self._lock:
                                 self.requests += 1
                                 self.in_flight += 1
@@ -80,9 +114,13 @@ class LatencyProxy:
                             if self.delay_s > 0:
                                 time.sleep(self.delay_s)
                             awaiting_request = False
+                            if current is not None:
+                                current.forwarded = time.perf_counter()
                         upstream.sendall(data)
                     else:
                         if not awaiting_request:
+                            if current is not None:
+                                current.answered = time.perf_counter()
                             with self._lock:
                                 self.in_flight -= 1
                         awaiting_request = True

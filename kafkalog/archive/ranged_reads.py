@@ -9,7 +9,8 @@ order (the next chunks are fetched while the current one decodes), and the proce
 
 ``KAFKALOG_READ_PARALLELISM`` sets the default per reader (1 turns the pipelining off). Work submitted from a
 worker of the pool runs serially (no nesting, so no pool can wait on itself). The object reads built on it are
-:mod:`kafkalog.archive.storage`'s (``iter_object_ranges``, ``iter_objects``, ``fetch``) and Aiven's chunk pipeline.
+:mod:`kafkalog.archive.storage`'s (``iter_object_ranges``, ``fetch``), :mod:`kafkalog.archive.object_reads`'
+``iter_objects`` and Aiven's chunk pipeline.
 """
 
 from __future__ import annotations

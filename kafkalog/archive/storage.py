@@ -29,13 +29,15 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote
 
-from kafkalog.archive.ranged_reads import PART_BYTES, default_parallelism, iter_parallel, split_range
+from kafkalog.archive.ranged_reads import PART_BYTES, iter_parallel, split_range
 from kafkalog.checkpoint.atomic import atomic_write
 from kafkalog.errors import InvalidArgumentError, KafkaStorageError
 from kafkalog.io.file_access import mapped_range, no_readahead
@@ -51,7 +53,6 @@ __all__ = [
     "fetch_parallel",
     "is_remote",
     "iter_object_ranges",
-    "iter_objects",
     "open_object_ranges",
     "join",
     "local_path",
@@ -60,6 +61,7 @@ __all__ = [
     "list_tree",
     "read_range",
     "read_range_into",
+    "forget_kept",
     "resolve",
     "scratch_dir",
     "stage_files",
@@ -363,13 +365,17 @@ def list_tree(url: str, options: Mapping[str, Any] | None = None) -> list[FileEn
 
 
 def read_range(url: str, start: int = 0, end: int | None = None, options: Mapping[str, Any] | None = None) -> bytes:
-    """Bytes ``[start, end)`` of one object (``end=None``: to its end); short only when the object is."""
+    """Bytes ``[start, end)`` of one object (``end=None``: to its end); short only when the object is. An object a
+    reader keeps open (:func:`kafkalog.archive.object_reads.keep_open`) is read by its GET alone, no HEAD first."""
     if not is_remote(url):
         with open(local_path(url), "rb") as f:
             if end is not None:  # the range asked for, nothing read past it
                 no_readahead(f)
             f.seek(start)
             return f.read(-1 if end is None else max(0, end - start))
+    kept = _kept(url, options, end)
+    if kept is not None and end is not None:
+        return kept.read_upto(start, end)
     fs, path = resolve(url, options)
     try:
         with fs.open_input_file(path) as f:
@@ -377,6 +383,42 @@ def read_range(url: str, start: int = 0, end: int | None = None, options: Mappin
             return f.read_at(max(0, stop - start), start) if stop > start else b""
     except _fs_errors() as exc:
         raise _error(url, f"read of bytes {start}-{end}", exc) from exc
+
+
+# ------------------------------------------------------------------------------ objects kept open by their readers
+
+#: objects kept open at once (:func:`kafkalog.archive.object_reads.keep_open`), and for how long at most: a reader
+#: that stops without ``release`` leaves its objects open no longer than that
+_KEPT_OBJECTS = 256
+_KEPT_SECONDS = 60.0
+_KEPT: OrderedDict[tuple[int, str], tuple[float, _Object]] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+
+
+def _kept_key(url: str, options: Mapping[str, Any] | None) -> tuple[int, str]:
+    fs, path = resolve(url, options)
+    return id(fs), path  # file systems are cached for good (:func:`resolve`): one id per scheme and options
+
+
+def forget_kept(url: str, options: Mapping[str, Any] | None) -> None:
+    """Stop keeping ``url`` open (:func:`kafkalog.archive.object_reads.keep_open`): its next reads open it again."""
+    if is_remote(url):
+        with _KEPT_LOCK:
+            _KEPT.pop(_kept_key(url, options), None)
+
+
+def _kept(url: str, options: Mapping[str, Any] | None, end: int | None) -> _Object | None:
+    if end is None or not _KEPT:
+        return None
+    key = _kept_key(url, options)
+    with _KEPT_LOCK:
+        hit = _KEPT.get(key)
+        if hit is None:
+            return None
+        if time.monotonic() - hit[0] > _KEPT_SECONDS:
+            del _KEPT[key]
+            return None
+        return hit[1] if end <= hit[1].size else None
 
 
 def fetch(
@@ -423,6 +465,11 @@ def read_range_into(url: str, start: int, dest: memoryview, options: Mapping[str
                     break
                 done += n
         return done
+    kept = _kept(url, options, start + len(dest))
+    if kept is not None:  # kept open by its reader: a GET alone, no HEAD first (one more copy, one round trip less)
+        data = kept.read_upto(start, start + len(dest))
+        dest[: len(data)] = data
+        return len(data)
     fs, path = resolve(url, options)
     try:
         with fs.open_input_file(path) as f:
@@ -456,6 +503,19 @@ class _Object:
             self.size = self._file.size()
         except _fs_errors() as exc:
             raise _error(url, "open", exc) from exc
+
+    def read_upto(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)``, short where the object (as opened) ends."""
+        stop = min(end, self.size)
+        if stop <= start:
+            return b""
+        if self.local is not None:
+            with open(self.local, "rb") as f:
+                return os.pread(f.fileno(), stop - start, start)
+        try:
+            return self._file.read_at(stop - start, start)
+        except _fs_errors() as exc:
+            raise _error(self.url, f"read of bytes {start}-{end}", exc) from exc
 
     def read(self, start: int, end: int) -> bytes:
         if self.local is not None:
@@ -506,36 +566,13 @@ def fetch_parallel(url: str, dest: str, start: int = 0, end: int | None = None,
     return written
 
 
-def iter_objects(urls: Iterable[str], options: Mapping[str, Any] | None = None, *,
-                 parallelism: int | None = None, part: int = PART_BYTES) -> Iterator[tuple[str, bytearray]]:
-    """Each whole object of ``urls``, in order, as ``(url, bytes)``: the parts of this object and of the next
-    ones are fetched in parallel while the caller works on the current one (an archive read end to end)."""
-    n = default_parallelism() if parallelism is None else max(1, parallelism)
-
-    def parts() -> Iterator[Callable[[], tuple[str, int, int, bytes]]]:
-        for url in urls:
-            obj = _Object(url, options)
-            ranges = split_range(0, obj.size, part) or [(0, 0)]
-            for s, e in ranges:  # the object closes when its last part's task is gone
-                yield lambda obj=obj, s=s, e=e: (obj.url, obj.size, s, obj.read(s, e) if e > s else b"")
-
-    current: bytearray | None = None
-    for url, size, s, data in iter_parallel(parts(), n):
-        if s == 0:
-            current = bytearray(size)
-        assert current is not None
-        current[s : s + len(data)] = data
-        if s + len(data) >= size:
-            yield url, current
-            current = None
-
-
 def write_bytes(url: str, data: bytes, options: Mapping[str, Any] | None = None) -> None:
     """Write one whole object (reports, summaries). Local paths get the atomic temp-fsync-rename write."""
     if not is_remote(url):
         os.makedirs(os.path.dirname(os.path.abspath(local_path(url))), exist_ok=True)
         atomic_write(local_path(url), data)
         return
+    forget_kept(url, options)
     fs, path = resolve(url, options)
     try:
         with fs.open_output_stream(path) as out:

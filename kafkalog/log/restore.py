@@ -16,17 +16,18 @@ batches from its base offset to the end offset the metadata states.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalog.archive import storage
 from kafkalog.archive.discovery import RemoteObject, SegmentItem, list_remote_objects
-from kafkalog.archive.tiered.aiven import materialize
+from kafkalog.archive.tiered.aiven import AivenSegment, materialize, open_ahead
 
 from ..checkpoint.atomic import fsync_dir
 from ..checkpoint.partition_metadata import format_partition_metadata
@@ -173,39 +174,57 @@ def _write_partition(p: RestoredPartition, objs: list[RemoteObject], staging: st
     for o in objs:
         by_segment[o.segment_id][o.suffix] = o
     bases = [b for b, _ in p.segments]
-    for i, (base, sid) in enumerate(p.segments):
-        stem = os.path.join(staging, offset_to_name(base))
-        have = by_segment[sid]
-        if p.layout == "tiered-aiven":
-            _materialize_aiven(have["log"], stem, rsm, options)
-        else:
-            for suffix, local in _LOCAL_SUFFIXES.items():
-                if suffix in have:
-                    storage.fetch(have[suffix].path, stem + local, options=options)
-            for suffix, local in (("snapshot", _SNAPSHOT_STAGED), ("leader_epoch_checkpoint", ".epochs")):
-                if suffix in have:
-                    storage.fetch(have[suffix].path, stem + local, options=options)
-        next_base = bases[i + 1] if i + 1 < len(bases) else p.log_end_offset
-        if next_base is not None and os.path.exists(stem + _SNAPSHOT_STAGED):
-            os.replace(stem + _SNAPSHOT_STAGED, os.path.join(staging, offset_to_name(next_base) + ".snapshot"))
-        # else: the last segment's snapshot moves to the log end once the read-back (_check_written) found it
-        epochs = stem + ".epochs"
-        if os.path.exists(epochs):
-            if i + 1 == len(p.segments):
-                os.replace(epochs, os.path.join(staging, "leader-epoch-checkpoint"))
+    aiven = p.layout == "tiered-aiven"
+    with contextlib.closing(_open_aiven([by_segment[sid]["log"] for _, sid in p.segments] if aiven else [],
+                                       rsm, options)) as opened:  # fmt: skip
+        for i, (base, sid) in enumerate(p.segments):
+            stem = os.path.join(staging, offset_to_name(base))
+            have = by_segment[sid]
+            if aiven:
+                item, seg, error = next(opened)
+                if error is not None:
+                    raise error
+                _materialize_aiven(item, seg, stem)
             else:
-                os.unlink(epochs)
+                for suffix, local in _LOCAL_SUFFIXES.items():
+                    if suffix in have:
+                        storage.fetch(have[suffix].path, stem + local, options=options)
+                for suffix, local in (("snapshot", _SNAPSHOT_STAGED), ("leader_epoch_checkpoint", ".epochs")):
+                    if suffix in have:
+                        storage.fetch(have[suffix].path, stem + local, options=options)
+            next_base = bases[i + 1] if i + 1 < len(bases) else p.log_end_offset
+            if next_base is not None and os.path.exists(stem + _SNAPSHOT_STAGED):
+                os.replace(stem + _SNAPSHOT_STAGED, os.path.join(staging, offset_to_name(next_base) + ".snapshot"))
+            # else: the last segment's snapshot moves to the log end once the read-back (_check_written) found it
+            epochs = stem + ".epochs"
+            if os.path.exists(epochs):
+                if i + 1 == len(p.segments):
+                    os.replace(epochs, os.path.join(staging, "leader-epoch-checkpoint"))
+                else:
+                    os.unlink(epochs)
     with open(os.path.join(staging, "partition.metadata"), "wb") as f:
         f.write(format_partition_metadata(p.topic_id))
     p.files = sorted(os.listdir(staging))
 
 
-def _materialize_aiven(log: RemoteObject, stem: str, rsm: Any, options: Mapping[str, str] | None) -> None:
+def _open_aiven(logs: list[RemoteObject], rsm: Any, options: Mapping[str, str] | None
+                ) -> Iterator[tuple[SegmentItem, AivenSegment | None, BaseException | None]]:  # fmt: skip
+    """The Aiven segments of ``logs`` opened :data:`~kafkalog.archive.tiered.aiven.OPEN_AHEAD` ahead of the one
+    being written (:func:`~kafkalog.archive.tiered.open_ahead`: manifest, key unwrap and first chunks fetched
+    while the previous segment is restored), each with its size from the listing (no HEAD)."""
+    items = [SegmentItem(log.path, storage.dirname(log.path), log.topic, log.partition, log.base_offset, log.size,
+                         layout="tiered-aiven") for log in logs]  # fmt: skip
+
+    def opener(item: SegmentItem) -> AivenSegment:
+        return AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+
+    return open_ahead(items, opener, options=options or {})
+
+
+def _materialize_aiven(item: SegmentItem, seg: AivenSegment, stem: str) -> None:
     """An Aiven segment's original bytes and indexes, decrypted and decompressed, under ``stem``."""
-    item = SegmentItem(log.path, storage.dirname(log.path), log.topic, log.partition, log.base_offset, log.size,
-                       layout="tiered-aiven")
     scratch = stem + ".aiven"
-    out = materialize(item, scratch, rsm=rsm, options=options)
+    out = materialize(item, scratch, segment=seg)
     src = out.path[: -len(".log")]
     for local in (".log", ".index", ".timeindex", ".txnindex"):
         if os.path.exists(src + local):

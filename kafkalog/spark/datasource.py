@@ -90,6 +90,7 @@ from kafkalog.log.timestamp_offsets import PartitionTimes, indexes_on_disk
 from kafkalog.spark import channel
 from kafkalog.spark.daemon import quiet_stock_daemon
 from kafkalog.spark.decoded import DECODED_SCHEMA, add_decoded, decode_option, split_schema
+from kafkalog.spark.open_ahead import Opened, indexes_of, opened_ahead, opened_segment
 from kafkalog.spark.options import check_options, flag
 from kafkalog.spark.scan import (
     COLUMNS,
@@ -372,16 +373,18 @@ class KafkaLogReader(DataSourceReader):
         read_committed, ``decode``, ``metricsDir``), the others (and joined ones whose pass fails) one by one."""
         held: list[SegmentPartition] = []
         load = 0
-        for i, segment in run:
-            if self._joinable(segment):
-                held.append(segment)
-                load += segment.size
-                if load < JOINED_BYTES:
-                    continue
-            yield from self._read_joined(held)
-            held, load = [], 0
-            if not self._joinable(segment):
-                yield from self.read_segment(segment, startup if i == 0 else 0.0)
+        with contextlib.closing(opened_ahead([s for _, s in run], self.storage, self.rsm)) as opened:
+            for i, segment in run:
+                if self._joinable(segment):
+                    held.append(segment)
+                    load += segment.size
+                    if load < JOINED_BYTES:
+                        continue
+                yield from self._read_joined(held)
+                held, load = [], 0
+                if not self._joinable(segment):
+                    seg = next(opened) if is_aiven_item(segment.item) else None  # opened ahead, in order
+                    yield from self.read_segment(segment, startup if i == 0 else 0.0, seg)
         yield from self._read_joined(held)
 
     def _joinable(self, segment: SegmentPartition) -> bool:
@@ -402,11 +405,13 @@ class KafkaLogReader(DataSourceReader):
         for segment in segments:
             yield from self.read_segment(segment)
 
-    def read_segment(self, segment: SegmentPartition, worker_start: float = 0.0) -> Iterator:
+    def read_segment(self, segment: SegmentPartition, worker_start: float = 0.0,
+                     opened: Opened | None = None) -> Iterator:  # fmt: skip
         """One segment's Arrow batches, with onCorrupt's reporting and the segment's metrics (also used by
-        :mod:`kafkalog.spark.export`); ``worker_start``: the fresh worker's start-up, for the metrics."""
+        :mod:`kafkalog.spark.export`); ``worker_start``: the fresh worker's start-up, for the metrics;
+        ``opened``: the Aiven segment opened ahead (:mod:`kafkalog.spark.open_ahead`)."""
         metrics = ScanMetrics(segment.item.path, started=time.time(), worker_start=worker_start)
-        batches = scan_segment(self, segment, metrics)
+        batches = scan_segment(self, segment, metrics, opened)
         finished = False
         try:
             while True:
@@ -493,7 +498,7 @@ def _roots(opts: dict[str, str]) -> list[str]:
 
 @contextlib.contextmanager
 def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str], rsm=None,
-               damage: list | None = None) -> Iterator[tuple[str, int]]:  # fmt: skip
+               damage: list | None = None, seg: AivenSegment | None = None) -> Iterator[tuple[str, int]]:  # fmt: skip
     """(local path, position of ``start`` in it) for bytes [start, end) of the segment's ``.log``: the file
     itself on local disk; for a remote segment, a scratch copy of just that range; for an Aiven tiered segment,
     that range restored from the chunks covering it (a bad chunk raises, or with ``damage`` comes back zeroed)."""
@@ -503,17 +508,18 @@ def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str],
     with storage.scratch_dir() as root:
         local = os.path.join(root, "range.log")
         if is_aiven_item(item):
-            AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes).fetch(
-                local, start, end, damage=damage)  # fmt: skip
+            seg = seg or AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+            seg.fetch(local, start, end, damage=damage)
         else:
             storage.fetch(item.path, local, start, end, options)
         yield local, 0
 
 
-def scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics):
+def scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics, opened: Opened | None = None):
     """Arrow record batches of one segment: seek with the indexes, fetch the byte range (remote), decode columns
-    (:func:`kafkalog.spark.scan.scan_range`)."""
+    (:func:`kafkalog.spark.scan.scan_range`); ``opened``: the Aiven segment opened ahead, if it was."""
     item, b = part.item, part.bounds
+    seg = opened_segment(opened)
     lo, hi = b.offset_lo, b.offset_hi
     upper = None if hi >= _NO_UPPER else hi
     size = item.size_bytes
@@ -523,7 +529,8 @@ def scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics)
         position, start_offset, end = part.start, item.base_offset, part.stop
         size = end
     elif remote:  # the indexes alone, then one range of the .log
-        with indexes_on_disk(item, reader.storage, reader.rsm) as local:
+        indexes = indexes_of(item, seg) if seg is not None else indexes_on_disk(item, reader.storage, reader.rsm)
+        with indexes as local:
             size = local.size_bytes  # an Aiven object's original segment size
             position, start_offset, end = checked_range(local.path, item.base_offset, lo, upper, log_size=size)
     else:  # the indexes answer only after their strict checks against the .log (KIP-263 on first use)
@@ -545,7 +552,7 @@ def scan_segment(reader: KafkaLogReader, part: SegmentPartition, m: ScanMetrics)
     shift = position
     # a bad chunk fails the task naming the object, unless the scan keeps going past damage
     damage = None if reader.on_corrupt == "fail" else []
-    with _log_range(item, position, end, reader.storage, reader.rsm, damage) as (path, local_position):
+    with _log_range(item, position, end, reader.storage, reader.rsm, damage, seg) as (path, local_position):
         shift -= local_position
         yield from scan_range(spec, path, local_position, end - shift, m, label=item.path, shift=shift)
 

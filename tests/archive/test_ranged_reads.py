@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.archive import ranged_reads, storage
+from kafkalog.archive import object_reads, ranged_reads, storage
+from kafkalog.archive.object_reads import iter_objects
 from kafkalog.archive.ranged_reads import iter_parallel, split_range
-from kafkalog.archive.storage import fetch_parallel, iter_object_ranges, iter_objects
+from kafkalog.archive.storage import fetch_parallel, iter_object_ranges
 from tests.latency_proxy import LatencyProxy
 from tests.s3server import MotoServer
 
@@ -107,5 +108,65 @@ def test_s3_behind_the_latency_proxy_reads_the_same_bytes_with_requests_overlapp
             assert storage.fetch(urls[1], str(dest), 1000, 200_000, opts) == 199_000
             assert dest.read_bytes() == blobs[1][1000:200_000]
             assert proxy.requests > parts
+    finally:
+        server.stop()
+
+
+def _objects(server: MotoServer, bucket: str, blobs: list[bytes]) -> list[str]:
+    client = server.client()
+    client.create_bucket(Bucket=bucket)
+    for i, blob in enumerate(blobs):
+        client.put_object(Bucket=bucket, Key=f"o{i}", Body=blob)
+    return [f"s3://{bucket}/o{i}" for i in range(len(blobs))]
+
+
+def test_archive_objects_are_opened_ahead_so_no_round_trip_waits_between_objects() -> None:
+    server = MotoServer().start()
+    try:
+        with LatencyProxy(server.port, delay_s=0.0) as proxy:
+            opts = {**server.options, "endpoint_url": proxy.endpoint}
+            blobs = [os.urandom(50_000 + i) for i in range(6)]
+            urls = _objects(server, "ahead", blobs)
+            proxy.delay_s = 0.05
+            proxy.trace = []
+            got = [(u, bytes(b)) for u, b in iter_objects(urls, opts, part=65536, parallelism=4)]
+            trace, proxy.trace = proxy.trace, None
+            assert got == list(zip(urls, blobs, strict=True))
+            heads = [r for r in trace if r.kind == "HEAD"]
+            gets = [r for r in trace if r.kind == "GET"]
+            assert len(heads) == len(gets) == 6  # one open and one part per object
+            # the objects are opened ahead, several at once (one after another, each HEAD would wait for the
+            # previous one's answer: a round trip per object that nothing overlaps)
+            assert sum(h.arrived < p.answered for p, h in zip(heads, heads[1:], strict=False)) >= 3
+            # in flight at once: at most the window of opens (4) and the window of parts (4)
+            assert proxy.peak_in_flight <= 8
+    finally:
+        server.stop()
+
+
+def test_an_object_kept_open_is_read_by_gets_alone_until_released() -> None:
+    server = MotoServer().start()
+    try:
+        with LatencyProxy(server.port, delay_s=0.0) as proxy:
+            opts = {**server.options, "endpoint_url": proxy.endpoint}
+            blob = os.urandom(10_000)
+            [url] = _objects(server, "kept", [blob])
+            proxy.trace = []
+            assert storage.read_range(url, 0, 100, opts) == blob[:100]
+            assert [r.kind for r in proxy.trace] == ["HEAD", "GET"]  # not kept: an open (HEAD) per read
+            assert not object_reads.keep_open(url, opts, size=9_999)  # not the size the reader expects: not kept
+            assert object_reads.keep_open(url, opts, size=10_000)
+            proxy.trace = []
+            assert storage.read_range(url, 5000, 6000, opts) == blob[5000:6000]
+            assert storage.read_range(url, 9000, 10_000, opts) == blob[9000:]
+            assert [r.kind for r in proxy.trace] == ["GET", "GET"]
+            proxy.trace = []  # past the kept size, or to the end: opened again
+            assert storage.read_range(url, 9000, 10_001, opts) == blob[9000:]
+            assert storage.read_range(url, 9990, None, opts) == blob[9990:]
+            assert [r.kind for r in proxy.trace] == ["HEAD", "GET", "HEAD", "GET"]
+            object_reads.release(url, opts)
+            server.client().put_object(Bucket="kept", Key="o0", Body=blob[:3000])  # released: changes are seen
+            assert storage.read_range(url, 2000, 6000, opts) == blob[2000:3000]
+            assert not object_reads.keep_open(str(Path("/nonexistent")), None, size=1)  # local: nothing to keep
     finally:
         server.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from click.testing import CliRunner
@@ -151,3 +152,34 @@ def test_plain_chunks_from_s3_are_read_into_place(s3, monkeypatch) -> None:
     s3.client().put_object(Bucket=BUCKET, Key=f"plain/{seg['mainPath']}.log", Body=b"x" * 700)
     with pytest.raises(CorruptTieredObjectError, match="object ends at byte 700"):
         s.read()
+
+
+def test_segments_opened_ahead_send_each_log_head_once_beside_the_manifest_read(s3, rsm_file: Path) -> None:
+    """Behind the latency proxy: each segment's ``.log`` is opened (HEAD) once, in flight with its manifest's
+    read, and its prefetch and chunk reads are GETs alone; the bytes are the golden segments'."""
+    from kafkalog.archive import storage
+    from kafkalog.archive.discovery import discover_segments
+    from kafkalog.archive.tiered import open_ahead
+    from tests.latency_proxy import LatencyProxy
+
+    rsm = load_rsm_config(rsm_file)
+    with LatencyProxy(s3.port, delay_s=0.03) as proxy:
+        opts = {**s3.options, "endpoint_url": proxy.endpoint}
+        items = discover_segments(f"s3://{BUCKET}/{PREFIX}", options=opts, key_prefix=PREFIX)
+        assert len(items) == 5
+        proxy.trace = []
+        got = [bytes(seg.read()) for _, seg, err in open_ahead(
+            items, lambda i: AivenSegment.open(i.path, rsm=rsm, options=opts, object_size=i.size_bytes),
+            options=opts)]  # fmt: skip
+        trace, proxy.trace = proxy.trace, None
+    assert got == [s.log for s in golden_segments()]
+    for item in items:
+        key = "/" + BUCKET + item.path.split(BUCKET, 1)[1][: -len(".log")]
+        log = [r for r in trace if unquote(r.line.split()[1].split("?")[0]) == key + ".log"]
+        manifest = [r for r in trace if unquote(r.line.split()[1].split("?")[0]) == key + ".rsm-manifest"]
+        assert [r.kind for r in log].count("HEAD") == 1 and all(r.kind == "GET" for r in log[1:]), log
+        assert log[0].kind == "HEAD" and len(log) >= 2
+        # the .log's open was sent before the manifest's GET was answered: in flight together
+        manifest_get = next(r for r in manifest if r.kind == "GET")
+        assert log[0].arrived < manifest_get.answered
+    assert not storage._KEPT  # released once the caller moved past each segment

@@ -166,3 +166,36 @@ def test_dump_opens_segments_ahead_with_the_same_output(monkeypatch) -> None:
     slow = _SlowOpens(monkeypatch)
     assert dump() == serial and serial[0] == 0 and serial[1].count('"type": "record"') == 105
     assert slow.started == 5 and 2 <= slow.max_in_flight <= aiven.OPEN_AHEAD
+
+
+def _restore(d: Path, to: Path) -> dict[str, bytes]:
+    res = CliRunner().invoke(main, ["tiered", "restore", str(d / "remote"), "--to", str(to), "--rsm-config",
+                                    str(d / "rsm.properties")], catch_exceptions=False)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    [pdir] = [p for p in to.iterdir() if p.is_dir()]
+    return {p.name: p.read_bytes() for p in sorted(pdir.iterdir())}
+
+
+def test_restore_opens_segments_ahead_and_bounded_with_the_files_of_a_serial_run(tmp_path: Path,
+                                                                                 monkeypatch) -> None:  # fmt: skip
+    from kafkalog.log import restore as restore_mod
+
+    d = AIVEN / "variants" / VARIANT
+    with monkeypatch.context() as m:  # each segment opened as it is written
+        m.setattr(restore_mod, "open_ahead", lambda items, opener, **_: ((i, opener(i), None) for i in items))
+        serial = _restore(d, tmp_path / "serial")
+    slow = _SlowOpens(monkeypatch)
+    started_at_write: list[int] = []
+    real = restore_mod._materialize_aiven
+
+    def materialize(*args, **kwargs):
+        started_at_write.append(slow.started)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(restore_mod, "_materialize_aiven", materialize)
+    ahead = _restore(d, tmp_path / "ahead")
+    assert ahead == serial and sum(n.endswith(".log") for n in ahead) == 5
+    assert [ahead[n] for n in sorted(ahead) if n.endswith(".log")] == [s.log for s in golden_segments()]
+    assert slow.started == 5 and 2 <= slow.max_in_flight <= aiven.OPEN_AHEAD
+    # the next segments are being opened while one is written, never more than OPEN_AHEAD past it
+    assert started_at_write[0] >= 2 and all(s <= k + 1 + aiven.OPEN_AHEAD for k, s in enumerate(started_at_write))

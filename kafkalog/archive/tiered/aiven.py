@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from kafkalog.archive import storage
+from kafkalog.archive import object_reads, storage
 from kafkalog.archive.ranged_reads import iter_parallel
 from kafkalog.archive.tiered.manifest import SegmentManifest, parse_manifest
 from kafkalog.archive.tiered.rsm_config import RsmConfig
@@ -137,13 +137,15 @@ class AivenSegment:
                 raise CorruptTieredObjectError("manifest's fixed chunk sizes do not fit AES-GCM chunks", obj=log_url)
         return cls(log_url, manifest, data_key=_unwrap(manifest, rsm, log_url), options=options)
 
-    def prefetch(self, limit: int = READ_BYTES) -> None:
+    def prefetch(self, limit: int = READ_BYTES, fetched: bytes | None = None) -> None:
         """Fetch the stored bytes of the first chunks now (whole chunks, at most ``limit`` bytes, one ranged read),
         so a read of the segment's start does not wait a round trip for them: :func:`open_ahead` calls it while
-        the previous segment is read. Kept while the segment is (``limit`` bytes). A failed read is not an error
-        here: the read that needs the bytes fetches them again and reports it. Untransformed chunks of a local object
-        are not fetched ahead: there is no round trip to hide, and :meth:`read` maps them or copies them from the page
-        cache straight into place, where bytes fetched ahead would cost a read and a second copy."""
+        the previous segment is read. ``fetched``: the object's first bytes, read already (:func:`open_ahead` reads
+        them beside the manifest), kept up to the last whole chunk in them instead of a GET. Kept while the
+        segment is (``limit`` bytes). A failed read is not an error here: the read that needs the bytes fetches
+        them again and reports it. Untransformed chunks of a local object are not fetched ahead: there is no round
+        trip to hide, and :meth:`read` maps them or copies them from the page cache straight into place, where
+        bytes fetched ahead would cost a read and a second copy."""
         ci = self.manifest.chunk_index
         if self._head is not None or not len(ci):
             return
@@ -151,10 +153,15 @@ class AivenSegment:
             return  # mapped or read straight from the page cache: a fetch ahead would only add a copy
         ends = ci.transformed_position + ci.transformed_size
         t0 = int(ci.transformed_position[0])
+        if fetched is not None:
+            limit = min(limit, len(fetched) - t0)
         k = int(np.searchsorted(ends, t0 + limit, side="right"))
         if k == 0:
             return
         t1 = int(ends[k - 1])
+        if fetched is not None:
+            self._head = (t0, memoryview(fetched)[t0:t1])
+            return
         try:
             blob = _read(self.log_url, t0, t1, self.options)
         except OSError:
@@ -466,27 +473,79 @@ _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", 14)
 _PAGE = mmap.PAGESIZE
 
 
-def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = OPEN_AHEAD, *,
-               prefetch: bool = True) -> Iterator[tuple[Any, Any, BaseException | None]]:  # fmt: skip
+def open_ahead(items: Iterable[Any], opener: Callable[[Any], Any], ahead: int = OPEN_AHEAD, *, prefetch: bool = True,
+               options: Mapping[str, Any] | None = None) -> Iterator[tuple[Any, Any, BaseException | None]]:  # fmt: skip
     """``(item, opener(item), None)`` for each item in order, or ``(item, None, error)`` where the opener raised
     (an OSError or a kafkalog error: the caller reports it for that item; anything else is raised). Up to
     ``ahead`` items are opened in the read pool while the caller reads the current one, so a segment's round trips
-    (the HEAD and the manifest GET of :meth:`AivenSegment.open`, then the GET of its first chunks:
-    :meth:`AivenSegment.prefetch`) overlap the previous segment's reads instead of following them. Memory:
-    ``ahead + 1`` opened segments, each its manifest (chunk index, a few KiB per GiB of segment, at most
-    :data:`MAX_MANIFEST`), data key and first :data:`READ_BYTES` of stored chunks (2 + 1 x 8 MiB by default);
-    ``prefetch=False`` (a caller that keeps every segment open) fetches no chunk ahead."""
+    overlap the previous segment's reads instead of following them: the manifest's read
+    (:meth:`AivenSegment.open`; with the object's size from a listing, no HEAD of the ``.log``), the key unwrap,
+    then the GET of its first chunks (:meth:`AivenSegment.prefetch`). The ``.log`` is kept open
+    (:func:`kafkalog.archive.object_reads.keep_open`) until the caller moves on to the next item, so its chunk GETs
+    send no HEAD; for items that carry their URL and listed size (``path``, ``size_bytes``: a
+    :class:`~kafkalog.archive.discovery.SegmentItem`) and when the opener's storage ``options`` are given here
+    (``{}``: the environment's), that open is in flight together with the manifest's. Memory: ``ahead + 1`` opened segments, each its manifest (chunk index, a
+    few KiB per GiB of segment, at most :data:`MAX_MANIFEST`), data key and first :data:`READ_BYTES` of stored
+    chunks (with the default ahead, 3 x 8 MiB); ``prefetch=False`` (a caller that keeps every segment open)
+    fetches no chunk ahead."""
+
+    def listed(item: Any) -> tuple[str, int] | None:
+        """(URL, listed size) of an item whose ``.log`` can be opened beside its manifest."""
+        url, size = getattr(item, "path", None), getattr(item, "size_bytes", -1)
+        if options is None:  # the opener's storage options unknown: not opened with others than its reads'
+            return None
+        if isinstance(url, str) and isinstance(size, int) and size >= 0 and storage.is_remote(url):
+            return url, size
+        return None
+
+    def keep(item: Any) -> tuple[str, bytes | None] | None:
+        # the .log opened (its HEAD) and its first bytes read beside the manifest's read: two round trips, not four
+        found = listed(item)
+        if found is None or not object_reads.keep_open(found[0], options, found[1]):
+            return None
+        if not prefetch:
+            return found[0], None
+        try:
+            return found[0], storage.read_range(found[0], 0, min(found[1], READ_BYTES), options)
+        except OSError:
+            return found[0], None
 
     def task(item: Any) -> tuple[Any, Any, BaseException | None]:
         try:
             seg = opener(item)
         except (OSError, KafkaLogError) as exc:
             return item, None, exc
-        if prefetch and isinstance(seg, AivenSegment):
-            seg.prefetch()
+        if isinstance(seg, AivenSegment):
+            # the .log stays open while the segment is read: its chunk GETs need no HEAD each
+            object_reads.keep_open(seg.log_url, seg.options, seg.manifest.chunk_index.transformed_total)
+            if prefetch and listed(item) is None:  # else its first bytes come from keep()
+                seg.prefetch()
         return item, seg, None
 
-    yield from iter_parallel((lambda item=item: task(item) for item in items), max(1, ahead))
+    def tasks() -> Iterator[Callable[[], Any]]:
+        for item in items:
+            yield lambda item=item: keep(item)
+            yield lambda item=item: task(item)
+
+    held: AivenSegment | None = None
+    results = iter_parallel(tasks(), 2 * max(1, ahead))
+    try:
+        for kept in results:
+            item, seg, error = next(results)
+            if kept is not None and not isinstance(seg, AivenSegment):
+                object_reads.release(kept[0], options)
+            if prefetch and isinstance(seg, AivenSegment) and listed(item) is not None:
+                if kept is not None and kept[1] is not None and kept[0] == seg.log_url:
+                    seg.prefetch(fetched=kept[1])
+                else:  # the early read failed: fetched here (the read would have fetched them anyway)
+                    seg.prefetch()
+            if held is not None:  # the caller is done with the previous segment
+                object_reads.release(held.log_url, held.options)
+            held = seg if isinstance(seg, AivenSegment) else None
+            yield item, seg, error
+    finally:
+        if held is not None:
+            object_reads.release(held.log_url, held.options)
 
 
 def read_manifest(manifest_url: str, options: Mapping[str, Any] | None = None) -> SegmentManifest:
