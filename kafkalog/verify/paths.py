@@ -130,7 +130,8 @@ def _plan_one(plan: VerifyPlan, raw: str, seen: set[str], on_error: Callable[[OS
 
 def _opened_ahead(plan: VerifyPlan, rsm: Any) -> Iterator[tuple[SegmentItem, tuple[Any, Any] | None]]:
     """The plan's segments, each Aiven one with its opened segment (or the error opening it), opened ahead
-    (:func:`kafkalog.archive.tiered.open_ahead`) so its HEAD and manifest GET overlap the previous one's check."""
+    (:func:`kafkalog.archive.tiered.open_ahead`, given the storage options) so its round trips (the manifest, the
+    `.log`'s open and first bytes) overlap the previous one's check."""
     from kafkalog.archive.tiered import AivenSegment, is_aiven_item, open_ahead
 
     if not any(is_aiven_item(i) for i in plan.segments):
@@ -142,7 +143,7 @@ def _opened_ahead(plan: VerifyPlan, rsm: Any) -> Iterator[tuple[SegmentItem, tup
             return None
         return AivenSegment.open(item.path, rsm=rsm, options=plan.options, object_size=item.size_bytes)
 
-    for item, seg, error in open_ahead(plan.segments, opener):
+    for item, seg, error in open_ahead(plan.segments, opener, options=plan.options):
         yield item, (seg, error) if is_aiven_item(item) else None
 
 
