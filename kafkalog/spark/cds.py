@@ -218,11 +218,18 @@ def _take_claim(folder: str, name: str, names: list[str]) -> str | None:
 
 def driver_options(java: str, spark_home: str, extra_class_path: str = "") -> list[str]:
     """The driver JVM's CDS options: map the archive of this java + Spark, else (no archive, no other start
-    writing one) write it at exit; none when turned off, when the JDK cannot, or when the cache dir is not
-    writable."""
-    global _claim
+    writing one) write it at exit; none when turned off, when the JDK cannot, or when the cache dir fails (a
+    start never fails for the archive's sake)."""
     if not enabled():
         return []
+    try:
+        return _driver_options(java, spark_home, extra_class_path)
+    except OSError:
+        return []
+
+
+def _driver_options(java: str, spark_home: str, extra_class_path: str) -> list[str]:
+    global _claim
     home = _java_home(java)
     if home is None or _java_major(home) < 13:
         return []
@@ -237,6 +244,8 @@ def driver_options(java: str, spark_home: str, extra_class_path: str = "") -> li
     except OSError:
         return []
     found = _find_archive(folder, name, names) or _adopt(folder, name, names)
+    if found is None and any(n.startswith(name + ".") and n.endswith(".tmp") for n in names):
+        found = _find_archive(folder, name, sorted(os.listdir(folder)))  # another start adopted it just now
     if found is not None:
         return ["-Xshare:auto", f"-XX:SharedArchiveFile={found}", QUIET]
     claim = _take_claim(folder, name, names)
