@@ -12,6 +12,7 @@ import tempfile
 import zipfile
 from typing import Any
 
+from kafkalog.spark import cds
 from kafkalog.spark.java import ensure_java
 
 #: Settings applied to every session created by get_session; a caller's ``conf`` overrides them.
@@ -72,6 +73,30 @@ def quiet_log_conf() -> dict[str, str]:
 _LOG_CONF: str | None = None
 
 
+def driver_java_conf(java: str, conf: dict[str, Any]) -> dict[str, str]:
+    """``spark.driver.extraJavaOptions`` for a driver JVM this process is about to launch: the quiet log4j
+    configuration (:func:`quiet_log_conf`) and the class data sharing options (:mod:`kafkalog.spark.cds`). None
+    when the JVM already runs (its options are set) or the caller gives its own."""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return {}
+    if "spark.driver.extraJavaOptions" in conf:
+        return {}
+    import pyspark
+
+    options = [v for v in quiet_log_conf().values()]
+    spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(os.path.abspath(pyspark.__file__))
+    options += cds.driver_options(java, spark_home, str(conf.get("spark.driver.extraClassPath", "")))
+    return {"spark.driver.extraJavaOptions": " ".join(options)} if options else {}
+
+
+def note_driver_jvm(proc: Any) -> None:
+    """Tell :mod:`kafkalog.spark.cds` the driver JVM's pid when this process launched it."""
+    if proc is not None:
+        cds.note_driver_jvm(proc.pid)
+
+
 def worker_python_conf(master: str) -> dict[str, str]:
     """The Python that local workers run: the driver's own interpreter, unless ``PYSPARK_PYTHON`` says otherwise.
 
@@ -110,7 +135,7 @@ def get_session(master: str | None = "local[*]", app_name: str = "kafkalog", *,
 
     An already-running session is returned as is (Spark allows one per process).
     """
-    ensure_java()
+    java = ensure_java()
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -120,7 +145,7 @@ def get_session(master: str | None = "local[*]", app_name: str = "kafkalog", *,
         master = configured_master()
     local = master.startswith("local")
     builder = SparkSession.builder.master(master).appName(app_name)
-    settings = {**DEFAULT_CONF, **quiet_log_conf(), **(LOCAL_CONF if local else CLUSTER_CONF),
+    settings = {**DEFAULT_CONF, **driver_java_conf(java, conf or {}), **(LOCAL_CONF if local else CLUSTER_CONF),
                 **worker_python_conf(master), **(conf or {})}  # fmt: skip
     for key, value in settings.items():
         builder = builder.config(key, str(value))
@@ -137,6 +162,7 @@ def get_session(master: str | None = "local[*]", app_name: str = "kafkalog", *,
             os.environ.pop("PYSPARK_PYTHON", None)
         else:
             os.environ["PYSPARK_PYTHON"] = saved
+    note_driver_jvm(getattr(spark.sparkContext._gateway, "proc", None))
     spark.sparkContext.setLogLevel("ERROR")
     shipped = "kafkalog" in spark.sparkContext.getConf().get("spark.submit.pyFiles", "")  # spark-submit --py-files
     if not local and not shipped and str(settings.get("spark.kafkalog.ship", "true")).lower() != "false":

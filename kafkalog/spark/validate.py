@@ -71,21 +71,27 @@ def _segment_arrow_schema():
     """SEGMENT_SCHEMA as an Arrow schema (built once per process)."""
     global _ARROW_SCHEMA
     if _ARROW_SCHEMA is None:
-        import pyarrow as pa
-
-        types = {
-            "string": pa.string(), "int": pa.int32(), "long": pa.int64(), "array<string>": pa.list_(pa.string()),
-            "array<int>": pa.list_(pa.int32()),
-            "array<struct<position:long,size:long>>": pa.list_(
-                pa.struct([("position", pa.int64()), ("size", pa.int64())])
-            ),
-        }  # fmt: skip
-        cols = [c.split(" ", 1) for c in SEGMENT_SCHEMA.split(", ")]  # no ", " inside any type of this DDL
-        _ARROW_SCHEMA = pa.schema([(name, types[ddl]) for name, ddl in cols])
+        _ARROW_SCHEMA = arrow_schema(SEGMENT_SCHEMA)
     return _ARROW_SCHEMA
 
 
 _ARROW_SCHEMA = None
+
+
+def arrow_schema(ddl: str):
+    """SEGMENT_SCHEMA or PARTITION_SCHEMA as the Arrow schema Spark gives the same DDL (``to_arrow_schema``), built
+    without the JVM's parser: their types are ``string``, ``int``, ``long``, ``array<T>`` and ``struct<a:T,...>``,
+    and no type holds ``", "``."""
+    import pyarrow as pa
+
+    def typ(t: str):
+        if t.startswith("array<"):
+            return pa.list_(typ(t[6:-1]))
+        if t.startswith("struct<"):
+            return pa.struct([(n, typ(v)) for n, v in (f.split(":", 1) for f in t[7:-1].split(","))])
+        return {"string": pa.string(), "int": pa.int32(), "long": pa.int64()}[t]
+
+    return pa.schema([(name, typ(t)) for name, t in (c.split(" ", 1) for c in ddl.split(", "))])
 
 
 def reports_to_arrow(reports: Sequence) -> Any:
@@ -123,30 +129,54 @@ def _check_tasks(index_check: bool, options: dict[str, str], deep: bool = False,
     the tasks report their times to."""
 
     def run(batches):
-        report = None
-        if clock is not None:
-            from kafkalog.spark.task_clock import task_started
-
-            report = task_started()
-        freeze_worker()
-        quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
-        groups = getattr(plans, "value", plans)
-        for batch in batches:
-            for task in batch.column(0).to_pylist():
-                t0 = time.perf_counter()
-                reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep, rsm=rsm)
-                           for item in pickle.loads(groups[task])]  # fmt: skip
-                t1 = time.perf_counter()
-                result = reports_to_arrow(reports)
-                if report is not None:
-                    report["work"] += t1 - t0
-                    report["encode"] += time.perf_counter() - t1
-                yield result
-        if report is not None:
-            report["last"] = time.time()
-            clock.add(report)
+        tasks = (task for batch in batches for task in batch.column(0).to_pylist())
+        yield from _run_tasks(tasks, index_check, options, deep, rsm, plans, clock)
 
     return run
+
+
+def _check_rows(index_check: bool, options: dict[str, str], deep: bool = False, rsm: Any = None,
+                plans: Any = (), clock: Any = None):  # fmt: skip
+    """:func:`_check_tasks` for an RDD of task numbers (``sc.parallelize``): the same checks and Arrow batches,
+    returned as the ``Row``s the DataFrame's ``collect()`` gives. :func:`run_validation` takes this path when it
+    collects the rows anyway: an RDD job needs none of Spark SQL (analysis, code generation, the JVM's Arrow
+    columns), which a fresh driver JVM would load and compile for the one job."""
+
+    def run(tasks):
+        from pyspark.sql import Row
+
+        for batch in _run_tasks(tasks, index_check, options, deep, rsm, plans, clock):
+            for d in batch.to_pylist():
+                if d["corrupt_ranges"] is not None:
+                    d["corrupt_ranges"] = [Row(**c) for c in d["corrupt_ranges"]]
+                yield Row(**d)
+
+    return run
+
+
+def _run_tasks(tasks, index_check: bool, options: dict[str, str], deep: bool, rsm: Any, plans: Any, clock: Any):
+    """Check each task's segments; one Arrow batch (SEGMENT_SCHEMA) of reports per task."""
+    report = None
+    if clock is not None:
+        from kafkalog.spark.task_clock import task_started
+
+        report = task_started()
+    freeze_worker()
+    quiet_stock_daemon()  # a cluster's task workers run PySpark's own daemon
+    groups = getattr(plans, "value", plans)
+    for task in tasks:
+        t0 = time.perf_counter()
+        reports = [verify_segment_at(item, index_check=index_check, options=options, deep=deep, rsm=rsm)
+                   for item in pickle.loads(groups[task])]  # fmt: skip
+        t1 = time.perf_counter()
+        result = reports_to_arrow(reports)
+        if report is not None:
+            report["work"] += t1 - t0
+            report["encode"] += time.perf_counter() - t1
+        yield result
+    if report is not None:
+        report["last"] = time.time()
+        clock.add(report)
 
 
 def task_plans(spark, groups: list[list[SegmentItem]]):
@@ -155,6 +185,18 @@ def task_plans(spark, groups: list[list[SegmentItem]]):
     is a plain range (no Python pass to build it, as ``createDataFrame`` of a Python RDD would take)."""
     plans = spark.sparkContext.broadcast([pickle.dumps(g, protocol=pickle.HIGHEST_PROTOCOL) for g in groups])
     return spark.range(0, len(groups), 1, len(groups)), plans
+
+
+def check_rdd(spark, items: list[SegmentItem], *, index_check: bool = True, tasks_per_core: int = 2,
+              options: dict[str, str] | None = None, deep: bool = False, rsm: Any = None, clock: Any = None):  # fmt: skip
+    """:func:`validate_items` as an RDD of ``Row``s (SEGMENT_SCHEMA's columns) instead of a DataFrame: the same
+    tasks (:func:`_n_tasks`, :func:`group_for_tasks`, the plans' broadcast) and checks, for a caller that collects
+    the rows (:func:`run_validation`)."""
+    sc = spark.sparkContext
+    groups = group_for_tasks(items, _n_tasks(items, sc.defaultParallelism, tasks_per_core))
+    plans = sc.broadcast([pickle.dumps(g, protocol=pickle.HIGHEST_PROTOCOL) for g in groups])
+    check = _check_rows(index_check, storage_options(options), deep, as_rsm_config(rsm), plans, clock)
+    return sc.parallelize(range(len(groups)), max(1, len(groups))).mapPartitions(check)
 
 
 def group_for_tasks(items: list[SegmentItem], n_groups: int) -> list[list[SegmentItem]]:
@@ -278,13 +320,6 @@ def continuity_rows(seg_rows: Sequence, *, options: dict[str, str] | None = None
     return out
 
 
-def _ddl_schema(ddl: str):
-    """A DDL string as the Spark ``StructType`` a DataFrame with that schema has (parsed by the session's JVM)."""
-    from pyspark.sql.types import _parse_datatype_string
-
-    return _parse_datatype_string(ddl)
-
-
 def _continuity(options: dict[str, str]):
     def run(pdf):
         import pandas as pd
@@ -353,13 +388,15 @@ def run_validation(
             from kafkalog.spark.task_clock import new_clock
 
             clock = new_clock(sc)
-        seg_df = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm,
+        if on_driver:  # the rows come to the driver and stay there: an RDD job, none of Spark SQL
+            seg_job = check_rdd(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm,
                                 clock=clock)  # fmt: skip
-        if not on_driver:
-            seg_df = seg_df.cache()  # the continuity job reads the rows again
-        timer.lap("check_plan")  # grouping, the plans' broadcast, the DataFrame
+        else:
+            seg_job = validate_items(spark, items, index_check=index_check, options=opts, deep=deep, rsm=rsm,
+                                     clock=clock).cache()  # the continuity job reads the rows again  # fmt: skip
+        timer.lap("check_plan")  # grouping, the plans' broadcast, the RDD or DataFrame
         submitted = time.time()
-        seg_rows = seg_df.collect()
+        seg_rows = seg_job.collect()
         if clock is not None:
             from kafkalog.spark.task_clock import job_phases
 
@@ -368,15 +405,17 @@ def run_validation(
         sc.setJobDescription("kafkalog validate: partition continuity")
         if on_driver:
             part_rows = continuity_rows(seg_rows, options=opts)
-            part_schema = _ddl_schema(PARTITION_SCHEMA)
+            schemas = (arrow_schema(SEGMENT_SCHEMA), arrow_schema(PARTITION_SCHEMA))
         else:
-            part_df = partition_continuity(seg_df, options=opts).cache()
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            part_df = partition_continuity(seg_job, options=opts).cache()
             part_rows = part_df.collect()
-            part_schema = part_df.schema
+            schemas = (to_arrow_schema(seg_job.schema), to_arrow_schema(part_df.schema))
         timer.lap("continuity")
         sc.setJobDescription("kafkalog validate: write reports")
         text = summarize(seg_rows, part_rows)
-        _write_reports(out, report_format, seg_df.schema, part_schema, seg_rows, part_rows, opts)
+        _write_reports(out, report_format, *schemas, seg_rows, part_rows, opts)
         storage.write_bytes(storage.join(out, "summary.txt"), text.encode("utf-8"), opts)
         timer.lap("reports")
     except OSError as exc:
@@ -419,17 +458,15 @@ def _write_reports(out: str, fmt: str, seg_schema, part_schema, seg_rows: list, 
             storage.write_bytes(storage.join(out, f"{name}.{fmt}"), data, opts)
 
 
-def _encode_rows(struct, rows: list, fmt: str) -> bytes:
-    """Collected rows (pyspark Rows or dicts) as one Parquet file (types from the Spark schema ``struct``) or as
-    JSON lines."""
+def _encode_rows(schema, rows: list, fmt: str) -> bytes:
+    """Collected rows (pyspark Rows or dicts) as one Parquet file (types from the Arrow ``schema``) or as JSON
+    lines."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import to_arrow_schema
 
     dicts = [r if isinstance(r, dict) else r.asDict(recursive=True) for r in rows]
     if fmt == "json":
         return "".join(json.dumps(d, sort_keys=False) + "\n" for d in dicts).encode("utf-8")
-    schema = to_arrow_schema(struct)
     table = pa.Table.from_pylist(dicts, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
