@@ -123,20 +123,16 @@ def rebased(batch: bytes, base: int) -> bytes:
     return bytes(b)
 
 
-def peak_of_a_streamed_read(tmp: Path, log: bytes, child: str) -> dict:
-    """Serve ``log`` as the one segment of ``s3://mem/logdir/big-0`` from a moto server of its own, and run
+def peak_of_a_streamed_read(server: MotoServer, tmp: Path, log: bytes, child: str) -> dict:
+    """Put ``log`` in ``server`` as the one segment of ``s3://mem/logdir/big-0``, and run
     ``python -c child OPTIONS_JSON URL`` with ``KAFKALOG_READ_PARALLELISM=2`` (the child measures its peak RSS);
     the JSON of the child's last line."""
     pdir = tmp / "big-0"
     pdir.mkdir()
     (pdir / "00000000000000000000.log").write_bytes(log)
-    server = MotoServer().start()
-    try:
-        upload_tree(server.client(), pdir, "mem", "logdir/big-0")
-        env = {**os.environ, "KAFKALOG_READ_PARALLELISM": "2", "PYTHONPATH": str(ROOT)}
-        out = subprocess.run([sys.executable, "-c", child, json.dumps(server.options),
-                              "s3://mem/logdir/big-0/00000000000000000000.log"], env=env, capture_output=True,
-                             text=True, timeout=600, check=True)  # fmt: skip
-    finally:
-        server.stop()
+    upload_tree(server.client(), pdir, "mem", "logdir/big-0")
+    env = {**os.environ, "KAFKALOG_READ_PARALLELISM": "2", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", child, json.dumps(server.options),
+                          "s3://mem/logdir/big-0/00000000000000000000.log"], env=env, capture_output=True,
+                         text=True, timeout=600, check=True)  # fmt: skip
     return json.loads(out.stdout.splitlines()[-1])

@@ -208,7 +208,7 @@ print(json.dumps({"grew": rss("VmHWM:") - before, "code": code, "records": recor
 """
 
 
-def test_peak_memory_of_a_streamed_dump_stays_within_the_reads_in_flight(tmp_path) -> None:
+def test_peak_memory_of_a_streamed_dump_stays_within_the_reads_in_flight(s3, tmp_path) -> None:
     """A 64 MiB segment dumped from moto with 2 ranged reads of 8 MiB in flight: the process grows by about the
     reads in flight and a window, not by the segment. The output itself (held by the test runner) is kept small:
     few records per batch."""
@@ -219,7 +219,7 @@ def test_peak_memory_of_a_streamed_dump_stays_within_the_reads_in_flight(tmp_pat
     batch = build_batch([(b"k", os.urandom(60000))], base_offset=0)
     n = (64 << 20) // len(batch)
     log = b"".join(rebased(batch, i) for i in range(n))
-    got = peak_of_a_streamed_read(tmp_path, log, _MEMORY_CHILD)
+    got = peak_of_a_streamed_read(s3, tmp_path, log, _MEMORY_CHILD)
     assert got["code"] == 0 and got["records"] == n
     bound = 2 * (8 << 20) + stream.WINDOW_BYTES + (8 << 20)  # reads in flight + a window + the part being copied
     assert got["grew"] < bound + (8 << 20), got  # 8 MiB of slack for the allocator and the captured output

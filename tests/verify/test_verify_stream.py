@@ -146,7 +146,7 @@ print(json.dumps({"grew": rss("VmHWM:") - before, "status": rep.status, "batches
 """
 
 
-def test_peak_memory_of_a_streamed_segment_stays_within_the_reads_in_flight(tmp_path) -> None:
+def test_peak_memory_of_a_streamed_segment_stays_within_the_reads_in_flight(s3, tmp_path) -> None:
     """A 96 MiB segment verified with 2 ranged reads of 8 MiB in flight: the process grows by about the reads in
     flight and one window, not by the segment (a whole-object read would add 96 MiB)."""
     if not os.path.exists("/proc/self/clear_refs"):
@@ -156,7 +156,7 @@ def test_peak_memory_of_a_streamed_segment_stays_within_the_reads_in_flight(tmp_
     batch = build_batch([(b"k", os.urandom(1000)) for _ in range(64)], base_offset=0)
     n = (96 << 20) // len(batch)
     log = b"".join(rebased(batch, i * 64) for i in range(n))  # the same records at increasing offsets
-    got = peak_of_a_streamed_read(tmp_path, log, _MEMORY_CHILD)
+    got = peak_of_a_streamed_read(s3, tmp_path, log, _MEMORY_CHILD)
     assert got["status"] == "ok" and got["batches"] == n
     bound = 2 * (8 << 20) + stream.WINDOW_BYTES + (8 << 20)  # reads in flight + a window + the part being copied
     assert got["grew"] < bound + (8 << 20), got  # 8 MiB of slack for the allocator and numpy's columns
