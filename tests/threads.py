@@ -14,8 +14,8 @@ def threads_running(
     work: Callable[[int], object], n: int, timeout: float | None = None
 ) -> Iterator[list[BaseException]]:
     """``n`` threads running ``work(0)`` .. ``work(n - 1)`` while the block runs (for a test that acts on them
-    meanwhile); joined on leaving it, each for up to ``timeout`` seconds. Yields the list of what they raised,
-    filled in by the time the block is left."""
+    meanwhile); joined on leaving it, each for up to ``timeout`` seconds (one still running then fails the test).
+    Yields the list of what they raised, filled in by the time the block is left."""
     errors: list[BaseException] = []
 
     def body(k: int) -> None:
@@ -32,6 +32,8 @@ def threads_running(
     finally:
         for t in threads:
             t.join(timeout)
+    hung = sum(t.is_alive() for t in threads)
+    assert not hung, f"{hung} of {n} threads still running {timeout} s after the block"
 
 
 def run_threads(work: Callable[[int], object], n: int, timeout: float | None = None) -> list[BaseException]:
