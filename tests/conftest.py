@@ -182,6 +182,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rank: dict[str, int] = {}
     for module, item in zip(module_of, items, strict=True):
         rank[module] = min(rank.get(module, 4), _rank(item))
+    for module in _SPARK_MODULES & rank.keys():  # its tests that do not take the session keep it in the group
+        if rank[module] != 0:
+            rank[module] = 2
     first = {m: i for i, m in reversed(list(enumerate(module_of)))}
     order = sorted(range(len(items)), key=lambda i: (rank[module_of[i]], first[module_of[i]], i))
     items[:] = [items[i] for i in order]
