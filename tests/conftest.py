@@ -88,15 +88,47 @@ def golden_copy(tmp_path: Path, golden: Path):
     return _copy
 
 
+#: the local[2] session the ``spark`` fixture shares between modules (empty while none runs)
+_SHARED_SPARK: list = []
+#: the modules (file paths as in node ids) that use the ``spark`` fixture, filled in at collection
+_SPARK_MODULES: set[str] = set()
+
+
+def _stop_shared_spark() -> None:
+    while _SHARED_SPARK:
+        _SHARED_SPARK.pop().stop()
+
+
 @pytest.fixture(scope="module")
 def spark():
-    """A local[2] session with the kafkalog DataSource registered, one per test module (stopped after it)."""
+    """A local[2] session with the kafkalog DataSource registered. Modules that use it one after another share one
+    session (a new SparkContext and its Python workers take seconds each time, more beside another xdist worker);
+    it is stopped before a module that does not use it (which may start a session of its own: Spark allows one per
+    process) and at the end of the run. A module that stops it or starts another gets a new one in the next."""
+    from pyspark.sql import SparkSession
+
     from kafkalog.spark import get_session, register
 
-    session = get_session("local[2]", "kafkalog-tests")
+    if _SHARED_SPARK and (
+        _SHARED_SPARK[0].sparkContext._jsc is None or SparkSession.getActiveSession() is not _SHARED_SPARK[0]
+    ):
+        _stop_shared_spark()
+    if not _SHARED_SPARK:
+        _SHARED_SPARK.append(get_session("local[2]", "kafkalog-tests"))
+    session = _SHARED_SPARK[0]
     register(session)
-    yield session
-    session.stop()
+    return session
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_spark_only_where_used(request: pytest.FixtureRequest) -> None:
+    """Stops the shared session before a module that does not use the ``spark`` fixture."""
+    if _SHARED_SPARK and request.node.nodeid.split("::", 1)[0] not in _SPARK_MODULES:
+        _stop_shared_spark()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _stop_shared_spark()
 
 
 # --- running under pytest-xdist (README's test command: ``-n auto --dist loadfile --no-loadscope-reorder``) ---------
@@ -126,12 +158,16 @@ def _defined_in(func) -> str:
 
 
 def _rank(item: pytest.Item) -> int:
-    """0 the namespace clusters, 1 Spark, 2 a shared fixture, 3 the rest: roughly the longest modules first."""
+    """0 the namespace clusters, 1 Spark on sessions or processes of its own, 2 the shared ``spark`` session, 3 a
+    shared fixture, 4 the rest: roughly the longest modules first, and those that share the session one after
+    another (so that a worker keeps it from one to the next)."""
     if item.get_closest_marker("root") is not None:
         return 0
+    if "spark" in item.fixturenames:
+        return 2
     if "/spark/" in item.nodeid.split("::", 1)[0] or item.get_closest_marker("spark") is not None:
         return 1
-    return 2 if _uses_a_shared_fixture(item) else 3
+    return 3 if _uses_a_shared_fixture(item) else 4
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -139,12 +175,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """On an xdist worker: the modules longest first (xdist keeps the order with
     ``--no-loadscope-reorder``), so that neither worker is left with a long tail; each module's tests stay together
     in file order. Without xdist the order is pytest's."""
+    module_of = [item.nodeid.split("::", 1)[0] for item in items]
+    _SPARK_MODULES.update(m for m, item in zip(module_of, items, strict=True) if "spark" in item.fixturenames)
     if not hasattr(config, "workerinput"):  # xdist sets it on its workers (and resets their ``dist`` to "no")
         return
-    module_of = [item.nodeid.split("::", 1)[0] for item in items]
     rank: dict[str, int] = {}
     for module, item in zip(module_of, items, strict=True):
-        rank[module] = min(rank.get(module, 3), _rank(item))
+        rank[module] = min(rank.get(module, 4), _rank(item))
+    for module in _SPARK_MODULES & rank.keys():  # its tests that do not take the session keep it in the group
+        if rank[module] != 0:
+            rank[module] = 2
     first = {m: i for i, m in reversed(list(enumerate(module_of)))}
     order = sorted(range(len(items)), key=lambda i: (rank[module_of[i]], first[module_of[i]], i))
     items[:] = [items[i] for i in order]

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from kafkalog.archive import storage
 from kafkalog.verify import stream
-from tests.conftest import GOLDEN, needs_golden
-from tests.s3server import MotoServer, upload_tree
+from tests.bucket_cases import (
+    SEGMENT_OBJECTS,
+    cli,
+    no_copies,
+    partition_cases,
+    peak_of_a_streamed_read,
+    rebased,
+    serve_cases,
+    tiny_windows,
+)
+from tests.conftest import needs_golden
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("moto")
@@ -29,79 +33,23 @@ pytest.importorskip("moto")
 pytestmark = [needs_golden]
 
 BUCKET = "dumps"
-ROOT = Path(__file__).resolve().parents[2]
-SEGMENT_OBJECTS = (".log", ".index", ".timeindex", ".txnindex", ".indexes")
-
-
-def _cases(tmp: Path) -> dict[str, Path]:
-    """case name -> local partition dir: golden partitions, Kafka's damaged ones, and damage made here."""
-    cases: dict[str, Path] = {}
-    for name in ("golden-segments-0", "golden-txn-0", "golden-zstd-0", "golden-index-dense-0", "golden-gzip-0"):
-        cases[name] = GOLDEN / "logdir" / name
-    for group in ("unclean/input", "loader/input", "legacy/logdir"):
-        for d in sorted((GOLDEN / group).iterdir()):
-            if d.is_dir():
-                cases[d.name] = d
-    src = GOLDEN / "logdir" / "golden-segments-0"
-    made = {
-        "made-cut-mid-batch-0": lambda b: b[: len(b) // 2 + 3],
-        "made-huge-length-0": lambda b: b[:8] + (1 << 30).to_bytes(4, "big") + b[12:],
-        "made-bad-magic-0": lambda b: b[:16] + b"\x07" + b[17:],
-    }
-    for name, damage in made.items():
-        d = tmp / "made" / name
-        shutil.copytree(src, d)
-        log = sorted(d.glob("*.log"))[1]
-        log.write_bytes(damage(log.read_bytes()))
-        cases[name] = d
-    return cases
+GOLDEN_CASES = ("golden-segments-0", "golden-txn-0", "golden-zstd-0", "golden-index-dense-0", "golden-gzip-0")
+MADE_CASES = ("made-cut-mid-batch-0", "made-huge-length-0", "made-bad-magic-0")
 
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    cases = _cases(tmp_path_factory.mktemp("cases"))
-    server = MotoServer().start()
-    try:
-        client = server.client()
-        for name, d in cases.items():
-            upload_tree(client, d, BUCKET, f"cases/{name}")
-        server.cases = cases
-        yield server
-    finally:
-        server.stop()
+    """Golden partitions, Kafka's damaged ones and damage made here (to the second ``.log``) in the bucket."""
+    cases = partition_cases(tmp_path_factory.mktemp("cases"), GOLDEN_CASES, MADE_CASES, lambda logs: logs[1])
+    yield from serve_cases(cases, BUCKET)
 
 
 @pytest.fixture()
 def streamed(monkeypatch, tmp_path):
     """Windows of 64 bytes and GETs of 700; records every remote object copied to a local file, and points TMPDIR
     at an empty dir."""
-    monkeypatch.setattr(stream, "WINDOW_BYTES", 64)
-    monkeypatch.setattr(stream, "FETCH_BYTES", 700)
-    tmp = tmp_path / "tmpdir"
-    tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    copied: list[str] = []
-    real_stage, real_fetch = storage.stage_files, storage.fetch_parallel
-
-    def stage_files(urls, root, base, options=None):
-        copied.extend(urls)
-        return real_stage(urls, root, base, options)
-
-    def fetch_parallel(url, dest, *args, **kwargs):
-        copied.append(url)
-        return real_fetch(url, dest, *args, **kwargs)
-
-    monkeypatch.setattr(storage, "stage_files", stage_files)
-    monkeypatch.setattr(storage, "fetch_parallel", fetch_parallel)
-    yield tmp, copied
-
-
-def _cli(args: list) -> object:
-    from click.testing import CliRunner
-    from kafkalog_cli.main import main as cli_main
-
-    return CliRunner().invoke(cli_main, [str(a) for a in args], catch_exceptions=False)
+    tiny_windows(monkeypatch)
+    yield from no_copies(monkeypatch, tmp_path)
 
 
 def _opts(s3) -> list[str]:
@@ -161,8 +109,8 @@ def test_dump_of_a_bucket_dir_equals_the_local_dump_and_copies_no_segment(s3, st
         if flags and name not in FEW:
             continue
         url = f"s3://{BUCKET}/cases/{name}"
-        remote = _cli(["dump", *flags, url, *_opts(s3)])
-        here = _cli(["dump", *flags, local])
+        remote = cli(["dump", *flags, url, *_opts(s3)])
+        here = cli(["dump", *flags, local])
         assert remote.exit_code == here.exit_code, (name, remote.output)
         _same_dump(remote, here, str(local), url)
         codes.add(here.exit_code)
@@ -182,8 +130,8 @@ def test_dump_of_single_objects_equals_the_local_dump(s3, streamed, suffix) -> N
         for f in sorted(local_dir.glob(f"*{suffix}")):
             url = f"s3://{BUCKET}/cases/{name}/{f.name}"
             for flags in ([], ["--json", "--deep-iteration"]):
-                remote = _cli(["dump", *flags, url, *_opts(s3)])
-                here = _cli(["dump", *flags, f])
+                remote = cli(["dump", *flags, url, *_opts(s3)])
+                here = cli(["dump", *flags, f])
                 assert remote.exit_code == here.exit_code, (url, remote.output)
                 assert remote.output == here.output.replace(str(f), url), url
                 seen += 1
@@ -193,11 +141,11 @@ def test_dump_of_single_objects_equals_the_local_dump(s3, streamed, suffix) -> N
 
 def test_a_missing_object_and_an_unknown_one(s3, streamed) -> None:
     tmp, copied = streamed
-    res = _cli(["dump", f"s3://{BUCKET}/cases/golden-txn-0/00000000000000000099.log", *_opts(s3)])
+    res = cli(["dump", f"s3://{BUCKET}/cases/golden-txn-0/00000000000000000099.log", *_opts(s3)])
     assert res.exit_code == 2 and "00000000000000000099.log" in res.output and "Traceback" not in res.output
     client = s3.client()
     client.put_object(Bucket=BUCKET, Key="cases/notes/readme.txt", Body=b"x" * 5000)
-    res = _cli(["dump", f"s3://{BUCKET}/cases/notes/readme.txt", *_opts(s3)])
+    res = cli(["dump", f"s3://{BUCKET}/cases/notes/readme.txt", *_opts(s3)])
     assert res.exit_code == 2 and f"Ignoring unknown file s3://{BUCKET}/cases/notes/readme.txt" in res.output
     assert not copied and not list(tmp.iterdir())
 
@@ -224,9 +172,9 @@ def test_aiven_segments_dump_as_their_restored_files_without_writing_a_log(tmp_p
     monkeypatch.setattr(AivenSegment, "fetch", no_log_written)
     for variant, want_dir in restored.items():
         src = AIVEN / "variants" / variant
-        got = _cli(["dump", "--deep-iteration", "--print-data-log", "--json", src / "remote",
+        got = cli(["dump", "--deep-iteration", "--print-data-log", "--json", src / "remote",
                     "--rsm-config", src / "rsm.properties"])  # fmt: skip
-        want = _cli(["dump", "--deep-iteration", "--print-data-log", "--json", want_dir])
+        want = cli(["dump", "--deep-iteration", "--print-data-log", "--json", want_dir])
         assert got.exit_code == want.exit_code == 0, got.output
         rows = [json.loads(x) for x in got.stdout.splitlines()]
         wants = [json.loads(x) for x in want.stdout.splitlines()]
@@ -260,7 +208,7 @@ print(json.dumps({"grew": rss("VmHWM:") - before, "code": code, "records": recor
 """
 
 
-def test_peak_memory_of_a_streamed_dump_stays_within_the_reads_in_flight(tmp_path) -> None:
+def test_peak_memory_of_a_streamed_dump_stays_within_the_reads_in_flight(s3, tmp_path) -> None:
     """A 64 MiB segment dumped from moto with 2 ranged reads of 8 MiB in flight: the process grows by about the
     reads in flight and a window, not by the segment. The output itself (held by the test runner) is kept small:
     few records per batch."""
@@ -270,29 +218,8 @@ def test_peak_memory_of_a_streamed_dump_stays_within_the_reads_in_flight(tmp_pat
 
     batch = build_batch([(b"k", os.urandom(60000))], base_offset=0)
     n = (64 << 20) // len(batch)
-    log = b"".join(_rebased(batch, i) for i in range(n))
-    pdir = tmp_path / "big-0"
-    pdir.mkdir()
-    (pdir / "00000000000000000000.log").write_bytes(log)
-    server = MotoServer().start()
-    try:
-        upload_tree(server.client(), pdir, "mem", "logdir/big-0")
-        env = {**os.environ, "KAFKALOG_READ_PARALLELISM": "2", "PYTHONPATH": str(ROOT)}
-        out = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, json.dumps(server.options),
-                              "s3://mem/logdir/big-0/00000000000000000000.log"], env=env, capture_output=True,
-                             text=True, timeout=600, check=True)  # fmt: skip
-    finally:
-        server.stop()
-    got = json.loads(out.stdout.splitlines()[-1])
+    log = b"".join(rebased(batch, i) for i in range(n))
+    got = peak_of_a_streamed_read(s3, tmp_path, log, _MEMORY_CHILD)
     assert got["code"] == 0 and got["records"] == n
     bound = 2 * (8 << 20) + stream.WINDOW_BYTES + (8 << 20)  # reads in flight + a window + the part being copied
     assert got["grew"] < bound + (8 << 20), got  # 8 MiB of slack for the allocator and the captured output
-
-
-def _rebased(batch: bytes, base: int) -> bytes:
-    from crc32c import crc32c
-
-    b = bytearray(batch)
-    b[0:8] = base.to_bytes(8, "big")
-    b[17:21] = crc32c(bytes(b[21:])).to_bytes(4, "big")
-    return bytes(b)

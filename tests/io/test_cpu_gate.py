@@ -12,26 +12,9 @@ from kafkalog.io.cpu_gate import CpuGate, io_wait
 from kafkalog.log.config import LogConfig
 from kafkalog.manager import LogManager
 from kafkalog.manager.log_manager import BrokerConfig
+from tests.threads import run_threads
 
 WAIT = 10  # seconds; only reached when the gate is broken
-
-
-def _run_threads(n: int, target) -> list[BaseException]:
-    errors: list[BaseException] = []
-
-    def wrap() -> None:
-        try:
-            target()
-        except BaseException as e:  # reported to the test thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=wrap) for _ in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(WAIT)
-    assert not any(t.is_alive() for t in threads), "a gated thread hung"
-    return errors
 
 
 def test_gate_admits_exactly_its_slots() -> None:
@@ -48,7 +31,7 @@ def test_gate_admits_exactly_its_slots() -> None:
             with lock:
                 inside[0] -= 1
 
-    assert not _run_threads(4, work)
+    assert not run_threads(lambda _: work(), 4, WAIT)
     assert peak[0] == 2
 
 

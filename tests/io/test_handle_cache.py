@@ -18,6 +18,7 @@ from kafkalog.log.config import LogConfig
 from kafkalog.log.log import Log
 from kafkalog.manager import LogManager
 from kafkalog.manager.sanity_checker import check_segment
+from tests.threads import threads_running
 
 CFG = LogConfig.from_properties({"segment.bytes": 600, "index.interval.bytes": 50, "segment.index.bytes": 4096})
 
@@ -139,24 +140,16 @@ def test_evicted_active_segment_keeps_its_entries(tmp_path: Path) -> None:
 def test_concurrent_readers_with_a_tiny_cache(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "t-0", CFG, max_open_files=2)
     end = _fill(log, 12)
-    errors: list[BaseException] = []
 
-    def reader() -> None:
-        try:
-            for _ in range(5):
-                assert _read_all(log, end) == list(range(end))
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+    def reader(_: int) -> None:
+        for _ in range(5):
+            assert _read_all(log, end) == list(range(end))
 
-    threads = [threading.Thread(target=reader) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for i in range(20):  # an appender and roller alongside
-        log.append_as_leader([(b"x", b"y")], timestamp=5000 + i)
-        if i % 5 == 0:
-            log.roll()
-    for t in threads:
-        t.join()
+    with threads_running(reader, 4) as errors:
+        for i in range(20):  # an appender and roller alongside
+            log.append_as_leader([(b"x", b"y")], timestamp=5000 + i)
+            if i % 5 == 0:
+                log.roll()
     assert not errors, errors[0]
     assert log.handle_cache.evictions > 0
     log.close()
@@ -249,36 +242,30 @@ def test_manager_threads_share_a_tiny_cache(tmp_path: Path) -> None:
                 if i % 4 == 3:
                     m.roll("t", p)
     with LogManager(dirs, log_config=CFG, properties=props) as m:  # lazy: inactive segments pending
-        errors: list[BaseException] = []
         stop = threading.Event()
 
         def reader(p: int) -> None:
-            try:
-                while not stop.is_set():
-                    got = []
-                    offset = 0
-                    while offset < 24:
-                        for b in m.read("t", p, offset, 1 << 16):
-                            for r in b.records():
-                                if r.offset >= offset:
-                                    got.append(r.value)
-                                    offset = r.offset + 1
-                    assert got[:24] == [b"%d-%d" % (p, i) for i in range(24)]
-            except BaseException as e:  # noqa: BLE001 - reported below
-                errors.append(e)
+            while not stop.is_set():
+                got = []
+                offset = 0
+                while offset < 24:
+                    for b in m.read("t", p, offset, 1 << 16):
+                        for r in b.records():
+                            if r.offset >= offset:
+                                got.append(r.value)
+                                offset = r.offset + 1
+                assert got[:24] == [b"%d-%d" % (p, i) for i in range(24)]
 
-        threads = [threading.Thread(target=reader, args=(p,)) for p in range(4)]
-        for t in threads:
-            t.start()
-        run = m.start_sanity_checker()
-        for i in range(30):
-            m.append("t", i % 4, [(b"k", b"late")], timestamp=9000 + i)
-            if i % 7 == 0:
-                m.roll("t", i % 4)
-        assert run.wait(60) and not run.errors
-        stop.set()
-        for t in threads:
-            t.join()
+        with threads_running(reader, 4) as errors:
+            try:
+                run = m.start_sanity_checker()
+                for i in range(30):
+                    m.append("t", i % 4, [(b"k", b"late")], timestamp=9000 + i)
+                    if i % 7 == 0:
+                        m.roll("t", i % 4)
+                assert run.wait(60) and not run.errors
+            finally:
+                stop.set()
         assert not errors, errors[0]
         assert all(s.status.value == "checked" for s in m.sanity_check_states().values())
         assert m.handle_cache.evictions > 0 and m.offline_log_dirs == []

@@ -19,6 +19,7 @@ from kafkalog.errors import KafkaStorageError, NoLiveLogDirsError
 from kafkalog.log.config import LogConfig
 from kafkalog.manager import LogDirOfflineEvent, LogManager
 from kafkalog.manager.lock import DirLock
+from tests.threads import run_threads
 
 CFG = LogConfig.from_properties({"segment.bytes": 4000, "segment.index.bytes": 4096, "index.interval.bytes": 100})
 VALUE = b"v" * 60
@@ -347,23 +348,16 @@ def test_concurrent_failures_fire_one_event(fake) -> None:
     _populate(m, partitions=8)
     b = _on(m, "/b")
     _disk_full(fake, free=2000)
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(b) * 2)
+    parts = b + b
+    barrier = threading.Barrier(len(parts))
 
-    def hammer(p: int) -> None:
+    def hammer(k: int) -> None:
         barrier.wait()
-        try:
-            for _ in range(200):
-                m.append("t", p, [(b"k", VALUE)])
-        except KafkaStorageError as e:
-            errors.append(e)
+        for _ in range(200):
+            m.append("t", parts[k], [(b"k", VALUE)])
 
-    threads = [threading.Thread(target=hammer, args=(p,)) for p in b + b]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(errors) == len(threads)
+    errors = run_threads(hammer, len(parts))
+    assert len(errors) == len(parts) and all(isinstance(e, KafkaStorageError) for e in errors), errors
     assert len(events) == 1 and events[0].log_dir == "/b"
     assert set(events[0].partitions) == {("t", p) for p in b}
     m.shutdown()

