@@ -127,7 +127,7 @@ def test_archive_objects_are_opened_ahead_so_no_round_trip_waits_between_objects
             opts = {**server.options, "endpoint_url": proxy.endpoint}
             blobs = [os.urandom(50_000 + i) for i in range(6)]
             urls = _objects(server, "ahead", blobs)
-            proxy.delay_s = 0.05
+            proxy.delay_s = 0.1
             proxy.trace = []
             got = [(u, bytes(b)) for u, b in iter_objects(urls, opts, part=65536, parallelism=4)]
             trace, proxy.trace = proxy.trace, None
@@ -136,8 +136,9 @@ def test_archive_objects_are_opened_ahead_so_no_round_trip_waits_between_objects
             gets = [r for r in trace if r.kind == "GET"]
             assert len(heads) == len(gets) == 6  # one open and one part per object
             # the objects are opened ahead, several at once (one after another, each HEAD would wait for the
-            # previous one's answer: a round trip per object that nothing overlaps)
-            assert sum(h.arrived < p.answered for p, h in zip(heads, heads[1:], strict=False)) >= 3
+            # previous one's answer: a round trip per object that nothing overlaps, 0 overlaps). How many of the
+            # 5 pairs overlap depends on when the pool's threads run (2 of 5 on a loaded CI machine), so one does.
+            assert sum(h.arrived < p.answered for p, h in zip(heads, heads[1:], strict=False)) >= 1
             # in flight at once: at most the window of opens (4) and the window of parts (4)
             assert proxy.peak_in_flight <= 8
     finally:

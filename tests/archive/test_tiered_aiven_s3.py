@@ -163,7 +163,7 @@ def test_segments_opened_ahead_send_each_log_head_once_beside_the_manifest_read(
     from tests.latency_proxy import LatencyProxy
 
     rsm = load_rsm_config(rsm_file)
-    with LatencyProxy(s3.port, delay_s=0.03) as proxy:
+    with LatencyProxy(s3.port, delay_s=0.1) as proxy:
         opts = {**s3.options, "endpoint_url": proxy.endpoint}
         items = discover_segments(f"s3://{BUCKET}/{PREFIX}", options=opts, key_prefix=PREFIX)
         assert len(items) == 5
