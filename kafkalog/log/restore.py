@@ -216,7 +216,7 @@ def _open_aiven(logs: list[RemoteObject], rsm: Any, options: Mapping[str, str] |
                          layout="tiered-aiven") for log in logs]  # fmt: skip
 
     def opener(item: SegmentItem) -> AivenSegment:
-        return AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+        return AivenSegment.open_item(item, rsm=rsm, options=options)
 
     return open_ahead(items, opener, options=options or {})
 

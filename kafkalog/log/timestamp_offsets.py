@@ -89,7 +89,7 @@ class BatchWalk:
 def _walk(item: Any, start: int, size: int, options: dict[str, str] | None, rsm: Any) -> BatchWalk:
     """A :class:`BatchWalk` over the ``.log`` of ``item`` (local file, remote object or Aiven segment)."""
     if is_aiven_item(item):
-        seg = AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+        seg = AivenSegment.open_item(item, rsm=rsm, options=options)
         return BatchWalk(lambda a, b: bytes(seg.read(a, b)), start, size, item.base_offset)
     return BatchWalk(lambda a, b: storage.read_range(item.path, a, b, options), start, size, item.base_offset)
 
@@ -121,7 +121,7 @@ def header_max_timestamp(item: Any, options: dict[str, str] | None = None, rsm: 
 
 
 def _aiven_size(item: Any, options: dict[str, str] | None, rsm: Any) -> int:
-    return AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes).size
+    return AivenSegment.open_item(item, rsm=rsm, options=options).size
 
 
 def index_max_timestamp(item: Any, next_base: int, options: dict[str, str] | None = None, rsm: Any = None) -> int | None:

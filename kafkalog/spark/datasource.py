@@ -465,7 +465,7 @@ def _check_rsm_config(by_dir: dict[str, list[SegmentItem]], options: dict[str, s
     if first is None:
         return
     try:
-        AivenSegment.open(first.path, rsm=rsm, options=options, object_size=first.size_bytes)
+        AivenSegment.open_item(first, rsm=rsm, options=options)
     except (CorruptTieredObjectError, OSError):
         return
 
@@ -508,7 +508,7 @@ def _log_range(item: SegmentItem, start: int, end: int, options: dict[str, str],
     with storage.scratch_dir() as root:
         local = os.path.join(root, "range.log")
         if is_aiven_item(item):
-            seg = seg or AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+            seg = seg or AivenSegment.open_item(item, rsm=rsm, options=options)
             seg.fetch(local, start, end, damage=damage)
         else:
             storage.fetch(item.path, local, start, end, options)

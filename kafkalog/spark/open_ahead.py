@@ -34,7 +34,7 @@ def opened_ahead(parts: list[Any], options: Mapping[str, Any] | None, rsm: Any) 
     whole = all(p.start == 0 and p.bounds.offset_lo <= p.item.base_offset for p in aiven)
 
     def opener(item: SegmentItem) -> AivenSegment:
-        return AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+        return AivenSegment.open_item(item, rsm=rsm, options=options)
 
     opened = open_ahead([p.item for p in aiven], opener, prefetch=whole, options=options or {})
     try:

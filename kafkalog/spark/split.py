@@ -66,7 +66,7 @@ def segment_cuts(item: Any, max_bytes: int, options: dict[str, str], rsm=None) -
         return batch_cuts(item.path, item.base_offset, item.size_bytes, max_bytes), item.size_bytes
     try:
         if is_aiven_item(item):
-            seg = AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+            seg = AivenSegment.open_item(item, rsm=rsm, options=options)
             if seg.size <= max_bytes:
                 return [], seg.size
             return _remote_cuts(item, seg.size, max_bytes, lambda: seg.index("offset"), _ChunkReads(seg)), seg.size

@@ -141,7 +141,7 @@ def _opened_ahead(plan: VerifyPlan, rsm: Any) -> Iterator[tuple[SegmentItem, tup
     def opener(item: SegmentItem) -> Any:
         if not is_aiven_item(item):
             return None
-        return AivenSegment.open(item.path, rsm=rsm, options=plan.options, object_size=item.size_bytes)
+        return AivenSegment.open_item(item, rsm=rsm, options=plan.options)
 
     for item, seg, error in open_ahead(plan.segments, opener, options=plan.options):
         yield item, (seg, error) if is_aiven_item(item) else None

@@ -207,7 +207,7 @@ def _verify_aiven(item: SegmentItem, index_check: bool, rsm: Any, options: Mappi
     found = RecordCheck()
     try:
         if opened is None:
-            seg = AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+            seg = AivenSegment.open_item(item, rsm=rsm, options=options)
         else:  # opened ahead (:func:`kafkalog.archive.tiered.open_ahead`): its error is reported as if raised here
             seg, error = opened
             if error is not None:

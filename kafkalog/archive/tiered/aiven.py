@@ -137,6 +137,13 @@ class AivenSegment:
                 raise CorruptTieredObjectError("manifest's fixed chunk sizes do not fit AES-GCM chunks", obj=log_url)
         return cls(log_url, manifest, data_key=_unwrap(manifest, rsm, log_url), options=options)
 
+    @classmethod
+    def open_item(cls, item: Any, *, rsm: RsmConfig | None = None,
+                  options: Mapping[str, Any] | None = None) -> AivenSegment:  # fmt: skip
+        """:meth:`open` for a listed segment (:class:`kafkalog.archive.discovery.SegmentItem`): the size its
+        listing gave spares the ``.log``'s HEAD."""
+        return cls.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+
     def prefetch(self, limit: int = READ_BYTES, fetched: bytes | None = None) -> None:
         """Fetch the stored bytes of the first chunks now (whole chunks, at most ``limit`` bytes, one ranged read),
         so a read of the segment's start does not wait a round trip for them: :func:`open_ahead` calls it while
@@ -583,7 +590,7 @@ def materialize(item: Any, root: str, *, rsm: RsmConfig | None = None, options: 
     ``.leader_epoch_checkpoint``, in ``<topic dir>/<partition>/`` as in the bucket. Returns ``item`` (a
     :class:`kafkalog.archive.discovery.SegmentItem`, duck-typed) re-pointed at the copy, with the original segment's size
     and its index files' sizes, and no ``extra_files``. Bad chunks: see :meth:`AivenSegment.iter_range`."""
-    seg = segment or AivenSegment.open(item.path, rsm=rsm, options=options, object_size=item.size_bytes)
+    seg = segment or AivenSegment.open_item(item, rsm=rsm, options=options)
     pdir = storage.basename(item.partition_dir)
     tdir = storage.basename(storage.dirname(item.partition_dir))
     local_dir = os.path.join(root, tdir, pdir)
